@@ -1,0 +1,347 @@
+//! GPU telemetry configuration: [`GpuConfig`], its environment variables and validation.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+
+/// Environment variable: path or file name of the NVML library (default `libnvidia-ml.so.1`).
+pub const ENV_NVML_LIBRARY: &str = "PIPETEL_NVML_LIBRARY";
+/// Environment variable: `auto`, `on` or `off` ([`GpuMode`]).
+pub const ENV_GPU_MODE: &str = "PIPETEL_GPU";
+/// Environment variable: poll interval, e.g. `5s`, `1500ms` or `2` (seconds).
+pub const ENV_GPU_POLL_INTERVAL: &str = "PIPETEL_GPU_POLL_INTERVAL";
+/// Environment variable: `auto`, `nvidia` or `amd` ([`GpuPlatform`]).
+pub const ENV_GPU_PLATFORM: &str = "PIPETEL_GPU_PLATFORM";
+/// Environment variable: `true` / `false`, report PCIe throughput.
+pub const ENV_GPU_PCIE_THROUGHPUT: &str = "PIPETEL_GPU_PCIE_THROUGHPUT";
+/// Environment variable: `true` / `false`, report GPU memory of this process and its children.
+pub const ENV_GPU_PROCESS_MEMORY: &str = "PIPETEL_GPU_PROCESS_MEMORY";
+
+/// Default poll interval.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+/// Shortest poll interval accepted: NVML's utilisation is itself averaged over 1/6 to 1 s.
+pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// Default time [`GpuMode::On`] waits for the library to initialise.
+pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether GPU telemetry runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum GpuMode {
+    /// Use a GPU when one is found; otherwise log one info line saying why and carry on.
+    #[default]
+    Auto,
+    /// A GPU is required: failing to open the library or finding no device is an error.
+    On,
+    /// No GPU telemetry; the library is never loaded.
+    Off,
+}
+
+impl std::str::FromStr for GpuMode {
+    type Err = &'static str;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "on" | "true" | "1" => Ok(Self::On),
+            "off" | "false" | "0" => Ok(Self::Off),
+            _ => Err("expected auto, on or off"),
+        }
+    }
+}
+
+/// Which vendor library to use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum GpuPlatform {
+    /// Whichever library loads (today: NVML).
+    #[default]
+    Auto,
+    /// NVIDIA, through NVML.
+    Nvidia,
+    /// AMD, through ROCm SMI. Not in this build: selecting it is an error.
+    Amd,
+}
+
+impl std::str::FromStr for GpuPlatform {
+    type Err = &'static str;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "nvidia" | "nvml" => Ok(Self::Nvidia),
+            "amd" | "rocm" => Ok(Self::Amd),
+            _ => Err("expected auto, nvidia or amd"),
+        }
+    }
+}
+
+/// GPU telemetry configuration.
+///
+/// Build it from [`Default`] and the `with_*` setters, or from the environment with
+/// [`GpuConfig::from_env`]; [`crate::start`] validates it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct GpuConfig {
+    /// Whether GPU telemetry runs (default [`GpuMode::Auto`]).
+    pub mode: GpuMode,
+    /// Time between polls (default 5 s, minimum 1 s).
+    pub poll_interval: Duration,
+    /// NVML library to load; `None` loads `libnvidia-ml.so.1` from the loader's search path.
+    pub library_path: Option<PathBuf>,
+    /// Report PCIe throughput (each read blocks about 20 ms per direction and device).
+    pub pcie_throughput: bool,
+    /// Report GPU memory used by this process and its descendants.
+    pub process_memory: bool,
+    /// Which vendor library to use.
+    pub platform: GpuPlatform,
+    /// How long [`GpuMode::On`] waits for the library to initialise before failing.
+    pub init_timeout: Duration,
+}
+
+impl Default for GpuConfig {
+    fn default() -> Self {
+        Self {
+            mode: GpuMode::Auto,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+            library_path: None,
+            pcie_throughput: false,
+            process_memory: false,
+            platform: GpuPlatform::Auto,
+            init_timeout: DEFAULT_INIT_TIMEOUT,
+        }
+    }
+}
+
+impl GpuConfig {
+    /// The defaults overridden by the `PIPETEL_GPU*` / `PIPETEL_NVML_LIBRARY` variables.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::InvalidEnv`] naming the variable and its value when one does not parse.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::default().with_env_from(|name| std::env::var(name).ok())
+    }
+
+    /// Applies variables read through `get` (the environment in [`GpuConfig::from_env`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::InvalidEnv`] naming the variable and its value when one does not parse.
+    pub fn with_env_from(
+        mut self,
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let invalid = |variable: &'static str, value: &str, reason: &'static str| {
+            ConfigError::InvalidEnv {
+                variable,
+                value: value.to_owned(),
+                reason,
+            }
+        };
+        if let Some(v) = get(ENV_GPU_MODE) {
+            self.mode = v.parse().map_err(|r| invalid(ENV_GPU_MODE, &v, r))?;
+        }
+        if let Some(v) = get(ENV_GPU_POLL_INTERVAL) {
+            self.poll_interval =
+                parse_duration(&v).ok_or_else(|| invalid(ENV_GPU_POLL_INTERVAL, &v, "expected a duration such as 5s, 1500ms or 2"))?;
+        }
+        if let Some(v) = get(ENV_GPU_PLATFORM) {
+            self.platform = v.parse().map_err(|r| invalid(ENV_GPU_PLATFORM, &v, r))?;
+        }
+        if let Some(v) = get(ENV_NVML_LIBRARY) {
+            // An empty variable means "unset", as shells make it easy to export one by mistake.
+            self.library_path = (!v.is_empty()).then(|| PathBuf::from(v));
+        }
+        if let Some(v) = get(ENV_GPU_PCIE_THROUGHPUT) {
+            self.pcie_throughput =
+                parse_bool(&v).ok_or_else(|| invalid(ENV_GPU_PCIE_THROUGHPUT, &v, "expected true or false"))?;
+        }
+        if let Some(v) = get(ENV_GPU_PROCESS_MEMORY) {
+            self.process_memory =
+                parse_bool(&v).ok_or_else(|| invalid(ENV_GPU_PROCESS_MEMORY, &v, "expected true or false"))?;
+        }
+        Ok(self)
+    }
+
+    /// Sets [`GpuConfig::mode`].
+    #[must_use]
+    pub fn with_mode(mut self, mode: GpuMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets [`GpuConfig::poll_interval`].
+    #[must_use]
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// Sets [`GpuConfig::library_path`].
+    #[must_use]
+    pub fn with_library_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.library_path = Some(path.into());
+        self
+    }
+
+    /// Sets [`GpuConfig::pcie_throughput`].
+    #[must_use]
+    pub fn with_pcie_throughput(mut self, on: bool) -> Self {
+        self.pcie_throughput = on;
+        self
+    }
+
+    /// Sets [`GpuConfig::process_memory`].
+    #[must_use]
+    pub fn with_process_memory(mut self, on: bool) -> Self {
+        self.process_memory = on;
+        self
+    }
+
+    /// Sets [`GpuConfig::platform`].
+    #[must_use]
+    pub fn with_platform(mut self, platform: GpuPlatform) -> Self {
+        self.platform = platform;
+        self
+    }
+
+    /// Sets [`GpuConfig::init_timeout`].
+    #[must_use]
+    pub fn with_init_timeout(mut self, timeout: Duration) -> Self {
+        self.init_timeout = timeout;
+        self
+    }
+
+    /// Checks the values that do not depend on the machine.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::PollIntervalTooShort`] below [`MIN_POLL_INTERVAL`];
+    /// [`ConfigError::EmptyLibraryPath`] for `Some("")`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.poll_interval < MIN_POLL_INTERVAL {
+            return Err(ConfigError::PollIntervalTooShort(self.poll_interval));
+        }
+        if self
+            .library_path
+            .as_ref()
+            .is_some_and(|p| p.as_os_str().is_empty())
+        {
+            return Err(ConfigError::EmptyLibraryPath);
+        }
+        Ok(())
+    }
+}
+
+/// `5s`, `1500ms`, `2m` or a bare number of seconds (fractions allowed).
+fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else {
+        (s, 1.0)
+    };
+    let value: f64 = number.trim().parse().ok()?;
+    Duration::try_from_secs_f64(value * scale).ok()
+}
+
+fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Some(true),
+        "0" | "false" | "no" | "off" => Some(false),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn defaults_are_auto_five_seconds_and_valid() {
+        let c = GpuConfig::default();
+        assert_eq!(c.mode, GpuMode::Auto);
+        assert_eq!(c.poll_interval, Duration::from_secs(5));
+        assert_eq!(c.platform, GpuPlatform::Auto);
+        assert!(!c.pcie_throughput && !c.process_memory);
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn poll_interval_below_one_second_is_an_error_naming_the_field() {
+        let c = GpuConfig::default().with_poll_interval(Duration::from_millis(999));
+        let err = c.validate().expect_err("999ms must be rejected");
+        assert_eq!(err, ConfigError::PollIntervalTooShort(Duration::from_millis(999)));
+        assert!(err.to_string().contains("gpu.poll_interval"), "{err}");
+        let ok = GpuConfig::default().with_poll_interval(Duration::from_secs(1));
+        assert_eq!(ok.validate(), Ok(()));
+    }
+
+    #[test]
+    fn empty_library_path_is_an_error_naming_the_field() {
+        let err = GpuConfig::default()
+            .with_library_path("")
+            .validate()
+            .expect_err("empty path must be rejected");
+        assert!(err.to_string().contains("gpu.library_path"), "{err}");
+    }
+
+    #[test]
+    fn env_overrides_defaults() -> Result<(), ConfigError> {
+        let c = GpuConfig::default().with_env_from(env(&[
+            (ENV_GPU_MODE, "on"),
+            (ENV_GPU_POLL_INTERVAL, "1500ms"),
+            (ENV_GPU_PLATFORM, "nvidia"),
+            (ENV_NVML_LIBRARY, "/opt/nvml/libnvidia-ml.so.1"),
+            (ENV_GPU_PCIE_THROUGHPUT, "true"),
+            (ENV_GPU_PROCESS_MEMORY, "1"),
+        ]))?;
+        assert_eq!(c.mode, GpuMode::On);
+        assert_eq!(c.poll_interval, Duration::from_millis(1500));
+        assert_eq!(c.platform, GpuPlatform::Nvidia);
+        assert_eq!(
+            c.library_path.as_deref(),
+            Some(std::path::Path::new("/opt/nvml/libnvidia-ml.so.1"))
+        );
+        assert!(c.pcie_throughput && c.process_memory);
+        Ok(())
+    }
+
+    #[test]
+    fn bad_env_value_names_variable_and_value() {
+        let err = GpuConfig::default()
+            .with_env_from(env(&[(ENV_GPU_POLL_INTERVAL, "soon")]))
+            .expect_err("must not parse");
+        let text = err.to_string();
+        assert!(text.contains(ENV_GPU_POLL_INTERVAL) && text.contains("soon"), "{text}");
+        let err = GpuConfig::default()
+            .with_env_from(env(&[(ENV_GPU_MODE, "maybe")]))
+            .expect_err("must not parse");
+        assert!(err.to_string().contains("PIPETEL_GPU=\"maybe\""), "{err}");
+    }
+
+    #[test]
+    fn durations_parse_in_all_documented_forms() {
+        assert_eq!(parse_duration("5s"), Some(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("-1"), None);
+        assert_eq!(parse_duration(""), None);
+    }
+}

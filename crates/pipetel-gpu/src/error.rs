@@ -1,0 +1,77 @@
+//! Errors of configuration and of starting GPU telemetry.
+
+use std::time::Duration;
+
+/// A configuration value that cannot be used. Each variant names the field (and, when the
+/// value came from the environment, the variable) it is about.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// `poll_interval` is below the one-second minimum.
+    #[error("gpu.poll_interval must be at least 1s (NVML utilisation is itself a 1/6 to 1 s window), got {0:?}")]
+    PollIntervalTooShort(Duration),
+    /// `library_path` is set to an empty path.
+    #[error("gpu.library_path is empty; leave it unset to use the default library name")]
+    EmptyLibraryPath,
+    /// An environment variable holds a value that does not parse.
+    #[error("{variable}={value:?} is not valid: {reason}")]
+    InvalidEnv {
+        /// The variable's name.
+        variable: &'static str,
+        /// The value found.
+        value: String,
+        /// What was expected.
+        reason: &'static str,
+    },
+}
+
+/// Why GPU telemetry could not start, or why a source could not be opened.
+///
+/// With [`GpuMode::Auto`](crate::GpuMode::Auto) these are reported as one log line and GPU
+/// metrics stay off; with [`GpuMode::On`](crate::GpuMode::On) they are returned to the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GpuError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The configuration asks for a platform this build does not include.
+    #[error("gpu.platform = {platform}: not built with {platform} support (enable the `{feature}` feature of pipetel-gpu)")]
+    PlatformNotBuilt {
+        /// The platform asked for.
+        platform: &'static str,
+        /// The cargo feature that would include it.
+        feature: &'static str,
+    },
+    /// The management library could not be loaded (not installed, wrong path, wrong file).
+    #[error("cannot load GPU management library {library}: {reason}")]
+    LibraryNotLoaded {
+        /// The name or path that was tried.
+        library: String,
+        /// The loader's message.
+        reason: String,
+    },
+    /// The library loaded but refused to initialise (e.g. driver not loaded, no permission).
+    #[error("GPU management library {library} failed to initialise: {reason}")]
+    InitFailed {
+        /// The name or path that was loaded.
+        library: String,
+        /// The library's error.
+        reason: String,
+    },
+    /// The library works but reports no device.
+    #[error("no GPU found by {library}")]
+    NoDevice {
+        /// The name or path that was loaded.
+        library: String,
+    },
+    /// Opening the library did not finish in time (some drivers hang in init).
+    #[error("GPU management library did not initialise within {0:?}")]
+    InitTimeout(Duration),
+    /// The poller thread could not be started.
+    #[error("cannot start the GPU poller thread: {0}")]
+    Thread(String),
+    /// A whole sample failed (not one field of one device).
+    #[error("GPU sample failed: {0}")]
+    Sample(String),
+}

@@ -1,0 +1,444 @@
+//! [`NvmlSource`]: the [`GpuSource`] for NVIDIA GPUs, on `nvml-wrapper`.
+
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::path::Path;
+use std::sync::Arc;
+
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
+};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+
+use crate::error::GpuError;
+use crate::names;
+use crate::process;
+use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource};
+
+/// The library name NVML is loaded by when no path is configured.
+pub const DEFAULT_NVML_LIBRARY: &str = "libnvidia-ml.so.1";
+
+/// NVML's value for "MIG enabled" in `nvmlDeviceGetMigMode`.
+const MIG_ENABLED: u32 = 1;
+
+/// Opt-in reads of [`NvmlSource`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NvmlOptions {
+    /// Read PCIe throughput (blocks about 20 ms per direction and device).
+    pub pcie_throughput: bool,
+    /// Read the GPU memory of this process and its descendants.
+    pub process_memory: bool,
+}
+
+impl NvmlOptions {
+    /// Options with both opt-in reads set as given.
+    pub fn new(pcie_throughput: bool, process_memory: bool) -> Self {
+        Self {
+            pcie_throughput,
+            process_memory,
+        }
+    }
+}
+
+/// One NVML query of a device; the unit of "this device cannot do that, stop asking".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Field {
+    Utilization,
+    Encoder,
+    Decoder,
+    Memory,
+    Power,
+    Energy,
+    Temperature,
+    EccCorrected,
+    EccUncorrected,
+    ClockGraphics,
+    ClockSm,
+    ClockMemory,
+    ClockVideo,
+    PcieTx,
+    PcieRx,
+    ComputeProcesses,
+    GraphicsProcesses,
+}
+
+impl Field {
+    fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+
+    fn nvml_call(self) -> &'static str {
+        match self {
+            Self::Utilization => "nvmlDeviceGetUtilizationRates",
+            Self::Encoder => "nvmlDeviceGetEncoderUtilization",
+            Self::Decoder => "nvmlDeviceGetDecoderUtilization",
+            Self::Memory => "nvmlDeviceGetMemoryInfo_v2",
+            Self::Power => "nvmlDeviceGetPowerUsage",
+            Self::Energy => "nvmlDeviceGetTotalEnergyConsumption",
+            Self::Temperature => "nvmlDeviceGetTemperature",
+            Self::EccCorrected | Self::EccUncorrected => "nvmlDeviceGetTotalEccErrors",
+            Self::ClockGraphics | Self::ClockSm | Self::ClockMemory | Self::ClockVideo => {
+                "nvmlDeviceGetClockInfo"
+            }
+            Self::PcieTx | Self::PcieRx => "nvmlDeviceGetPcieThroughput",
+            Self::ComputeProcesses => "nvmlDeviceGetComputeRunningProcesses_v3",
+            Self::GraphicsProcesses => "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct FieldSet(u32);
+
+impl FieldSet {
+    fn contains(self, f: Field) -> bool {
+        self.0 & f.bit() != 0
+    }
+    fn insert(&mut self, f: Field) {
+        self.0 |= f.bit();
+    }
+}
+
+/// What the source remembers about one device between polls.
+#[derive(Debug)]
+struct DeviceState {
+    info: Arc<DeviceInfo>,
+    /// MIG-enabled devices have no device-level utilisation; it is reported as absent.
+    mig: bool,
+    /// Fans still read; a fan that says "not supported" is dropped for good.
+    fans: Vec<u32>,
+    /// Queries that answered NotSupported / NoPermission / missing symbol: never asked again.
+    unsupported: FieldSet,
+    /// Queries whose transient error was already logged at warn level.
+    warned: FieldSet,
+    /// Whether the previous poll found the device failed (to log transitions only).
+    failed: bool,
+}
+
+/// A [`GpuSource`] reading NVIDIA GPUs through NVML.
+///
+/// Open it on the thread that will poll it ([`crate::GpuPoller`] does): `nvmlInit` can take
+/// seconds without persistence mode and some drivers hang in it.
+pub struct NvmlSource {
+    nvml: Nvml,
+    devices: Vec<DeviceState>,
+    options: NvmlOptions,
+}
+
+impl std::fmt::Debug for NvmlSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NvmlSource")
+            .field("devices", &self.devices)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NvmlSource {
+    /// Loads NVML from `library` (default [`DEFAULT_NVML_LIBRARY`] from the loader's search
+    /// path), initialises it and reads each device's identity.
+    ///
+    /// # Errors
+    ///
+    /// [`GpuError::LibraryNotLoaded`] when the file cannot be loaded or is not NVML,
+    /// [`GpuError::InitFailed`] when NVML refuses to initialise (driver not loaded, no
+    /// permission, …) or cannot count devices, [`GpuError::NoDevice`] when it finds none.
+    pub fn open(library: Option<&Path>, options: NvmlOptions) -> Result<Self, GpuError> {
+        let library_name = library.map_or_else(
+            || DEFAULT_NVML_LIBRARY.to_owned(),
+            |p| p.display().to_string(),
+        );
+        let mut builder = Nvml::builder();
+        if let Some(path) = library {
+            builder.lib_path(path.as_os_str());
+        } else {
+            builder.lib_path(OsStr::new(DEFAULT_NVML_LIBRARY));
+        }
+        let nvml = builder.init().map_err(|e| match e {
+            NvmlError::LibloadingError(err) => GpuError::LibraryNotLoaded {
+                library: library_name.clone(),
+                reason: err.to_string(),
+            },
+            NvmlError::FailedToLoadSymbol(reason) => GpuError::LibraryNotLoaded {
+                library: library_name.clone(),
+                reason: format!("not an NVML library: {reason}"),
+            },
+            other => GpuError::InitFailed {
+                library: library_name.clone(),
+                reason: other.to_string(),
+            },
+        })?;
+        let count = nvml.device_count().map_err(|e| GpuError::InitFailed {
+            library: library_name.clone(),
+            reason: format!("cannot count devices: {e}"),
+        })?;
+        if count == 0 {
+            return Err(GpuError::NoDevice {
+                library: library_name,
+            });
+        }
+        let devices = (0..count).map(|i| open_device(&nvml, i)).collect();
+        Ok(Self {
+            nvml,
+            devices,
+            options,
+        })
+    }
+
+    /// Identities of the devices found when the source opened.
+    pub fn devices(&self) -> impl Iterator<Item = &Arc<DeviceInfo>> {
+        self.devices.iter().map(|d| &d.info)
+    }
+}
+
+fn open_device(nvml: &Nvml, index: u32) -> DeviceState {
+    let fallback_id = format!("{}-gpu-{index}", names::VENDOR_NVIDIA);
+    let device = match nvml.device_by_index(index) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(gpu.index = index, error = %e, "GPU does not answer; reporting it as failed");
+            let info = DeviceInfo::new(index, fallback_id, String::new(), names::VENDOR_NVIDIA);
+            return DeviceState {
+                info: Arc::new(info),
+                mig: false,
+                fans: Vec::new(),
+                unsupported: FieldSet::default(),
+                warned: FieldSet::default(),
+                failed: true,
+            };
+        }
+    };
+    let id = device.uuid().unwrap_or(fallback_id);
+    let name = device.name().unwrap_or_default();
+    // Errors here mean "no MIG support", the common case on consumer and older GPUs.
+    let mig = device.mig_mode().is_ok_and(|m| m.current == MIG_ENABLED);
+    let fans = device.num_fans().map(|n| (0..n).collect()).unwrap_or_default();
+    if mig {
+        tracing::debug!(gpu.index = index, "MIG enabled: device utilisation is not reported");
+    }
+    DeviceState {
+        info: Arc::new(DeviceInfo::new(index, id, name, names::VENDOR_NVIDIA)),
+        mig,
+        fans,
+        unsupported: FieldSet::default(),
+        warned: FieldSet::default(),
+        failed: false,
+    }
+}
+
+impl GpuSource for NvmlSource {
+    fn platform(&self) -> &'static str {
+        names::VENDOR_NVIDIA
+    }
+
+    fn sample(&mut self) -> Result<GpuSample, GpuError> {
+        let pids = self.options.process_memory.then(process::self_and_descendants);
+        let Self {
+            nvml,
+            devices,
+            options,
+        } = self;
+        let samples = devices
+            .iter_mut()
+            .map(|state| sample_device(nvml, state, *options, pids.as_ref()))
+            .collect();
+        Ok(GpuSample::new(samples))
+    }
+}
+
+/// Reads of one device in one poll; stops asking once the device is found lost.
+struct DevicePoll<'a> {
+    state: &'a mut DeviceState,
+    lost: bool,
+}
+
+impl DevicePoll<'_> {
+    fn read<T>(&mut self, field: Field, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
+        if self.lost || self.state.unsupported.contains(field) {
+            return None;
+        }
+        match call() {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.on_error(field, &e);
+                None
+            }
+        }
+    }
+
+    fn on_error(&mut self, field: Field, error: &NvmlError) {
+        let index = self.state.info.index;
+        match error {
+            // Permanent for this device and driver: remember and never ask again, so a
+            // missing feature costs one call, not one per poll.
+            NvmlError::NotSupported
+            | NvmlError::NoPermission
+            | NvmlError::FailedToLoadSymbol(_)
+            | NvmlError::FunctionNotFound => {
+                self.state.unsupported.insert(field);
+                tracing::debug!(gpu.index = index, call = field.nvml_call(), error = %error,
+                    "GPU field not available; no longer read");
+            }
+            NvmlError::GpuLost => self.lost = true,
+            _ if !self.state.warned.contains(field) => {
+                self.state.warned.insert(field);
+                tracing::warn!(gpu.index = index, call = field.nvml_call(), error = %error,
+                    "GPU field read failed; skipped this poll, retried next poll");
+            }
+            _ => {
+                tracing::debug!(gpu.index = index, call = field.nvml_call(), error = %error,
+                    "GPU field read failed again");
+            }
+        }
+    }
+}
+
+fn ratio(percent: u32) -> f64 {
+    f64::from(percent) / 100.0
+}
+
+fn mhz_to_hz(mhz: u32) -> u64 {
+    u64::from(mhz) * 1_000_000
+}
+
+fn sample_device(
+    nvml: &Nvml,
+    state: &mut DeviceState,
+    options: NvmlOptions,
+    pids: Option<&HashSet<u32>>,
+) -> DeviceSample {
+    let info = Arc::clone(&state.info);
+    let index = info.index;
+    let sample = match nvml.device_by_index(index) {
+        Ok(device) => read_device(&device, state, options, pids),
+        Err(e) => {
+            if !state.failed {
+                tracing::warn!(gpu.index = index, error = %e, "GPU handle unavailable; reporting it as failed");
+            }
+            None
+        }
+    };
+    match sample {
+        Some(s) => {
+            if state.failed {
+                tracing::info!(gpu.index = index, "GPU answers again");
+                state.failed = false;
+            }
+            s
+        }
+        None => {
+            if !state.failed {
+                tracing::warn!(gpu.index = index, gpu.id = %info.id, "GPU lost; reporting it as failed");
+                state.failed = true;
+            }
+            DeviceSample::failed(info)
+        }
+    }
+}
+
+/// Reads every field of `device`; `None` when the device turned out to be lost, so that a
+/// half-read device never mixes values with a failed status.
+fn read_device(
+    device: &Device<'_>,
+    state: &mut DeviceState,
+    options: NvmlOptions,
+    pids: Option<&HashSet<u32>>,
+) -> Option<DeviceSample> {
+    let mut s = DeviceSample::new(Arc::clone(&state.info));
+    let mig = state.mig;
+    let mut fans = std::mem::take(&mut state.fans);
+    let mut p = DevicePoll { state, lost: false };
+
+    if !mig {
+        s.utilization = p
+            .read(Field::Utilization, || device.utilization_rates())
+            .map(|u| ratio(u.gpu));
+        s.encoder_utilization = p
+            .read(Field::Encoder, || device.encoder_utilization())
+            .map(|u| ratio(u.utilization));
+        s.decoder_utilization = p
+            .read(Field::Decoder, || device.decoder_utilization())
+            .map(|u| ratio(u.utilization));
+    }
+    if let Some(m) = p.read(Field::Memory, || device.memory_info()) {
+        s.memory_used_bytes = Some(m.used);
+        s.memory_total_bytes = Some(m.total);
+    }
+    s.power_watts = p
+        .read(Field::Power, || device.power_usage())
+        .map(|mw| f64::from(mw) / 1e3);
+    s.energy_joules = p
+        .read(Field::Energy, || device.total_energy_consumption())
+        .map(|mj| mj as f64 / 1e3);
+    s.temperature_celsius = p
+        .read(Field::Temperature, || device.temperature(TemperatureSensor::Gpu))
+        .map(f64::from);
+    s.ecc_corrected = p.read(Field::EccCorrected, || {
+        device.total_ecc_errors(MemoryError::Corrected, EccCounter::Aggregate)
+    });
+    s.ecc_uncorrected = p.read(Field::EccUncorrected, || {
+        device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)
+    });
+    let clock = |p: &mut DevicePoll<'_>, field, kind| {
+        p.read(field, || device.clock_info(kind)).map(mhz_to_hz)
+    };
+    s.clocks.graphics_hz = clock(&mut p, Field::ClockGraphics, Clock::Graphics);
+    s.clocks.sm_hz = clock(&mut p, Field::ClockSm, Clock::SM);
+    s.clocks.memory_hz = clock(&mut p, Field::ClockMemory, Clock::Memory);
+    s.clocks.video_hz = clock(&mut p, Field::ClockVideo, Clock::Video);
+
+    fans.retain(|&fan| {
+        if p.lost {
+            return true;
+        }
+        match device.fan_speed(fan) {
+            Ok(speed) => {
+                s.fan_speeds.push((fan, ratio(speed)));
+                true
+            }
+            Err(NvmlError::GpuLost) => {
+                p.lost = true;
+                true
+            }
+            Err(NvmlError::NotSupported | NvmlError::NoPermission | NvmlError::FailedToLoadSymbol(_)) => false,
+            Err(e) => {
+                tracing::debug!(gpu.index = p.state.info.index, fan, error = %e, "fan speed read failed");
+                true
+            }
+        }
+    });
+    p.state.fans = fans;
+
+    if options.pcie_throughput {
+        // NVML reports KiB/s.
+        s.pcie_tx_bytes_per_second = p
+            .read(Field::PcieTx, || device.pcie_throughput(PcieUtilCounter::Send))
+            .map(|kib| f64::from(kib) * 1024.0);
+        s.pcie_rx_bytes_per_second = p
+            .read(Field::PcieRx, || device.pcie_throughput(PcieUtilCounter::Receive))
+            .map(|kib| f64::from(kib) * 1024.0);
+    }
+    if let Some(pids) = pids {
+        let compute = p.read(Field::ComputeProcesses, || device.running_compute_processes());
+        let graphics = p.read(Field::GraphicsProcesses, || device.running_graphics_processes());
+        if compute.is_some() || graphics.is_some() {
+            // A process with both contexts appears in both lists with the same memory:
+            // count each pid once.
+            let mut per_pid = std::collections::HashMap::new();
+            for proc_info in compute.into_iter().chain(graphics).flatten() {
+                if let UsedGpuMemory::Used(bytes) = proc_info.used_gpu_memory {
+                    if pids.contains(&proc_info.pid) {
+                        let e = per_pid.entry(proc_info.pid).or_insert(0u64);
+                        *e = (*e).max(bytes);
+                    }
+                }
+            }
+            s.process_memory_bytes = Some(per_pid.values().sum());
+        }
+    }
+
+    (!p.lost).then_some(s)
+}

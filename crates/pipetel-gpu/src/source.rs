@@ -1,0 +1,192 @@
+//! The [`GpuSource`] trait and the sample it returns.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use opentelemetry::KeyValue;
+
+use crate::error::GpuError;
+use crate::names;
+
+/// Something that reads all GPUs of one vendor library at once.
+///
+/// A source lives on the poller thread: it is created there (opening a vendor library can
+/// take seconds or hang) and never crosses threads, so it need not be `Send`.
+pub trait GpuSource {
+    /// Short platform name for log lines (`nvidia`).
+    fn platform(&self) -> &'static str;
+
+    /// Reads every device once. Fields a device cannot report are `None`; a device that
+    /// stopped answering has [`DeviceStatus::Failed`].
+    ///
+    /// # Errors
+    ///
+    /// [`GpuError::Sample`] when nothing could be read at all.
+    fn sample(&mut self) -> Result<GpuSample, GpuError>;
+}
+
+/// One poll of all devices; its values were read together and belong together.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct GpuSample {
+    /// When the poll started.
+    pub taken_at: SystemTime,
+    /// One entry per device, in index order.
+    pub devices: Vec<DeviceSample>,
+}
+
+impl GpuSample {
+    /// A sample of `devices` taken now.
+    pub fn new(devices: Vec<DeviceSample>) -> Self {
+        Self {
+            taken_at: SystemTime::now(),
+            devices,
+        }
+    }
+}
+
+/// What identifies a device; read once when the source opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceInfo {
+    /// Index as the driver numbers devices.
+    pub index: u32,
+    /// Stable identifier (NVML UUID); `<vendor>-gpu-<index>` when the driver gives none.
+    pub id: String,
+    /// Product name; empty when the driver gives none.
+    pub name: String,
+    /// Vendor, e.g. [`names::VENDOR_NVIDIA`].
+    pub vendor: &'static str,
+    /// The attributes every series of this device carries, built once.
+    attributes: Vec<KeyValue>,
+}
+
+impl DeviceInfo {
+    /// Identity of device `index`.
+    pub fn new(index: u32, id: String, name: String, vendor: &'static str) -> Self {
+        let attributes = vec![
+            KeyValue::new(names::HW_ID, id.clone()),
+            KeyValue::new(names::HW_NAME, name.clone()),
+            KeyValue::new(names::HW_VENDOR, vendor),
+            KeyValue::new(names::HW_TYPE, names::HW_TYPE_GPU),
+            KeyValue::new(names::GPU_INDEX, i64::from(index)),
+        ];
+        Self {
+            index,
+            id,
+            name,
+            vendor,
+            attributes,
+        }
+    }
+
+    /// `hw.id`, `hw.name`, `hw.vendor`, `hw.type`, `hw.gpu.index` of this device.
+    pub fn attributes(&self) -> &[KeyValue] {
+        &self.attributes
+    }
+}
+
+/// Whether a device answered in this poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DeviceStatus {
+    /// The device answered.
+    #[default]
+    Ok,
+    /// The device is lost (fell off the bus) or its handle could not be obtained.
+    Failed,
+}
+
+/// Current clock frequencies in hertz.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Clocks {
+    /// Graphics clock.
+    pub graphics_hz: Option<u64>,
+    /// Streaming multiprocessor clock.
+    pub sm_hz: Option<u64>,
+    /// Memory clock.
+    pub memory_hz: Option<u64>,
+    /// Video clock.
+    pub video_hz: Option<u64>,
+}
+
+/// One device in one poll. `None` means "not reported", never zero.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct DeviceSample {
+    /// Identity, shared by all samples of the device.
+    pub info: Arc<DeviceInfo>,
+    /// Whether the device answered; when [`DeviceStatus::Failed`] every value is `None`.
+    pub status: DeviceStatus,
+    /// General engine utilisation, ratio 0–1. Absent on MIG-enabled devices.
+    pub utilization: Option<f64>,
+    /// Encoder utilisation, ratio 0–1.
+    pub encoder_utilization: Option<f64>,
+    /// Decoder utilisation, ratio 0–1.
+    pub decoder_utilization: Option<f64>,
+    /// Memory in use, bytes.
+    pub memory_used_bytes: Option<u64>,
+    /// Memory installed, bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// Power draw, watts.
+    pub power_watts: Option<f64>,
+    /// Energy since driver load, joules.
+    pub energy_joules: Option<f64>,
+    /// Core temperature, degrees Celsius.
+    pub temperature_celsius: Option<f64>,
+    /// Corrected ECC errors (aggregate counter).
+    pub ecc_corrected: Option<u64>,
+    /// Uncorrected ECC errors (aggregate counter).
+    pub ecc_uncorrected: Option<u64>,
+    /// Current clocks.
+    pub clocks: Clocks,
+    /// `(fan index, speed ratio 0–1)` for every fan that reported.
+    pub fan_speeds: Vec<(u32, f64)>,
+    /// PCIe bytes per second sent by the device (opt-in).
+    pub pcie_tx_bytes_per_second: Option<f64>,
+    /// PCIe bytes per second received by the device (opt-in).
+    pub pcie_rx_bytes_per_second: Option<f64>,
+    /// Memory on this device used by this process and its descendants, bytes (opt-in).
+    pub process_memory_bytes: Option<u64>,
+}
+
+impl DeviceSample {
+    /// A sample of `info` with status [`DeviceStatus::Ok`] and nothing reported yet.
+    pub fn new(info: Arc<DeviceInfo>) -> Self {
+        Self {
+            info,
+            status: DeviceStatus::Ok,
+            utilization: None,
+            encoder_utilization: None,
+            decoder_utilization: None,
+            memory_used_bytes: None,
+            memory_total_bytes: None,
+            power_watts: None,
+            energy_joules: None,
+            temperature_celsius: None,
+            ecc_corrected: None,
+            ecc_uncorrected: None,
+            clocks: Clocks::default(),
+            fan_speeds: Vec::new(),
+            pcie_tx_bytes_per_second: None,
+            pcie_rx_bytes_per_second: None,
+            process_memory_bytes: None,
+        }
+    }
+
+    /// A sample of a device that did not answer: status failed, no values.
+    pub fn failed(info: Arc<DeviceInfo>) -> Self {
+        let mut s = Self::new(info);
+        s.status = DeviceStatus::Failed;
+        s
+    }
+
+    /// Used / total memory, when both are known and total is not zero.
+    pub fn memory_utilization(&self) -> Option<f64> {
+        match (self.memory_used_bytes, self.memory_total_bytes) {
+            (Some(used), Some(total)) if total > 0 => Some(used as f64 / total as f64),
+            _ => None,
+        }
+    }
+}

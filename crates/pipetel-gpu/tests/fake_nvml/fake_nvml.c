@@ -1,0 +1,430 @@
+/*
+ * A fake NVIDIA Management Library for tests on machines without a GPU.
+ *
+ * Built as a shared library named like the real one (libnvidia-ml.so.1) and loaded by
+ * nvml-wrapper through `Nvml::builder().lib_path(..)`, so the real NVML code path runs end
+ * to end. It exports only the symbols pipetel-gpu's NVML source calls; nvml-wrapper resolves
+ * each symbol lazily, so anything missing fails only its own call (FailedToLoadSymbol).
+ *
+ * State comes from a text file named `fake_nvml.txt` in the directory the library was loaded
+ * from (found with dladdr), so each copy of the library in its own directory is an
+ * independent fake driver, even when several are loaded in one process. The file is re-read
+ * whenever its inode, size or modification time changes: tests rewrite it atomically (write a
+ * temporary file, rename it) between polls.
+ *
+ * Format: one `key=value` per line, `#` starts a comment. Device keys are prefixed by the
+ * device index and a dot. A device key that is absent makes its call return
+ * NVML_ERROR_NOT_SUPPORTED, which is how devices with different capabilities are described.
+ *
+ *   count=2                          number of devices (default 0)
+ *   err.nvmlInit_v2=9                make a call return this NVML code (any exported name)
+ *   log_calls=1                      append "<device> <function>" lines to fake_nvml.calls
+ *   0.err.nvmlDeviceGetPowerUsage=4  per-device error for one call
+ *   0.uuid=GPU-...  0.name=...       identity
+ *   0.util.gpu=42   0.util.mem=10    percent
+ *   0.enc=5  0.dec=7                 encoder / decoder utilisation, percent
+ *   0.mem.total=..  0.mem.used=..  0.mem.free=..  0.mem.reserved=..   bytes
+ *   0.power=..                       milliwatts
+ *   0.energy=..                      millijoules since driver load
+ *   0.temp=..                        degrees Celsius
+ *   0.ecc.corrected=..  0.ecc.uncorrected=..   aggregate ECC error counts
+ *   0.clock.graphics=.. 0.clock.sm=.. 0.clock.mem=.. 0.clock.video=..  MHz
+ *   0.fans=2  0.fan.0=30  0.fan.1=35  fan count, fan speed percent
+ *   0.mig=1                          current MIG mode (absent: MIG not supported)
+ *   0.pcie.tx=..  0.pcie.rx=..       KB/s
+ *   0.procs=123:1048576,456:2048     running compute processes, pid:bytes
+ *   0.gprocs=...                     running graphics processes, same form
+ *
+ * Compile: cc -shared -fPIC -O2 -o libnvidia-ml.so.1 fake_nvml.c -ldl
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef int nvmlReturn_t;
+typedef struct nvmlDevice_st *nvmlDevice_t;
+
+#define NVML_SUCCESS 0
+#define NVML_ERROR_UNINITIALIZED 1
+#define NVML_ERROR_INVALID_ARGUMENT 2
+#define NVML_ERROR_NOT_SUPPORTED 3
+#define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_UNKNOWN 999
+
+typedef struct {
+    unsigned int gpu;
+    unsigned int memory;
+} nvmlUtilization_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+#define MAX_ENTRIES 512
+#define MAX_KEY 96
+#define MAX_VALUE 512
+
+struct entry {
+    char key[MAX_KEY];
+    char value[MAX_VALUE];
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct entry entries[MAX_ENTRIES];
+static int entry_count;
+static char state_path[PATH_MAX];
+static char calls_path[PATH_MAX];
+static struct stat loaded_stat;
+static int have_loaded;
+static int initialized;
+
+static void find_paths(void) {
+    if (state_path[0] != '\0') return;
+    Dl_info info;
+    const char *dir_end = NULL;
+    if (dladdr((void *)&find_paths, &info) != 0 && info.dli_fname != NULL) {
+        dir_end = strrchr(info.dli_fname, '/');
+    }
+    if (dir_end == NULL) {
+        snprintf(state_path, sizeof state_path, "fake_nvml.txt");
+        snprintf(calls_path, sizeof calls_path, "fake_nvml.calls");
+        return;
+    }
+    int dir_len = (int)(dir_end - info.dli_fname);
+    snprintf(state_path, sizeof state_path, "%.*s/fake_nvml.txt", dir_len, info.dli_fname);
+    snprintf(calls_path, sizeof calls_path, "%.*s/fake_nvml.calls", dir_len, info.dli_fname);
+}
+
+/* Re-reads the state file when it changed. Caller holds `lock`. */
+static void refresh(void) {
+    find_paths();
+    struct stat st;
+    if (stat(state_path, &st) != 0) {
+        entry_count = 0;
+        have_loaded = 0;
+        return;
+    }
+    if (have_loaded && st.st_ino == loaded_stat.st_ino && st.st_size == loaded_stat.st_size &&
+        st.st_mtim.tv_sec == loaded_stat.st_mtim.tv_sec &&
+        st.st_mtim.tv_nsec == loaded_stat.st_mtim.tv_nsec) {
+        return;
+    }
+    FILE *f = fopen(state_path, "r");
+    if (f == NULL) return;
+    entry_count = 0;
+    char line[MAX_KEY + MAX_VALUE + 4];
+    while (fgets(line, sizeof line, f) != NULL && entry_count < MAX_ENTRIES) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (line[0] == '#' || line[0] == '\0') continue;
+        char *eq = strchr(line, '=');
+        if (eq == NULL) continue;
+        *eq = '\0';
+        snprintf(entries[entry_count].key, MAX_KEY, "%.*s", MAX_KEY - 1, line);
+        snprintf(entries[entry_count].value, MAX_VALUE, "%.*s", MAX_VALUE - 1, eq + 1);
+        entry_count++;
+    }
+    fclose(f);
+    loaded_stat = st;
+    have_loaded = 1;
+}
+
+static const char *lookup(const char *key) {
+    for (int i = entry_count - 1; i >= 0; i--) {
+        if (strcmp(entries[i].key, key) == 0) return entries[i].value;
+    }
+    return NULL;
+}
+
+static const char *device_key(int device, const char *key, char *buf, size_t len) {
+    if (device < 0) {
+        snprintf(buf, len, "%s", key);
+    } else {
+        snprintf(buf, len, "%d.%s", device, key);
+    }
+    return lookup(buf);
+}
+
+static int lookup_u64(int device, const char *key, unsigned long long *out) {
+    char buf[MAX_KEY];
+    const char *v = device_key(device, key, buf, sizeof buf);
+    if (v == NULL) return 0;
+    *out = strtoull(v, NULL, 10);
+    return 1;
+}
+
+static int lookup_uint(int device, const char *key, unsigned int *out) {
+    unsigned long long v;
+    if (!lookup_u64(device, key, &v)) return 0;
+    *out = (unsigned int)v;
+    return 1;
+}
+
+static int device_index(nvmlDevice_t device) {
+    return (int)((uintptr_t)device) - 1;
+}
+
+/*
+ * Common prologue of every call: refresh the state, log the call, apply a configured error
+ * (per device first, then global). Returns NVML_SUCCESS to go on. Caller holds `lock`.
+ */
+static nvmlReturn_t enter(int device, const char *function) {
+    refresh();
+    unsigned long long log_calls = 0;
+    lookup_u64(-1, "log_calls", &log_calls);
+    if (log_calls) {
+        FILE *f = fopen(calls_path, "a");
+        if (f != NULL) {
+            fprintf(f, "%d %s\n", device, function);
+            fclose(f);
+        }
+    }
+    char key[MAX_KEY];
+    unsigned long long code;
+    if (device >= 0) {
+        snprintf(key, sizeof key, "err.%s", function);
+        if (lookup_u64(device, key, &code)) return (nvmlReturn_t)code;
+    }
+    snprintf(key, sizeof key, "err.%s", function);
+    if (lookup_u64(-1, key, &code)) return (nvmlReturn_t)code;
+    if (device >= 0) {
+        unsigned int count = 0;
+        lookup_uint(-1, "count", &count);
+        if (device >= (int)count) return NVML_ERROR_INVALID_ARGUMENT;
+    }
+    return NVML_SUCCESS;
+}
+
+#define BEGIN(dev, name)                                   \
+    pthread_mutex_lock(&lock);                             \
+    nvmlReturn_t ret_ = enter((dev), (name));              \
+    if (ret_ == NVML_SUCCESS && !initialized &&            \
+        strcmp((name), "nvmlInit_v2") != 0)                \
+        ret_ = NVML_ERROR_UNINITIALIZED;                   \
+    if (ret_ != NVML_SUCCESS) goto done_;
+
+/* Early exit from a call body; END must follow in the same function. */
+#define RETURN(ret)    \
+    do {               \
+        ret_ = (ret);  \
+        goto done_;    \
+    } while (0)
+
+#define END(ret)                 \
+    ret_ = (ret);                \
+    done_:                       \
+    pthread_mutex_unlock(&lock); \
+    return ret_;
+
+nvmlReturn_t nvmlInit_v2(void) {
+    BEGIN(-1, "nvmlInit_v2");
+    initialized = 1;
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlShutdown(void) {
+    BEGIN(-1, "nvmlShutdown");
+    initialized = 0;
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
+    BEGIN(-1, "nvmlSystemGetDriverVersion");
+    char buf[MAX_KEY];
+    const char *v = device_key(-1, "driver", buf, sizeof buf);
+    snprintf(version, length, "%s", v != NULL ? v : "550.54.15");
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count) {
+    BEGIN(-1, "nvmlDeviceGetCount_v2");
+    *count = 0;
+    lookup_uint(-1, "count", count);
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device) {
+    BEGIN((int)index, "nvmlDeviceGetHandleByIndex_v2");
+    /* Handles are index + 1 so that no handle is NULL. */
+    *device = (nvmlDevice_t)(uintptr_t)(index + 1);
+    END(NVML_SUCCESS);
+}
+
+static nvmlReturn_t get_string(nvmlDevice_t device, const char *key, char *out, unsigned int len) {
+    char buf[MAX_KEY];
+    const char *v = device_key(device_index(device), key, buf, sizeof buf);
+    if (v == NULL) return NVML_ERROR_NOT_SUPPORTED;
+    if (strlen(v) + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
+    snprintf(out, len, "%s", v);
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+    BEGIN(device_index(device), "nvmlDeviceGetName");
+    END(get_string(device, "name", name, length));
+}
+
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
+    BEGIN(device_index(device), "nvmlDeviceGetUUID");
+    END(get_string(device, "uuid", uuid, length));
+}
+
+static nvmlReturn_t get_uint(nvmlDevice_t device, const char *key, unsigned int *out) {
+    return lookup_uint(device_index(device), key, out) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+static nvmlReturn_t get_u64(nvmlDevice_t device, const char *key, unsigned long long *out) {
+    return lookup_u64(device_index(device), key, out) ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+}
+
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *current, unsigned int *pending) {
+    BEGIN(device_index(device), "nvmlDeviceGetMigMode");
+    nvmlReturn_t r = get_uint(device, "mig", current);
+    if (r == NVML_SUCCESS) *pending = *current;
+    END(r);
+}
+
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *util) {
+    BEGIN(device_index(device), "nvmlDeviceGetUtilizationRates");
+    nvmlReturn_t r = get_uint(device, "util.gpu", &util->gpu);
+    if (r == NVML_SUCCESS) r = get_uint(device, "util.mem", &util->memory);
+    END(r);
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int *util,
+                                             unsigned int *period_us) {
+    BEGIN(device_index(device), "nvmlDeviceGetEncoderUtilization");
+    *period_us = 167000;
+    END(get_uint(device, "enc", util));
+}
+
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int *util,
+                                             unsigned int *period_us) {
+    BEGIN(device_index(device), "nvmlDeviceGetDecoderUtilization");
+    *period_us = 167000;
+    END(get_uint(device, "dec", util));
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+    BEGIN(device_index(device), "nvmlDeviceGetMemoryInfo_v2");
+    /* The real library checks the struct version: mirror that so a layout change shows. */
+    if (memory->version != (unsigned int)(sizeof(nvmlMemory_v2_t) | (2u << 24))) {
+        RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    }
+    nvmlReturn_t r = get_u64(device, "mem.total", &memory->total);
+    if (r == NVML_SUCCESS) r = get_u64(device, "mem.used", &memory->used);
+    if (r == NVML_SUCCESS) {
+        memory->free = memory->total > memory->used ? memory->total - memory->used : 0;
+        lookup_u64(device_index(device), "mem.free", &memory->free);
+        memory->reserved = 0;
+        lookup_u64(device_index(device), "mem.reserved", &memory->reserved);
+    }
+    END(r);
+}
+
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int *power) {
+    BEGIN(device_index(device), "nvmlDeviceGetPowerUsage");
+    END(get_uint(device, "power", power));
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long *energy) {
+    BEGIN(device_index(device), "nvmlDeviceGetTotalEnergyConsumption");
+    END(get_u64(device, "energy", energy));
+}
+
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int *temp) {
+    BEGIN(device_index(device), "nvmlDeviceGetTemperature");
+    if (sensor != 0) RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    END(get_uint(device, "temp", temp));
+}
+
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int error_type, int counter_type,
+                                         unsigned long long *count) {
+    BEGIN(device_index(device), "nvmlDeviceGetTotalEccErrors");
+    (void)counter_type;
+    END(get_u64(device, error_type == 0 ? "ecc.corrected" : "ecc.uncorrected", count));
+}
+
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int *clock) {
+    BEGIN(device_index(device), "nvmlDeviceGetClockInfo");
+    static const char *const keys[] = {"clock.graphics", "clock.sm", "clock.mem", "clock.video"};
+    if (type < 0 || type > 3) RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    END(get_uint(device, keys[type], clock));
+}
+
+nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int *fans) {
+    BEGIN(device_index(device), "nvmlDeviceGetNumFans");
+    END(get_uint(device, "fans", fans));
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan, unsigned int *speed) {
+    BEGIN(device_index(device), "nvmlDeviceGetFanSpeed_v2");
+    char key[MAX_KEY];
+    snprintf(key, sizeof key, "fan.%u", fan);
+    END(get_uint(device, key, speed));
+}
+
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter, unsigned int *value) {
+    BEGIN(device_index(device), "nvmlDeviceGetPcieThroughput");
+    END(get_uint(device, counter == 0 ? "pcie.tx" : "pcie.rx", value));
+}
+
+/* Parses "pid:bytes,pid:bytes" into infos; count in/out like the real call. */
+static nvmlReturn_t get_processes(nvmlDevice_t device, const char *key, unsigned int *count,
+                                  nvmlProcessInfo_t *infos) {
+    char buf[MAX_KEY];
+    const char *v = device_key(device_index(device), key, buf, sizeof buf);
+    if (v == NULL) return NVML_ERROR_NOT_SUPPORTED;
+    unsigned int n = 0;
+    nvmlProcessInfo_t parsed[64];
+    const char *p = v;
+    while (*p != '\0' && n < 64) {
+        char *end;
+        unsigned long pid = strtoul(p, &end, 10);
+        if (*end != ':') break;
+        unsigned long long bytes = strtoull(end + 1, &end, 10);
+        parsed[n].pid = (unsigned int)pid;
+        parsed[n].usedGpuMemory = bytes;
+        parsed[n].gpuInstanceId = 0xFFFFFFFFu;
+        parsed[n].computeInstanceId = 0xFFFFFFFFu;
+        n++;
+        if (*end != ',') break;
+        p = end + 1;
+    }
+    if (infos == NULL || *count < n) {
+        *count = n;
+        return n == 0 ? NVML_SUCCESS : NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    memcpy(infos, parsed, n * sizeof(nvmlProcessInfo_t));
+    *count = n;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
+                                                     nvmlProcessInfo_t *infos) {
+    BEGIN(device_index(device), "nvmlDeviceGetComputeRunningProcesses_v3");
+    END(get_processes(device, "procs", count, infos));
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
+                                                      nvmlProcessInfo_t *infos) {
+    BEGIN(device_index(device), "nvmlDeviceGetGraphicsRunningProcesses_v3");
+    END(get_processes(device, "gprocs", count, infos));
+}

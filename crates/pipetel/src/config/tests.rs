@@ -1,0 +1,264 @@
+use super::*;
+use std::collections::HashMap;
+
+fn from(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    Config::from_lookup(|k| map.get(k).cloned())
+}
+
+/// Every bad environment value is refused with an error naming the variable and the value.
+#[test]
+fn bad_env_values_name_the_variable_and_the_value() {
+    let cases: &[(&str, &str)] = &[
+        (OTEL_SDK_DISABLED, "maybe"),
+        (OTEL_RESOURCE_ATTRIBUTES, "team"),
+        (OTEL_RESOURCE_ATTRIBUTES, "=x"),
+        (OTEL_RESOURCE_ATTRIBUTES, "k=%zz"),
+        (OTEL_TRACES_EXPORTER, "jaeger"),
+        (OTEL_METRICS_EXPORTER, "prometheus,statsd"),
+        (OTEL_LOGS_EXPORTER, "prometheus"),
+        (OTEL_TRACES_EXPORTER, "none,otlp"),
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "not a url"),
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "ftp://collector:4317"),
+        (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "localhost:4317"),
+        (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, "http://"),
+        (OTEL_EXPORTER_OTLP_PROTOCOL, "thrift"),
+        (OTEL_EXPORTER_OTLP_LOGS_PROTOCOL, "http/json"),
+        (OTEL_EXPORTER_OTLP_HEADERS, "authorization"),
+        (OTEL_EXPORTER_OTLP_HEADERS, "bad header=1"),
+        (OTEL_EXPORTER_OTLP_TRACES_HEADERS, "a=%4"),
+        (OTEL_EXPORTER_OTLP_TIMEOUT, "10s"),
+        (OTEL_EXPORTER_OTLP_METRICS_TIMEOUT, "-5"),
+        (OTEL_EXPORTER_OTLP_COMPRESSION, "brotli"),
+        (OTEL_EXPORTER_OTLP_LOGS_COMPRESSION, "lz4"),
+        (OTEL_EXPORTER_PROMETHEUS_HOST, "bad host!"),
+        (OTEL_EXPORTER_PROMETHEUS_PORT, "70000"),
+        (OTEL_EXPORTER_PROMETHEUS_PORT, "http"),
+        (OTEL_METRIC_EXPORT_INTERVAL, "0"),
+        (OTEL_METRIC_EXPORT_INTERVAL, "1.5"),
+        (OTEL_TRACES_SAMPLER, "sometimes"),
+        (PIPETEL_PROMETHEUS_PATH, "metrics"),
+        (PIPETEL_PROMETHEUS_PATH, "/me trics"),
+        (PIPETEL_CONSOLE_LOG, "loud"),
+        (PIPETEL_SHUTDOWN_TIMEOUT, "0"),
+        (PIPETEL_CARDINALITY_LIMIT, "0"),
+        (PIPETEL_CARDINALITY_LIMIT, "many"),
+        (RUST_LOG, "info,[{"),
+    ];
+    for (var, value) in cases {
+        let err = from(&[(var, value)]).expect_err(&format!("{var}={value} must be refused"));
+        let msg = err.to_string();
+        assert!(msg.contains(var), "error for {var}={value} does not name the variable: {msg}");
+        assert!(msg.contains(&format!("{value:?}")), "error for {var}={value} does not quote the value: {msg}");
+    }
+}
+
+#[test]
+fn sampler_argument_out_of_range_names_the_argument_variable() {
+    let err = from(&[(OTEL_TRACES_SAMPLER, "traceidratio"), (OTEL_TRACES_SAMPLER_ARG, "1.5")]).expect_err("refused");
+    let msg = err.to_string();
+    assert!(msg.contains(OTEL_TRACES_SAMPLER_ARG) && msg.contains("\"1.5\""), "{msg}");
+    let err = from(&[(OTEL_TRACES_SAMPLER, "parentbased_traceidratio"), (OTEL_TRACES_SAMPLER_ARG, "half")])
+        .expect_err("refused");
+    assert!(err.to_string().contains(OTEL_TRACES_SAMPLER_ARG), "{err}");
+}
+
+#[test]
+fn good_env_values_are_read() {
+    let c = from(&[
+        (OTEL_SERVICE_NAME, "tokenize"),
+        (OTEL_RESOURCE_ATTRIBUTES, "deployment.environment=prod,team=ml%20infra"),
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "http://collector:4318"),
+        (OTEL_EXPORTER_OTLP_HEADERS, "authorization=Bearer%20abc,x-tenant=7"),
+        (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, "grpc"),
+        (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "http://tempo:4317"),
+        (OTEL_EXPORTER_OTLP_TIMEOUT, "2500"),
+        (OTEL_EXPORTER_OTLP_METRICS_COMPRESSION, "gzip"),
+        (OTEL_METRICS_EXPORTER, "prometheus, otlp"),
+        (OTEL_EXPORTER_PROMETHEUS_HOST, "0.0.0.0"),
+        (OTEL_EXPORTER_PROMETHEUS_PORT, "9999"),
+        (OTEL_METRIC_EXPORT_INTERVAL, "1000"),
+        (OTEL_TRACES_SAMPLER, "parentbased_traceidratio"),
+        (OTEL_TRACES_SAMPLER_ARG, "0.25"),
+        (OTEL_SDK_DISABLED, "false"),
+    ])
+    .expect("valid");
+    assert_eq!(c.service_name(), "tokenize");
+    assert_eq!(
+        c.resource_attributes(),
+        &[("deployment.environment".to_string(), "prod".to_string()), ("team".to_string(), "ml infra".to_string())]
+    );
+    assert_eq!(c.metrics_exporters(), vec![MetricExporter::Prometheus, MetricExporter::Otlp]);
+    // An endpoint alone makes OTLP the default for the signals that name no exporter.
+    assert_eq!(c.traces_exporters(), vec![TraceExporter::Otlp]);
+    assert_eq!(c.logs_exporters(), vec![LogExporter::Otlp]);
+    let traces = c.otlp_target(Signal::Traces).expect("traces");
+    assert_eq!(traces.endpoint, "http://tempo:4317");
+    assert_eq!(traces.protocol, OtlpProtocol::Grpc);
+    assert_eq!(traces.timeout, Duration::from_millis(2500));
+    let metrics = c.otlp_target(Signal::Metrics).expect("metrics");
+    assert_eq!(metrics.endpoint, "http://collector:4318/v1/metrics");
+    assert_eq!(metrics.protocol, OtlpProtocol::HttpProtobuf);
+    assert_eq!(metrics.compression, OtlpCompression::Gzip);
+    assert_eq!(metrics.headers[0], ("authorization".to_string(), "Bearer abc".to_string()));
+    assert_eq!(c.prometheus_host(), "0.0.0.0");
+    assert_eq!(c.prometheus_port(), 9999);
+    assert_eq!(c.metric_export_interval(), Duration::from_secs(1));
+    assert_eq!(c.sampler(), SamplerConfig::ParentBasedTraceIdRatio(0.25));
+    assert!(!c.sdk_disabled());
+}
+
+#[test]
+fn nothing_configured_means_the_local_pull_endpoint_only() {
+    let c = from(&[]).expect("empty");
+    assert_eq!(c.metrics_exporters(), vec![MetricExporter::Prometheus]);
+    assert!(c.traces_exporters().is_empty());
+    assert!(c.logs_exporters().is_empty());
+    assert_eq!((c.prometheus_host(), c.prometheus_port(), c.prometheus_path()), ("localhost", 9464, "/metrics"));
+    let grpc = Config::default().with_otlp_protocol(OtlpProtocol::Grpc);
+    assert_eq!(grpc.otlp_target(Signal::Logs).expect("logs").endpoint, "http://localhost:4317");
+    assert_eq!(c.otlp_target(Signal::Logs).expect("logs").endpoint, "http://localhost:4318/v1/logs");
+    assert_eq!(c.sampler(), SamplerConfig::ParentBasedAlwaysOn);
+}
+
+fn write_file(text: &str) -> (PathBuf, String) {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("pipetel-config-{}-{n}.toml", std::process::id()));
+    std::fs::write(&path, text).expect("write temp file");
+    let s = path.display().to_string();
+    (path, s)
+}
+
+#[test]
+fn code_beats_env_beats_file_beats_default() {
+    let (path, p) = write_file(
+        "service_name = \"from-file\"\n[prometheus]\nport = 1111\npath = \"/file\"\n[metrics]\nexport_interval_ms = 3000\n",
+    );
+    let c = from(&[(PIPETEL_CONFIG, &p), (OTEL_SERVICE_NAME, "from-env"), (OTEL_EXPORTER_PROMETHEUS_PORT, "2222")])
+        .expect("valid")
+        .with_service_name("from-code");
+    assert_eq!(c.service_name(), "from-code");
+    assert_eq!(c.prometheus_port(), 2222);
+    assert_eq!(c.prometheus_path(), "/file");
+    assert_eq!(c.metric_export_interval(), Duration::from_secs(3));
+    assert_eq!(c.prometheus_host(), DEFAULT_PROMETHEUS_HOST);
+    let _ = std::fs::remove_file(path);
+}
+
+/// Every bad file value is refused with an error naming the file, the key and the value.
+#[test]
+fn bad_file_values_name_the_key() {
+    let cases: &[(&str, &str)] = &[
+        ("colour = \"blue\"", "colour"),
+        ("[prometheus]\nport = \"http\"", "port"),
+        ("[prometheus]\nport = 70000", "port"),
+        ("[prometheus]\npath = \"metrics\"", "prometheus.path"),
+        ("[prometheus]\nhost = \"bad host\"", "prometheus.host"),
+        ("[otlp]\nendpoint = \"collector\"", "otlp.endpoint"),
+        ("[otlp]\nprotocol = \"udp\"", "otlp.protocol"),
+        ("[otlp.traces]\ncompression = \"lz4\"", "otlp.traces.compression"),
+        ("[otlp.logs]\nheaders = { \"bad key\" = \"1\" }", "otlp.logs.headers"),
+        ("[otlp.metrics]\nretries = 3", "retries"),
+        ("[exporters]\nmetrics = [\"statsd\"]", "exporters.metrics"),
+        ("[exporters]\ntraces = \"otlp\"", "traces"),
+        ("[traces]\nsampler = \"sometimes\"", "traces.sampler"),
+        ("[traces]\nsampler = \"traceidratio\"\nsampler_arg = \"2\"", "traces.sampler_arg"),
+        ("[metrics]\nexport_interval_ms = 0", "metrics.export_interval_ms"),
+        ("[metrics]\ncardinality_limit = 0", "metrics.cardinality_limit"),
+        ("[log]\nfilter = \"info,[{\"", "log.filter"),
+        ("sdk_disabled = \"perhaps\"", "sdk_disabled"),
+        ("shutdown_timeout_ms = 0", "shutdown_timeout_ms"),
+        ("this is not toml", "pipetel-config"),
+    ];
+    for (text, key) in cases {
+        let (path, p) = write_file(text);
+        let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err(&format!("file {text:?} must be refused"));
+        let msg = err.to_string();
+        assert!(msg.contains(&p), "error for {text:?} does not name the file: {msg}");
+        assert!(msg.contains(key), "error for {text:?} does not name `{key}`: {msg}");
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+#[test]
+fn unreadable_file_names_the_path() {
+    let err = from(&[(PIPETEL_CONFIG, "/nonexistent/pipetel.toml")]).expect_err("refused");
+    assert!(err.to_string().contains("/nonexistent/pipetel.toml"), "{err}");
+}
+
+#[test]
+fn bad_values_set_in_code_name_the_setter() {
+    let cases: Vec<(Config, &str)> = vec![
+        (Config::default().with_otlp_endpoint("collector:4317"), "with_otlp_endpoint"),
+        (Config::default().with_otlp_signal_endpoint(Signal::Traces, "::"), "with_otlp_signal_endpoint"),
+        (Config::default().with_otlp_header("bad key", "v"), "with_otlp_header"),
+        (Config::default().with_prometheus_path("metrics"), "with_prometheus_path"),
+        (Config::default().with_prometheus_host("no such host!"), "with_prometheus_host"),
+        (Config::default().with_metric_export_interval(Duration::ZERO), "with_metric_export_interval"),
+        (Config::default().with_shutdown_timeout(Duration::ZERO), "with_shutdown_timeout"),
+        (Config::default().with_cardinality_limit(0), "with_cardinality_limit"),
+        (Config::default().with_sampler(SamplerConfig::TraceIdRatio(2.0)), "with_sampler"),
+        (Config::default().with_log_filter("[{"), "with_log_filter"),
+    ];
+    for (config, setter) in cases {
+        let err = config.validate().expect_err(setter);
+        assert!(err.to_string().contains(setter), "{err}");
+    }
+    Config::default().validate().expect("defaults are valid");
+}
+
+#[test]
+fn full_file_is_read() {
+    let (path, p) = write_file(
+        r#"
+service_name = "svc"
+service_version = "1.2.3"
+[resource]
+"deployment.environment" = "staging"
+[exporters]
+traces = ["otlp", "console"]
+metrics = ["prometheus"]
+logs = ["none"]
+[otlp]
+endpoint = "http://collector:4317"
+protocol = "grpc"
+timeout_ms = 1500
+headers = { authorization = "Bearer x" }
+[otlp.logs]
+protocol = "http/protobuf"
+endpoint = "http://loki-gw:4318/v1/logs"
+[traces]
+sampler = "traceidratio"
+sampler_arg = "0.5"
+[log]
+console = false
+filter = "warn,pipetel=debug"
+"#,
+    );
+    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    assert_eq!(c.service_version(), Some("1.2.3"));
+    assert_eq!(c.traces_exporters(), vec![TraceExporter::Otlp, TraceExporter::Console]);
+    assert!(c.logs_exporters().is_empty());
+    let t = c.otlp_target(Signal::Traces).expect("traces");
+    assert_eq!(
+        (t.endpoint.as_str(), t.protocol, t.timeout),
+        ("http://collector:4317", OtlpProtocol::Grpc, Duration::from_millis(1500))
+    );
+    assert_eq!(t.headers, vec![("authorization".to_string(), "Bearer x".to_string())]);
+    let l = c.otlp_target(Signal::Logs).expect("logs");
+    assert_eq!((l.endpoint.as_str(), l.protocol), ("http://loki-gw:4318/v1/logs", OtlpProtocol::HttpProtobuf));
+    assert_eq!(c.sampler(), SamplerConfig::TraceIdRatio(0.5));
+    assert!(!c.console_log());
+    assert_eq!(c.log_filter(), "warn,pipetel=debug");
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn every_variable_is_listed_once() {
+    let mut seen = std::collections::HashSet::new();
+    for v in ENV_VARS {
+        assert!(seen.insert(*v), "{v} listed twice");
+    }
+    assert!(ENV_VARS.contains(&OTEL_TRACES_SAMPLER_ARG));
+}

@@ -1,0 +1,9 @@
+//! Exporters: the Prometheus pull endpoint and OTLP push.
+
+#[cfg(feature = "otlp")]
+pub(crate) mod otlp;
+#[cfg(feature = "prometheus")]
+pub(crate) mod prometheus;
+
+#[cfg(feature = "prometheus")]
+pub use self::prometheus::{PrometheusRender, TEXT_CONTENT_TYPE};

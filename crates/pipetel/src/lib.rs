@@ -1,0 +1,62 @@
+//! # pipetel
+//!
+//! OpenTelemetry-native telemetry for data/ML pipelines and inference services. One call at
+//! start-up wires OTel meters, tracers and logs, a `tracing` subscriber and the exporters; the
+//! guard it returns flushes on drop.
+//!
+//! ## Quick start
+//! ```no_run
+//! fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let _telemetry = pipetel::init(pipetel::Config::from_env()?.with_service_name("tokenize"))?;
+//!     let items = pipetel::meter().u64_counter("tokenize.items").with_unit("{item}").build();
+//!     items.add(128, &[]);
+//!     tokenize();
+//!     Ok(()) // the guard drops here: flush, shut down
+//! }
+//!
+//! #[tracing::instrument]
+//! fn tokenize() { /* an OTel span when a trace exporter is configured */ }
+//! ```
+//! With nothing configured, metrics are served at `http://localhost:9464/metrics` for Prometheus
+//! to scrape. Point `OTEL_EXPORTER_OTLP_ENDPOINT` at a collector to push metrics, traces and logs
+//! instead.
+//!
+//! ## Configuration
+//! [`Config::from_env`] reads the TOML file named by `PIPETEL_CONFIG`, then the standard `OTEL_*`
+//! variables; `with_*` calls beat both. Every variable is a constant in [`config`] and listed in
+//! [`config::ENV_VARS`]; a bad value is an error naming the variable and the value.
+//!
+//! ## Features
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `prometheus` | yes | the Prometheus pull endpoint and [`PrometheusRender`] |
+//! | `otlp` | yes | OTLP push over gRPC and HTTP/protobuf |
+//! | `console` | yes | human-readable exporters on stdout |
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+pub mod config;
+pub mod error;
+mod export;
+mod telemetry;
+
+pub use config::Config;
+pub use error::{InitError, ShutdownError};
+#[cfg(feature = "prometheus")]
+pub use export::{PrometheusRender, TEXT_CONTENT_TYPE};
+pub use telemetry::{init, Telemetry, SCOPE_NAME};
+
+/// The OTel API crate pipetel is built on, re-exported so users never get version skew.
+pub use opentelemetry;
+/// The OTel SDK crate pipetel is built on.
+pub use opentelemetry_sdk;
+/// The `tracing` crate pipetel's subscriber serves.
+pub use tracing;
+/// The `tracing-opentelemetry` bridge (for `OpenTelemetrySpanExt` and friends).
+pub use tracing_opentelemetry;
+
+/// The meter pipetel's own instruments use, from the global meter provider `init` installed
+/// (a no-op meter before `init` or when the SDK is disabled).
+pub fn meter() -> opentelemetry::metrics::Meter {
+    opentelemetry::global::meter(SCOPE_NAME)
+}

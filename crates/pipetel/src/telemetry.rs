@@ -1,0 +1,474 @@
+//! `init`: builds the providers and exporters, installs them globally, and returns the guard.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::logs::SdkLoggerProvider;
+use opentelemetry_sdk::metrics::{Instrument, SdkMeterProvider, Stream};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::Resource;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::Layer;
+
+use crate::config::{
+    Config, LogExporter, MetricExporter, OtlpProtocol, SamplerConfig, Signal, TraceExporter, DEFAULT_CARDINALITY_LIMIT,
+};
+use crate::error::{InitError, ShutdownError};
+
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The name of pipetel's instrumentation scope (meter and tracer name).
+pub const SCOPE_NAME: &str = "pipetel";
+
+/// Installs pipetel for this process: OTel meter, tracer and logger providers, the W3C
+/// trace-context propagator, a `tracing` subscriber (filter from `RUST_LOG`, optional console
+/// output, spans to OTel, events to OTel logs) and the exporters the configuration names.
+///
+/// Works with or without a Tokio runtime: gRPC exporters run on a small runtime of their own and
+/// the Prometheus endpoint on its own thread. Keep the returned guard alive: dropping it flushes
+/// and shuts everything down, bounded by the shutdown timeout.
+///
+/// # Errors
+/// [`InitError`]: a bad configuration value (naming it), a second call in this process, another
+/// global `tracing` subscriber, a Prometheus port already in use (naming the address), or an
+/// exporter that cannot be built. A collector that is down is *not* an error: exports retry and
+/// failures are logged.
+pub fn init(config: Config) -> Result<Telemetry, InitError> {
+    config.validate()?;
+    if INITIALIZED.swap(true, Ordering::SeqCst) {
+        return Err(InitError::AlreadyInitialized);
+    }
+    match build(config) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            INITIALIZED.store(false, Ordering::SeqCst);
+            Err(e)
+        }
+    }
+}
+
+/// The guard `init` returns: owns the providers, the endpoint and the exporter runtime.
+/// Dropping it flushes and shuts down (bounded by the shutdown timeout); call
+/// [`Telemetry::shutdown`] instead to see the outcome.
+pub struct Telemetry {
+    inner: Option<Inner>,
+}
+
+struct Inner {
+    resource: Resource,
+    meter_provider: Option<SdkMeterProvider>,
+    tracer_provider: Option<SdkTracerProvider>,
+    logger_provider: Option<SdkLoggerProvider>,
+    #[cfg(feature = "prometheus")]
+    prometheus: Option<(crate::export::prometheus::PrometheusServer, crate::export::PrometheusRender)>,
+    runtime: Option<tokio::runtime::Runtime>,
+    shutdown_timeout: Duration,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry")
+            .field("active", &self.inner.is_some())
+            .field("prometheus_addr", &self.prometheus_addr())
+            .finish()
+    }
+}
+
+impl Telemetry {
+    /// The address the Prometheus endpoint listens on, when it runs.
+    pub fn prometheus_addr(&self) -> Option<std::net::SocketAddr> {
+        #[cfg(feature = "prometheus")]
+        {
+            self.inner.as_ref()?.prometheus.as_ref().map(|(server, _)| server.addr())
+        }
+        #[cfg(not(feature = "prometheus"))]
+        {
+            None
+        }
+    }
+
+    /// A handle that renders the Prometheus exposition, when the Prometheus exporter is on (with
+    /// or without its own HTTP endpoint).
+    #[cfg(feature = "prometheus")]
+    pub fn prometheus_render(&self) -> Option<crate::export::PrometheusRender> {
+        self.inner.as_ref()?.prometheus.as_ref().map(|(_, render)| render.clone())
+    }
+
+    /// The meter provider (absent when the SDK is disabled).
+    pub fn meter_provider(&self) -> Option<&SdkMeterProvider> {
+        self.inner.as_ref()?.meter_provider.as_ref()
+    }
+
+    /// The tracer provider (absent when the SDK is disabled or no trace exporter is configured).
+    pub fn tracer_provider(&self) -> Option<&SdkTracerProvider> {
+        self.inner.as_ref()?.tracer_provider.as_ref()
+    }
+
+    /// The logger provider (absent when the SDK is disabled or no log exporter is configured).
+    pub fn logger_provider(&self) -> Option<&SdkLoggerProvider> {
+        self.inner.as_ref()?.logger_provider.as_ref()
+    }
+
+    /// The resource every signal carries.
+    pub fn resource(&self) -> Option<&Resource> {
+        self.inner.as_ref().map(|i| &i.resource)
+    }
+
+    /// Flushes every provider now (bounded by the shutdown timeout).
+    ///
+    /// # Errors
+    /// As [`Telemetry::shutdown`].
+    pub fn force_flush(&self) -> Result<(), ShutdownError> {
+        let Some(inner) = self.inner.as_ref() else { return Ok(()) };
+        let (tp, lp, mp) = (inner.tracer_provider.clone(), inner.logger_provider.clone(), inner.meter_provider.clone());
+        run_bounded(inner.shutdown_timeout, move || {
+            let mut errors = Vec::new();
+            if let Some(tp) = tp {
+                push_err(&mut errors, "traces", tp.force_flush());
+            }
+            if let Some(lp) = lp {
+                push_err(&mut errors, "logs", lp.force_flush());
+            }
+            if let Some(mp) = mp {
+                push_err(&mut errors, "metrics", mp.force_flush());
+            }
+            errors
+        })
+    }
+
+    /// Flushes and shuts down every provider, stops the endpoint and the exporter runtime.
+    /// Returns within the shutdown timeout whatever the collector does.
+    ///
+    /// # Errors
+    /// [`ShutdownError::Timeout`] when the timeout ran out, [`ShutdownError::Providers`] when a
+    /// provider failed (for example, the last export could not reach the collector).
+    pub fn shutdown(mut self) -> Result<(), ShutdownError> {
+        self.shutdown_inner()
+    }
+
+    fn shutdown_inner(&mut self) -> Result<(), ShutdownError> {
+        let Some(inner) = self.inner.take() else { return Ok(()) };
+        let Inner { meter_provider, tracer_provider, logger_provider, runtime, shutdown_timeout, .. } = inner;
+        #[cfg(feature = "prometheus")]
+        drop(inner.prometheus);
+        let result = run_bounded(shutdown_timeout, move || {
+            let mut errors = Vec::new();
+            // Spans first, so the logs and metrics they produce on the way out are flushed too.
+            if let Some(tp) = tracer_provider {
+                push_err(&mut errors, "traces", tp.shutdown_with_timeout(shutdown_timeout));
+            }
+            if let Some(lp) = logger_provider {
+                push_err(&mut errors, "logs", lp.shutdown_with_timeout(shutdown_timeout));
+            }
+            if let Some(mp) = meter_provider {
+                push_err(&mut errors, "metrics", mp.shutdown_with_timeout(shutdown_timeout));
+            }
+            errors
+        });
+        if let Some(rt) = runtime {
+            // Never blocks, so it is safe inside an async context.
+            rt.shutdown_background();
+        }
+        result
+    }
+}
+
+impl Drop for Telemetry {
+    fn drop(&mut self) {
+        if let Err(error) = self.shutdown_inner() {
+            tracing::warn!(target: "pipetel", %error, "telemetry shutdown");
+        }
+    }
+}
+
+fn push_err(errors: &mut Vec<String>, what: &str, r: opentelemetry_sdk::error::OTelSdkResult) {
+    match r {
+        Ok(()) | Err(opentelemetry_sdk::error::OTelSdkError::AlreadyShutdown) => {}
+        Err(e) => errors.push(format!("{what}: {e}")),
+    }
+}
+
+/// Runs `work` on a helper thread and waits at most `timeout`: the SDK's own timeouts do not
+/// bound every path (a meter provider ignores its shutdown timeout), this does.
+fn run_bounded(timeout: Duration, work: impl FnOnce() -> Vec<String> + Send + 'static) -> Result<(), ShutdownError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("pipetel-shutdown".into()).spawn(move || {
+        let _ = tx.send(work());
+    });
+    if spawned.is_err() {
+        return Err(ShutdownError::Providers(vec!["cannot start the shutdown thread".into()]));
+    }
+    match rx.recv_timeout(timeout) {
+        Ok(errors) if errors.is_empty() => Ok(()),
+        Ok(errors) => Err(ShutdownError::Providers(errors)),
+        Err(_) => Err(ShutdownError::Timeout(timeout)),
+    }
+}
+
+fn resource(config: &Config) -> Resource {
+    let mut attrs: Vec<KeyValue> =
+        config.resource_attributes().iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
+    // OTEL_SERVICE_NAME (or code) beats service.name in OTEL_RESOURCE_ATTRIBUTES.
+    let from_attrs = config.resource_attributes().iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone());
+    let service_name =
+        config.explicit_service_name().map(str::to_string).or(from_attrs).unwrap_or_else(|| config.service_name());
+    attrs.retain(|kv| kv.key.as_str() != "service.name");
+    attrs.push(KeyValue::new("service.name", service_name));
+    if let Some(v) = config.service_version() {
+        attrs.push(KeyValue::new("service.version", v.to_string()));
+    }
+    attrs.push(KeyValue::new("service.instance.id", uuid::Uuid::new_v4().to_string()));
+    attrs.push(KeyValue::new("host.name", gethostname::gethostname().to_string_lossy().into_owned()));
+    attrs.push(KeyValue::new("process.pid", i64::from(std::process::id())));
+    attrs.push(KeyValue::new("telemetry.sdk.name", "opentelemetry"));
+    attrs.push(KeyValue::new("telemetry.sdk.language", "rust"));
+    attrs.push(KeyValue::new("telemetry.distro.name", "pipetel"));
+    attrs.push(KeyValue::new("telemetry.distro.version", env!("CARGO_PKG_VERSION")));
+    Resource::builder_empty().with_attributes(attrs).build()
+}
+
+fn sampler(s: SamplerConfig) -> Sampler {
+    match s {
+        SamplerConfig::AlwaysOn => Sampler::AlwaysOn,
+        SamplerConfig::AlwaysOff => Sampler::AlwaysOff,
+        SamplerConfig::TraceIdRatio(r) => Sampler::TraceIdRatioBased(r),
+        SamplerConfig::ParentBasedAlwaysOn => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+        SamplerConfig::ParentBasedAlwaysOff => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+        SamplerConfig::ParentBasedTraceIdRatio(r) => Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(r))),
+        // `SamplerConfig` is non-exhaustive for users, not for this crate.
+    }
+}
+
+/// Targets whose events must not be exported as OTel logs: the exporters' own stack, which
+/// would otherwise feed back into itself.
+fn is_exporter_internal(target: &str) -> bool {
+    ["opentelemetry", "hyper", "h2", "tonic", "tower", "reqwest", "rustls"].iter().any(|p| target.starts_with(p))
+}
+
+fn needs_grpc(config: &Config) -> Result<bool, InitError> {
+    let grpc = |signal| config.otlp_target(signal).map(|t| t.protocol == OtlpProtocol::Grpc);
+    Ok((config.traces_exporters().contains(&TraceExporter::Otlp) && grpc(Signal::Traces)?)
+        || (config.metrics_exporters().contains(&MetricExporter::Otlp) && grpc(Signal::Metrics)?)
+        || (config.logs_exporters().contains(&LogExporter::Otlp) && grpc(Signal::Logs)?))
+}
+
+#[cfg_attr(not(feature = "otlp"), allow(unused_variables))]
+fn build(config: Config) -> Result<Telemetry, InitError> {
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .parse(format!("{},h2=warn,hyper=warn,tonic=warn,tower=warn,reqwest=warn", config.log_filter()))
+        .map_err(|e| crate::config::ConfigError::InvalidValue {
+            origin: crate::config::Origin::Env(crate::config::RUST_LOG.into()),
+            value: config.log_filter().to_string(),
+            reason: e.to_string(),
+        })?;
+
+    if config.sdk_disabled() {
+        let fmt_layer = config.console_log().then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+        let subscriber = tracing_subscriber::registry().with(fmt_layer).with(filter);
+        tracing::subscriber::set_global_default(subscriber).map_err(|e| InitError::Subscriber(e.to_string()))?;
+        return Ok(Telemetry { inner: None });
+    }
+
+    let resource = resource(&config);
+    let runtime = if needs_grpc(&config)? {
+        Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("pipetel-otlp")
+                .enable_all()
+                .build()
+                .map_err(InitError::Runtime)?,
+        )
+    } else {
+        None
+    };
+    // tonic channels spawn their connection task on the runtime current while they are built.
+    let _entered = runtime.as_ref().map(|rt| rt.enter());
+
+    // ----- metrics -----
+    let mut mp = SdkMeterProvider::builder().with_resource(resource.clone());
+    let limit = config.cardinality_limit();
+    if limit != DEFAULT_CARDINALITY_LIMIT {
+        mp = mp.with_view(move |_: &Instrument| Stream::builder().with_cardinality_limit(limit).build().ok());
+    }
+    #[cfg(feature = "prometheus")]
+    let mut prometheus_render = None;
+    for exporter in config.metrics_exporters() {
+        match exporter {
+            MetricExporter::Prometheus => {
+                #[cfg(feature = "prometheus")]
+                {
+                    let registry = prometheus::Registry::new();
+                    let reader =
+                        opentelemetry_prometheus::exporter().with_registry(registry.clone()).build().map_err(|e| {
+                            InitError::Exporter {
+                                signal: Signal::Metrics,
+                                exporter: "prometheus",
+                                reason: e.to_string(),
+                            }
+                        })?;
+                    mp = mp.with_reader(reader);
+                    prometheus_render = Some(crate::export::PrometheusRender::new(registry));
+                }
+                #[cfg(not(feature = "prometheus"))]
+                return Err(InitError::FeatureDisabled { exporter: "prometheus", feature: "prometheus" });
+            }
+            MetricExporter::Otlp => {
+                #[cfg(feature = "otlp")]
+                {
+                    let exporter = crate::export::otlp::metric_exporter(&config.otlp_target(Signal::Metrics)?)?;
+                    mp = mp.with_reader(
+                        opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
+                            .with_interval(config.metric_export_interval())
+                            .build(),
+                    );
+                }
+                #[cfg(not(feature = "otlp"))]
+                return Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" });
+            }
+            MetricExporter::Console => {
+                #[cfg(feature = "console")]
+                {
+                    let exporter = opentelemetry_stdout::MetricExporter::default();
+                    mp = mp.with_reader(
+                        opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
+                            .with_interval(config.metric_export_interval())
+                            .build(),
+                    );
+                }
+                #[cfg(not(feature = "console"))]
+                return Err(InitError::FeatureDisabled { exporter: "console", feature: "console" });
+            }
+        }
+    }
+    let meter_provider = mp.build();
+
+    // ----- traces -----
+    let trace_exporters = config.traces_exporters();
+    let tracer_provider = if trace_exporters.is_empty() {
+        None
+    } else {
+        let mut tp =
+            SdkTracerProvider::builder().with_resource(resource.clone()).with_sampler(sampler(config.sampler()));
+        for exporter in trace_exporters {
+            match exporter {
+                TraceExporter::Otlp => {
+                    #[cfg(feature = "otlp")]
+                    {
+                        tp = tp.with_batch_exporter(crate::export::otlp::span_exporter(
+                            &config.otlp_target(Signal::Traces)?,
+                        )?);
+                    }
+                    #[cfg(not(feature = "otlp"))]
+                    return Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" });
+                }
+                TraceExporter::Console => {
+                    #[cfg(feature = "console")]
+                    {
+                        tp = tp.with_batch_exporter(opentelemetry_stdout::SpanExporter::default());
+                    }
+                    #[cfg(not(feature = "console"))]
+                    return Err(InitError::FeatureDisabled { exporter: "console", feature: "console" });
+                }
+            }
+        }
+        Some(tp.build())
+    };
+
+    // ----- logs -----
+    let log_exporters = config.logs_exporters();
+    let logger_provider = if log_exporters.is_empty() {
+        None
+    } else {
+        let mut lp = SdkLoggerProvider::builder().with_resource(resource.clone());
+        for exporter in log_exporters {
+            match exporter {
+                LogExporter::Otlp => {
+                    #[cfg(feature = "otlp")]
+                    {
+                        lp = lp.with_batch_exporter(crate::export::otlp::log_exporter(
+                            &config.otlp_target(Signal::Logs)?,
+                        )?);
+                    }
+                    #[cfg(not(feature = "otlp"))]
+                    return Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" });
+                }
+                LogExporter::Console => {
+                    #[cfg(feature = "console")]
+                    {
+                        lp = lp.with_batch_exporter(opentelemetry_stdout::LogExporter::default());
+                    }
+                    #[cfg(not(feature = "console"))]
+                    return Err(InitError::FeatureDisabled { exporter: "console", feature: "console" });
+                }
+            }
+        }
+        Some(lp.build())
+    };
+
+    // ----- the pull endpoint: bound before anything global is installed -----
+    #[cfg(feature = "prometheus")]
+    let prometheus = match prometheus_render {
+        Some(render) => {
+            let server = crate::export::prometheus::PrometheusServer::start(
+                config.prometheus_host(),
+                config.prometheus_port(),
+                config.prometheus_path(),
+                render.clone(),
+            );
+            match server {
+                Ok(server) => Some((server, render)),
+                Err(e) => {
+                    discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
+                    return Err(e);
+                }
+            }
+        }
+        None => None,
+    };
+
+    // ----- the tracing subscriber -----
+    let otel_layer =
+        tracer_provider.as_ref().map(|tp| tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME)));
+    let log_layer = logger_provider.as_ref().map(|lp| {
+        opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp)
+            .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target())))
+    });
+    let fmt_layer = config.console_log().then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let subscriber = tracing_subscriber::registry().with(otel_layer).with(log_layer).with(fmt_layer).with(filter);
+    if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
+        discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
+        return Err(InitError::Subscriber(e.to_string()));
+    }
+    opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
+    opentelemetry::global::set_meter_provider(meter_provider.clone());
+    if let Some(tp) = &tracer_provider {
+        opentelemetry::global::set_tracer_provider(tp.clone());
+    }
+    drop(_entered);
+    Ok(Telemetry {
+        inner: Some(Inner {
+            resource,
+            meter_provider: Some(meter_provider),
+            tracer_provider,
+            logger_provider,
+            #[cfg(feature = "prometheus")]
+            prometheus,
+            runtime,
+            shutdown_timeout: config.shutdown_timeout(),
+        }),
+    })
+}
+
+fn discard(mp: &SdkMeterProvider, tp: Option<&SdkTracerProvider>, lp: Option<&SdkLoggerProvider>) {
+    let t = Duration::from_millis(100);
+    let _ = mp.shutdown_with_timeout(t);
+    if let Some(tp) = tp {
+        let _ = tp.shutdown_with_timeout(t);
+    }
+    if let Some(lp) = lp {
+        let _ = lp.shutdown_with_timeout(t);
+    }
+}

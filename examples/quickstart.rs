@@ -1,0 +1,102 @@
+//! The smallest pipetel program: one `init` call, a few metrics and nested spans, the metrics
+//! served at `http://localhost:9464/metrics`; stops by itself.
+//!
+//! ```text
+//! cargo run --example quickstart -- --batches 20 --interval-ms 500 --linger-seconds 30
+//! ```
+//! Every setting of `pipetel::Config::from_env` applies (for example
+//! `OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc` to push
+//! to a collector instead).
+
+use std::time::{Duration, Instant};
+
+use pipetel::opentelemetry::KeyValue;
+
+/// Items each batch records: fixed, so a test can check the exported totals exactly.
+const ITEMS_PER_BATCH: u64 = 100;
+/// Bytes each batch records.
+const BYTES_PER_BATCH: u64 = 4096;
+
+struct Args {
+    batches: u64,
+    interval: Duration,
+    linger: Duration,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { batches: 20, interval: Duration::from_millis(500), linger: Duration::from_secs(0) };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
+        match flag.as_str() {
+            "--batches" => args.batches = number,
+            "--interval-ms" => args.interval = Duration::from_millis(number),
+            "--linger-seconds" => args.linger = Duration::from_secs(number),
+            _ => return Err(format!("unknown flag {flag}; expected --batches, --interval-ms, --linger-seconds")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = parse_args()?;
+    let started = Instant::now();
+    let telemetry = pipetel::init(pipetel::Config::from_env()?.with_service_name("quickstart"))?;
+    match telemetry.prometheus_addr() {
+        Some(addr) => println!("serving metrics at http://{addr}/metrics (ready {:?} after start)", started.elapsed()),
+        None => println!("no Prometheus endpoint configured; exporting as configured"),
+    }
+
+    let meter = pipetel::meter();
+    let items = meter.u64_counter("quickstart.items").with_unit("{item}").with_description("Items processed").build();
+    let bytes = meter.u64_counter("quickstart.bytes").with_unit("By").with_description("Bytes processed").build();
+    let latency = meter
+        .f64_histogram("quickstart.batch.duration")
+        .with_unit("s")
+        .with_description("Time to process one batch")
+        .build();
+    let attrs = [KeyValue::new("stage", "tokenize")];
+
+    for batch in 0..args.batches {
+        let t = Instant::now();
+        run_batch(batch);
+        items.add(ITEMS_PER_BATCH, &attrs);
+        bytes.add(BYTES_PER_BATCH, &attrs);
+        latency.record(t.elapsed().as_secs_f64(), &attrs);
+        std::thread::sleep(args.interval);
+    }
+    println!(
+        "done: batches={} items={} bytes={}",
+        args.batches,
+        args.batches * ITEMS_PER_BATCH,
+        args.batches * BYTES_PER_BATCH
+    );
+    std::thread::sleep(args.linger);
+    let t = Instant::now();
+    let outcome = telemetry.shutdown();
+    println!("shutdown took {:?}: {outcome:?}", t.elapsed());
+    Ok(())
+}
+
+/// A parent span with two children: one on this thread, one on a worker thread.
+#[tracing::instrument]
+fn run_batch(batch: u64) {
+    tokenize(batch);
+    let parent = tracing::Span::current();
+    let worker = std::thread::spawn(move || parent.in_scope(|| index(batch)));
+    if worker.join().is_err() {
+        tracing::error!(batch, "index worker panicked");
+    }
+    tracing::info!(batch, items = ITEMS_PER_BATCH, "batch done");
+}
+
+#[tracing::instrument]
+fn tokenize(batch: u64) {
+    std::thread::sleep(Duration::from_millis(2));
+}
+
+#[tracing::instrument]
+fn index(batch: u64) {
+    std::thread::sleep(Duration::from_millis(1));
+}
