@@ -50,11 +50,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let meter = pipetel::meter();
     let items = meter.u64_counter("quickstart.items").with_unit("{item}").with_description("Items processed").build();
-    let bytes = meter.u64_counter("quickstart.bytes").with_unit("By").with_description("Bytes processed").build();
+    let bytes = meter.u64_counter("quickstart.read").with_unit("By").with_description("Bytes read").build();
     let latency = meter
         .f64_histogram("quickstart.batch.duration")
         .with_unit("s")
         .with_description("Time to process one batch")
+        .with_boundaries(pipetel::SECONDS_BUCKETS.to_vec())
         .build();
     let attrs = [KeyValue::new("stage", "tokenize")];
 

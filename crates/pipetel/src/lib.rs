@@ -55,6 +55,10 @@ pub use tracing;
 /// The `tracing-opentelemetry` bridge (for `OpenTelemetrySpanExt` and friends).
 pub use tracing_opentelemetry;
 
+/// Histogram bucket bounds for durations in seconds (5 ms to 10 s), as the OTel semantic
+/// conventions advise; the SDK's default bounds are meant for milliseconds.
+pub const SECONDS_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+
 /// The meter pipetel's own instruments use, from the global meter provider `init` installed
 /// (a no-op meter before `init` or when the SDK is disabled).
 pub fn meter() -> opentelemetry::metrics::Meter {

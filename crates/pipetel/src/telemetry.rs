@@ -1,5 +1,6 @@
 //! `init`: builds the providers and exporters, installs them globally, and returns the guard.
 
+use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -265,7 +266,9 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         })?;
 
     if config.sdk_disabled() {
-        let fmt_layer = config.console_log().then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+        let fmt_layer = config.console_log().then(|| {
+            tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal())
+        });
         let subscriber = tracing_subscriber::registry().with(fmt_layer).with(filter);
         tracing::subscriber::set_global_default(subscriber).map_err(|e| InitError::Subscriber(e.to_string()))?;
         return Ok(Telemetry { inner: None });
@@ -436,7 +439,9 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp)
             .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target())))
     });
-    let fmt_layer = config.console_log().then(|| tracing_subscriber::fmt::layer().with_writer(std::io::stderr));
+    let fmt_layer = config.console_log().then(|| {
+        tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal())
+    });
     let subscriber = tracing_subscriber::registry().with(otel_layer).with(log_layer).with(fmt_layer).with(filter);
     if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
         discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());

@@ -1,0 +1,64 @@
+//! A collector that is down at start, or goes down during the run: the program finishes
+//! normally and shutdown returns within its timeout, reporting the failure.
+#![cfg(feature = "e2e")]
+
+use std::process::Command;
+use std::time::Duration;
+
+use pipetel_e2e::{example_path, free_port, Collector, Process};
+
+fn shutdown_millis(out: &str) -> f64 {
+    let line =
+        out.lines().find(|l| l.starts_with("shutdown took ")).unwrap_or_else(|| panic!("no shutdown line:\n{out}"));
+    let d = line.trim_start_matches("shutdown took ").split(':').next().expect("duration");
+    let (num, unit) = d.split_at(d.find(|c: char| c.is_alphabetic() || c == 'µ').expect("unit"));
+    let n: f64 = num.parse().expect("number");
+    match unit {
+        "s" => n * 1000.0,
+        "ms" => n,
+        "µs" => n / 1000.0,
+        "ns" => n / 1e6,
+        other => panic!("unit {other}"),
+    }
+}
+
+fn run(endpoint: &str, protocol: &str, batches: &str) -> Process {
+    let mut cmd = Command::new(example_path("quickstart"));
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+        .env("OTEL_METRIC_EXPORT_INTERVAL", "200")
+        .env("PIPETEL_SHUTDOWN_TIMEOUT", "2000")
+        .args(["--batches", batches, "--interval-ms", "100"]);
+    Process::spawn("quickstart", cmd)
+}
+
+#[test]
+fn collector_down_at_start_does_not_fail_or_hang() {
+    for protocol in ["grpc", "http/protobuf"] {
+        let endpoint = format!("http://127.0.0.1:{}", free_port());
+        let mut example = run(&endpoint, protocol, "5");
+        let (code, out) = example.wait(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{protocol}: {out}");
+        assert!(out.contains("done: batches=5"), "{out}");
+        let ms = shutdown_millis(&out);
+        assert!(ms <= 2500.0, "{protocol}: shutdown took {ms} ms, over its 2 s timeout: {out}");
+        let line = out.lines().find(|l| l.starts_with("shutdown took ")).expect("line");
+        assert!(line.contains("Err("), "{protocol}: shutdown must report that the collector was unreachable: {line}");
+    }
+}
+
+#[test]
+fn collector_going_down_mid_run_does_not_block_the_program() {
+    for protocol in ["grpc", "http/protobuf"] {
+        let mut collector = Collector::start();
+        let mut example = run(&collector.endpoint(protocol), protocol, "20");
+        collector.wait_for_output("Name: quickstart.items", Duration::from_secs(20));
+        collector.stop();
+        let (code, out) = example.wait(Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{protocol}: {out}");
+        assert!(out.contains("done: batches=20 items=2000"), "{out}");
+        let ms = shutdown_millis(&out);
+        assert!(ms <= 2500.0, "{protocol}: shutdown took {ms} ms: {out}");
+    }
+}
