@@ -38,7 +38,12 @@
 pub mod config;
 pub mod error;
 mod export;
+mod measure;
+pub mod span_metrics;
 mod telemetry;
+
+#[doc(hidden)]
+pub use measure::__private;
 
 pub use config::Config;
 pub use error::{InitError, ShutdownError};

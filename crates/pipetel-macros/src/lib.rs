@@ -1,0 +1,1 @@
+//! The function attribute macro of pipetel; use it as `pipetel::measure`.

@@ -1,0 +1,1 @@
+//! Span-derived metrics: a `tracing` layer recording the duration of closed spans.
