@@ -129,23 +129,18 @@ impl GpuConfig {
     /// # Errors
     ///
     /// [`ConfigError::InvalidEnv`] naming the variable and its value when one does not parse.
-    pub fn with_env_from(
-        mut self,
-        get: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
-        let invalid = |variable: &'static str, value: &str, reason: &'static str| {
-            ConfigError::InvalidEnv {
-                variable,
-                value: value.to_owned(),
-                reason,
-            }
+    pub fn with_env_from(mut self, get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let invalid = |variable: &'static str, value: &str, reason: &'static str| ConfigError::InvalidEnv {
+            variable,
+            value: value.to_owned(),
+            reason,
         };
         if let Some(v) = get(ENV_GPU_MODE) {
             self.mode = v.parse().map_err(|r| invalid(ENV_GPU_MODE, &v, r))?;
         }
         if let Some(v) = get(ENV_GPU_POLL_INTERVAL) {
-            self.poll_interval =
-                parse_duration(&v).ok_or_else(|| invalid(ENV_GPU_POLL_INTERVAL, &v, "expected a duration such as 5s, 1500ms or 2"))?;
+            self.poll_interval = parse_duration(&v)
+                .ok_or_else(|| invalid(ENV_GPU_POLL_INTERVAL, &v, "expected a duration such as 5s, 1500ms or 2"))?;
         }
         if let Some(v) = get(ENV_GPU_PLATFORM) {
             self.platform = v.parse().map_err(|r| invalid(ENV_GPU_PLATFORM, &v, r))?;
@@ -224,11 +219,7 @@ impl GpuConfig {
         if self.poll_interval < MIN_POLL_INTERVAL {
             return Err(ConfigError::PollIntervalTooShort(self.poll_interval));
         }
-        if self
-            .library_path
-            .as_ref()
-            .is_some_and(|p| p.as_os_str().is_empty())
-        {
+        if self.library_path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
             return Err(ConfigError::EmptyLibraryPath);
         }
         Ok(())
@@ -265,10 +256,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         move |k| map.get(k).cloned()
     }
 
@@ -294,10 +282,7 @@ mod tests {
 
     #[test]
     fn empty_library_path_is_an_error_naming_the_field() {
-        let err = GpuConfig::default()
-            .with_library_path("")
-            .validate()
-            .expect_err("empty path must be rejected");
+        let err = GpuConfig::default().with_library_path("").validate().expect_err("empty path must be rejected");
         assert!(err.to_string().contains("gpu.library_path"), "{err}");
     }
 
@@ -314,24 +299,18 @@ mod tests {
         assert_eq!(c.mode, GpuMode::On);
         assert_eq!(c.poll_interval, Duration::from_millis(1500));
         assert_eq!(c.platform, GpuPlatform::Nvidia);
-        assert_eq!(
-            c.library_path.as_deref(),
-            Some(std::path::Path::new("/opt/nvml/libnvidia-ml.so.1"))
-        );
+        assert_eq!(c.library_path.as_deref(), Some(std::path::Path::new("/opt/nvml/libnvidia-ml.so.1")));
         assert!(c.pcie_throughput && c.process_memory);
         Ok(())
     }
 
     #[test]
     fn bad_env_value_names_variable_and_value() {
-        let err = GpuConfig::default()
-            .with_env_from(env(&[(ENV_GPU_POLL_INTERVAL, "soon")]))
-            .expect_err("must not parse");
+        let err =
+            GpuConfig::default().with_env_from(env(&[(ENV_GPU_POLL_INTERVAL, "soon")])).expect_err("must not parse");
         let text = err.to_string();
         assert!(text.contains(ENV_GPU_POLL_INTERVAL) && text.contains("soon"), "{text}");
-        let err = GpuConfig::default()
-            .with_env_from(env(&[(ENV_GPU_MODE, "maybe")]))
-            .expect_err("must not parse");
+        let err = GpuConfig::default().with_env_from(env(&[(ENV_GPU_MODE, "maybe")])).expect_err("must not parse");
         assert!(err.to_string().contains("PIPETEL_GPU=\"maybe\""), "{err}");
     }
 

@@ -36,7 +36,9 @@ pub enum GpuError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     /// The configuration asks for a platform this build does not include.
-    #[error("gpu.platform = {platform}: not built with {platform} support (enable the `{feature}` feature of pipetel-gpu)")]
+    #[error(
+        "gpu.platform = {platform}: not built with {platform} support (enable the `{feature}` feature of pipetel-gpu)"
+    )]
     PlatformNotBuilt {
         /// The platform asked for.
         platform: &'static str,

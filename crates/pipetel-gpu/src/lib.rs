@@ -1,1 +1,83 @@
-fn main() {}
+//! GPU telemetry for pipetel: NVML read on one background thread, exposed as OpenTelemetry
+//! observable instruments named after the hardware semantic conventions.
+//!
+//! # Overview
+//!
+//! - A [`GpuSource`] reads all devices of one vendor library at once into a [`GpuSample`].
+//!   [`NvmlSource`] does it for NVIDIA through `nvml-wrapper`, which loads
+//!   `libnvidia-ml.so.1` at run time: building needs no driver.
+//! - A [`GpuPoller`] owns the source on its own thread (opening NVML can take seconds or
+//!   hang, so never on the caller's thread), polls every interval (default 5 s, minimum 1 s)
+//!   and swaps the latest sample in whole, so the values of one poll stay together.
+//! - [`register_metrics`] registers observable instruments whose callbacks only read that
+//!   cached sample: a scrape never waits on the driver.
+//! - [`start`] ties it together from a [`GpuConfig`] and returns a [`GpuTelemetry`] handle.
+//!
+//! A field a device cannot report (`NotSupported`, `NoPermission`, a symbol the driver lacks)
+//! yields no series, never a zero, and is not asked again. A lost device reports
+//! `hw.status{hw.state="failed"} 1` and nothing else. MIG-enabled devices report no
+//! utilisation. Metric and attribute names are listed in [`names`].
+//!
+//! # Quick start
+//!
+//! ```
+//! use opentelemetry::metrics::MeterProvider as _;
+//! use opentelemetry_sdk::metrics::SdkMeterProvider;
+//! use pipetel_gpu::{GpuConfig, GpuMode};
+//!
+//! # fn main() -> Result<(), pipetel_gpu::GpuError> {
+//! let provider = SdkMeterProvider::builder().build();
+//! // Auto: on a machine without a GPU this logs one info line and carries on.
+//! let gpu = pipetel_gpu::start(&GpuConfig::default().with_mode(GpuMode::Auto))?;
+//! gpu.register_metrics(&provider.meter("pipetel-gpu"));
+//! // ... the program runs; exporters collect hw.gpu.* from the cached sample ...
+//! gpu.shutdown();
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Features
+//!
+//! | feature | default | what |
+//! | --- | --- | --- |
+//! | `test-support` | no | `test_support`: builds a fake `libnvidia-ml` for tests without a GPU |
+//!
+//! AMD (ROCm SMI) is not built in yet: `platform = amd` is an error saying so.
+//!
+//! # Environment
+//!
+//! Read by [`GpuConfig::from_env`]; values set in code win.
+//!
+//! | variable | values | default |
+//! | --- | --- | --- |
+//! | `PIPETEL_GPU` ([`ENV_GPU_MODE`]) | `auto`, `on`, `off` | `auto` |
+//! | `PIPETEL_GPU_POLL_INTERVAL` ([`ENV_GPU_POLL_INTERVAL`]) | `5s`, `1500ms`, `2` (s); at least 1 s | `5s` |
+//! | `PIPETEL_GPU_PLATFORM` ([`ENV_GPU_PLATFORM`]) | `auto`, `nvidia`, `amd` | `auto` |
+//! | `PIPETEL_NVML_LIBRARY` ([`ENV_NVML_LIBRARY`]) | file name or path of NVML | `libnvidia-ml.so.1` |
+//! | `PIPETEL_GPU_PCIE_THROUGHPUT` ([`ENV_GPU_PCIE_THROUGHPUT`]) | `true`, `false` | `false` |
+//! | `PIPETEL_GPU_PROCESS_MEMORY` ([`ENV_GPU_PROCESS_MEMORY`]) | `true`, `false` | `false` |
+#![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+
+mod config;
+mod error;
+mod metrics;
+pub mod names;
+mod nvml;
+mod poller;
+mod process;
+mod source;
+mod telemetry;
+#[cfg(feature = "test-support")]
+pub mod test_support;
+
+pub use config::{
+    GpuConfig, GpuMode, GpuPlatform, DEFAULT_INIT_TIMEOUT, DEFAULT_POLL_INTERVAL, ENV_GPU_MODE,
+    ENV_GPU_PCIE_THROUGHPUT, ENV_GPU_PLATFORM, ENV_GPU_POLL_INTERVAL, ENV_GPU_PROCESS_MEMORY, ENV_NVML_LIBRARY,
+    MIN_POLL_INTERVAL,
+};
+pub use error::{ConfigError, GpuError};
+pub use metrics::register_metrics;
+pub use nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
+pub use poller::{GpuPoller, GpuState, SampleReader};
+pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource};
+pub use telemetry::{start, GpuTelemetry};

@@ -33,30 +33,16 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
             }
         },
     );
-    u64_gauge(
-        meter,
-        reader,
-        names::GPU_MEMORY_USAGE,
-        names::UNIT_BYTES,
-        "GPU memory in use",
-        |d, emit| {
-            if let Some(v) = d.memory_used_bytes {
-                emit(v, None);
-            }
-        },
-    );
-    u64_gauge(
-        meter,
-        reader,
-        names::GPU_MEMORY_LIMIT,
-        names::UNIT_BYTES,
-        "GPU memory installed",
-        |d, emit| {
-            if let Some(v) = d.memory_total_bytes {
-                emit(v, None);
-            }
-        },
-    );
+    u64_gauge(meter, reader, names::GPU_MEMORY_USAGE, names::UNIT_BYTES, "GPU memory in use", |d, emit| {
+        if let Some(v) = d.memory_used_bytes {
+            emit(v, None);
+        }
+    });
+    u64_gauge(meter, reader, names::GPU_MEMORY_LIMIT, names::UNIT_BYTES, "GPU memory installed", |d, emit| {
+        if let Some(v) = d.memory_total_bytes {
+            emit(v, None);
+        }
+    });
     f64_gauge(
         meter,
         reader,
@@ -69,18 +55,11 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
             }
         },
     );
-    f64_gauge(
-        meter,
-        reader,
-        names::POWER,
-        names::UNIT_WATTS,
-        "GPU power draw",
-        |d, emit| {
-            if let Some(v) = d.power_watts {
-                emit(v, None);
-            }
-        },
-    );
+    f64_gauge(meter, reader, names::POWER, names::UNIT_WATTS, "GPU power draw", |d, emit| {
+        if let Some(v) = d.power_watts {
+            emit(v, None);
+        }
+    });
     {
         let reader = reader.clone();
         meter
@@ -96,18 +75,11 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
             })
             .build();
     }
-    f64_gauge(
-        meter,
-        reader,
-        names::TEMPERATURE,
-        names::UNIT_CELSIUS,
-        "GPU core temperature",
-        |d, emit| {
-            if let Some(v) = d.temperature_celsius {
-                emit(v, None);
-            }
-        },
-    );
+    f64_gauge(meter, reader, names::TEMPERATURE, names::UNIT_CELSIUS, "GPU core temperature", |d, emit| {
+        if let Some(v) = d.temperature_celsius {
+            emit(v, None);
+        }
+    });
     {
         let reader = reader.clone();
         meter
@@ -128,25 +100,18 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
             })
             .build();
     }
-    u64_gauge(
-        meter,
-        reader,
-        names::GPU_CLOCK,
-        names::UNIT_HERTZ,
-        "Current GPU clock frequency",
-        |d, emit| {
-            for (value, kind) in [
-                (d.clocks.graphics_hz, names::clock::GRAPHICS),
-                (d.clocks.sm_hz, names::clock::SM),
-                (d.clocks.memory_hz, names::clock::MEMORY),
-                (d.clocks.video_hz, names::clock::VIDEO),
-            ] {
-                if let Some(v) = value {
-                    emit(v, Some(KeyValue::new(names::GPU_CLOCK_TYPE, kind)));
-                }
+    u64_gauge(meter, reader, names::GPU_CLOCK, names::UNIT_HERTZ, "Current GPU clock frequency", |d, emit| {
+        for (value, kind) in [
+            (d.clocks.graphics_hz, names::clock::GRAPHICS),
+            (d.clocks.sm_hz, names::clock::SM),
+            (d.clocks.memory_hz, names::clock::MEMORY),
+            (d.clocks.video_hz, names::clock::VIDEO),
+        ] {
+            if let Some(v) = value {
+                emit(v, Some(KeyValue::new(names::GPU_CLOCK_TYPE, kind)));
             }
-        },
-    );
+        }
+    });
     f64_gauge(
         meter,
         reader,
@@ -227,11 +192,7 @@ where
     let Some(sample) = reader.latest() else {
         return;
     };
-    for d in sample
-        .devices
-        .iter()
-        .filter(|d| d.status == DeviceStatus::Ok)
-    {
+    for d in sample.devices.iter().filter(|d| d.status == DeviceStatus::Ok) {
         each(d, &mut |value, extra| obs.observe(value, &with_extra(d, extra)));
     }
 }

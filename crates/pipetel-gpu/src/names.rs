@@ -99,7 +99,7 @@ pub mod task {
     pub const DECODER: &str = "decoder";
 }
 
-/// Values of [`GPU_CLOCK_TYPE`](super::names::GPU_CLOCK_TYPE).
+/// Values of [`GPU_CLOCK_TYPE`].
 pub mod clock {
     /// Graphics clock.
     pub const GRAPHICS: &str = "graphics";
@@ -111,7 +111,7 @@ pub mod clock {
     pub const VIDEO: &str = "video";
 }
 
-/// Values of [`ERROR_TYPE`](super::names::ERROR_TYPE).
+/// Values of [`ERROR_TYPE`].
 pub mod error_type {
     /// ECC errors the hardware corrected (single-bit).
     pub const CORRECTED: &str = "corrected";
@@ -119,7 +119,7 @@ pub mod error_type {
     pub const UNCORRECTED: &str = "uncorrected";
 }
 
-/// Values of [`HW_STATE`](super::names::HW_STATE).
+/// Values of [`HW_STATE`].
 pub mod state {
     /// The device answers.
     pub const OK: &str = "ok";
@@ -127,7 +127,7 @@ pub mod state {
     pub const FAILED: &str = "failed";
 }
 
-/// Values of [`NETWORK_IO_DIRECTION`](super::names::NETWORK_IO_DIRECTION).
+/// Values of [`NETWORK_IO_DIRECTION`].
 pub mod direction {
     /// Bytes sent by the GPU over PCIe.
     pub const TRANSMIT: &str = "transmit";

@@ -5,9 +5,7 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
 
-use nvml_wrapper::enum_wrappers::device::{
-    Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor,
-};
+use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
@@ -36,10 +34,7 @@ pub struct NvmlOptions {
 impl NvmlOptions {
     /// Options with both opt-in reads set as given.
     pub fn new(pcie_throughput: bool, process_memory: bool) -> Self {
-        Self {
-            pcie_throughput,
-            process_memory,
-        }
+        Self { pcie_throughput, process_memory }
     }
 }
 
@@ -80,9 +75,7 @@ impl Field {
             Self::Energy => "nvmlDeviceGetTotalEnergyConsumption",
             Self::Temperature => "nvmlDeviceGetTemperature",
             Self::EccCorrected | Self::EccUncorrected => "nvmlDeviceGetTotalEccErrors",
-            Self::ClockGraphics | Self::ClockSm | Self::ClockMemory | Self::ClockVideo => {
-                "nvmlDeviceGetClockInfo"
-            }
+            Self::ClockGraphics | Self::ClockSm | Self::ClockMemory | Self::ClockVideo => "nvmlDeviceGetClockInfo",
             Self::PcieTx | Self::PcieRx => "nvmlDeviceGetPcieThroughput",
             Self::ComputeProcesses => "nvmlDeviceGetComputeRunningProcesses_v3",
             Self::GraphicsProcesses => "nvmlDeviceGetGraphicsRunningProcesses_v3",
@@ -147,10 +140,7 @@ impl NvmlSource {
     /// [`GpuError::InitFailed`] when NVML refuses to initialise (driver not loaded, no
     /// permission, …) or cannot count devices, [`GpuError::NoDevice`] when it finds none.
     pub fn open(library: Option<&Path>, options: NvmlOptions) -> Result<Self, GpuError> {
-        let library_name = library.map_or_else(
-            || DEFAULT_NVML_LIBRARY.to_owned(),
-            |p| p.display().to_string(),
-        );
+        let library_name = library.map_or_else(|| DEFAULT_NVML_LIBRARY.to_owned(), |p| p.display().to_string());
         let mut builder = Nvml::builder();
         if let Some(path) = library {
             builder.lib_path(path.as_os_str());
@@ -158,34 +148,24 @@ impl NvmlSource {
             builder.lib_path(OsStr::new(DEFAULT_NVML_LIBRARY));
         }
         let nvml = builder.init().map_err(|e| match e {
-            NvmlError::LibloadingError(err) => GpuError::LibraryNotLoaded {
-                library: library_name.clone(),
-                reason: err.to_string(),
-            },
+            NvmlError::LibloadingError(err) => {
+                GpuError::LibraryNotLoaded { library: library_name.clone(), reason: err.to_string() }
+            }
             NvmlError::FailedToLoadSymbol(reason) => GpuError::LibraryNotLoaded {
                 library: library_name.clone(),
                 reason: format!("not an NVML library: {reason}"),
             },
-            other => GpuError::InitFailed {
-                library: library_name.clone(),
-                reason: other.to_string(),
-            },
+            other => GpuError::InitFailed { library: library_name.clone(), reason: other.to_string() },
         })?;
         let count = nvml.device_count().map_err(|e| GpuError::InitFailed {
             library: library_name.clone(),
             reason: format!("cannot count devices: {e}"),
         })?;
         if count == 0 {
-            return Err(GpuError::NoDevice {
-                library: library_name,
-            });
+            return Err(GpuError::NoDevice { library: library_name });
         }
         let devices = (0..count).map(|i| open_device(&nvml, i)).collect();
-        Ok(Self {
-            nvml,
-            devices,
-            options,
-        })
+        Ok(Self { nvml, devices, options })
     }
 
     /// Identities of the devices found when the source opened.
@@ -236,15 +216,8 @@ impl GpuSource for NvmlSource {
 
     fn sample(&mut self) -> Result<GpuSample, GpuError> {
         let pids = self.options.process_memory.then(process::self_and_descendants);
-        let Self {
-            nvml,
-            devices,
-            options,
-        } = self;
-        let samples = devices
-            .iter_mut()
-            .map(|state| sample_device(nvml, state, *options, pids.as_ref()))
-            .collect();
+        let Self { nvml, devices, options } = self;
+        let samples = devices.iter_mut().map(|state| sample_device(nvml, state, *options, pids.as_ref())).collect();
         Ok(GpuSample::new(samples))
     }
 }
@@ -353,38 +326,22 @@ fn read_device(
     let mut p = DevicePoll { state, lost: false };
 
     if !mig {
-        s.utilization = p
-            .read(Field::Utilization, || device.utilization_rates())
-            .map(|u| ratio(u.gpu));
-        s.encoder_utilization = p
-            .read(Field::Encoder, || device.encoder_utilization())
-            .map(|u| ratio(u.utilization));
-        s.decoder_utilization = p
-            .read(Field::Decoder, || device.decoder_utilization())
-            .map(|u| ratio(u.utilization));
+        s.utilization = p.read(Field::Utilization, || device.utilization_rates()).map(|u| ratio(u.gpu));
+        s.encoder_utilization = p.read(Field::Encoder, || device.encoder_utilization()).map(|u| ratio(u.utilization));
+        s.decoder_utilization = p.read(Field::Decoder, || device.decoder_utilization()).map(|u| ratio(u.utilization));
     }
     if let Some(m) = p.read(Field::Memory, || device.memory_info()) {
         s.memory_used_bytes = Some(m.used);
         s.memory_total_bytes = Some(m.total);
     }
-    s.power_watts = p
-        .read(Field::Power, || device.power_usage())
-        .map(|mw| f64::from(mw) / 1e3);
-    s.energy_joules = p
-        .read(Field::Energy, || device.total_energy_consumption())
-        .map(|mj| mj as f64 / 1e3);
-    s.temperature_celsius = p
-        .read(Field::Temperature, || device.temperature(TemperatureSensor::Gpu))
-        .map(f64::from);
-    s.ecc_corrected = p.read(Field::EccCorrected, || {
-        device.total_ecc_errors(MemoryError::Corrected, EccCounter::Aggregate)
-    });
-    s.ecc_uncorrected = p.read(Field::EccUncorrected, || {
-        device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate)
-    });
-    let clock = |p: &mut DevicePoll<'_>, field, kind| {
-        p.read(field, || device.clock_info(kind)).map(mhz_to_hz)
-    };
+    s.power_watts = p.read(Field::Power, || device.power_usage()).map(|mw| f64::from(mw) / 1e3);
+    s.energy_joules = p.read(Field::Energy, || device.total_energy_consumption()).map(|mj| mj as f64 / 1e3);
+    s.temperature_celsius = p.read(Field::Temperature, || device.temperature(TemperatureSensor::Gpu)).map(f64::from);
+    s.ecc_corrected =
+        p.read(Field::EccCorrected, || device.total_ecc_errors(MemoryError::Corrected, EccCounter::Aggregate));
+    s.ecc_uncorrected =
+        p.read(Field::EccUncorrected, || device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate));
+    let clock = |p: &mut DevicePoll<'_>, field, kind| p.read(field, || device.clock_info(kind)).map(mhz_to_hz);
     s.clocks.graphics_hz = clock(&mut p, Field::ClockGraphics, Clock::Graphics);
     s.clocks.sm_hz = clock(&mut p, Field::ClockSm, Clock::SM);
     s.clocks.memory_hz = clock(&mut p, Field::ClockMemory, Clock::Memory);
@@ -414,9 +371,8 @@ fn read_device(
 
     if options.pcie_throughput {
         // NVML reports KiB/s.
-        s.pcie_tx_bytes_per_second = p
-            .read(Field::PcieTx, || device.pcie_throughput(PcieUtilCounter::Send))
-            .map(|kib| f64::from(kib) * 1024.0);
+        s.pcie_tx_bytes_per_second =
+            p.read(Field::PcieTx, || device.pcie_throughput(PcieUtilCounter::Send)).map(|kib| f64::from(kib) * 1024.0);
         s.pcie_rx_bytes_per_second = p
             .read(Field::PcieRx, || device.pcie_throughput(PcieUtilCounter::Receive))
             .map(|kib| f64::from(kib) * 1024.0);

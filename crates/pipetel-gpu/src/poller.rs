@@ -64,10 +64,7 @@ impl Shared {
     }
 
     fn latest(&self) -> Option<Arc<GpuSample>> {
-        self.latest
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.latest.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }
 
@@ -129,10 +126,7 @@ impl GpuPoller {
             .name("pipetel-gpu".into())
             .spawn(move || run(&thread_shared, interval, open))
             .map_err(|e| GpuError::Thread(e.to_string()))?;
-        Ok(Self {
-            shared,
-            thread: Some(thread),
-        })
+        Ok(Self { shared, thread: Some(thread) })
     }
 
     /// The current state.
@@ -177,9 +171,7 @@ impl GpuPoller {
 
     /// A reader of the latest sample for metric callbacks.
     pub fn reader(&self) -> SampleReader {
-        SampleReader {
-            shared: Some(Arc::clone(&self.shared)),
-        }
+        SampleReader { shared: Some(Arc::clone(&self.shared)) }
     }
 
     /// Stops the thread and joins it. A thread stuck in the vendor library (in `open` or a
@@ -198,7 +190,9 @@ impl GpuPoller {
         let (guard, timeout) = self
             .shared
             .changed
-            .wait_timeout_while(guard, STOP_TIMEOUT, |c| c.state != GpuState::Stopped && !matches!(c.state, GpuState::Off(_)))
+            .wait_timeout_while(guard, STOP_TIMEOUT, |c| {
+                c.state != GpuState::Stopped && !matches!(c.state, GpuState::Off(_))
+            })
             .unwrap_or_else(PoisonError::into_inner);
         drop(guard);
         if timeout.timed_out() {
@@ -257,10 +251,7 @@ where
         let mut c = shared.control();
         c.generation = c.generation.wrapping_add(1);
         if c.state == GpuState::Starting {
-            c.state = GpuState::Running {
-                devices: devices.unwrap_or(0),
-                platform: source.platform(),
-            };
+            c.state = GpuState::Running { devices: devices.unwrap_or(0), platform: source.platform() };
         }
         c.refresh_requested = false;
         shared.changed.notify_all();
@@ -271,11 +262,7 @@ where
             if now >= deadline {
                 break;
             }
-            c = shared
-                .changed
-                .wait_timeout(c, deadline - now)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
+            c = shared.changed.wait_timeout(c, deadline - now).unwrap_or_else(PoisonError::into_inner).0;
         }
         if c.stop {
             c.state = GpuState::Stopped;
@@ -287,5 +274,85 @@ where
             shared.changed.notify_all();
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{DeviceInfo, DeviceSample};
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Fails every other poll; counts polls.
+    struct Flaky {
+        polls: Arc<AtomicU32>,
+        info: Arc<DeviceInfo>,
+    }
+
+    impl GpuSource for Flaky {
+        fn platform(&self) -> &'static str {
+            "test"
+        }
+        fn sample(&mut self) -> Result<GpuSample, GpuError> {
+            let n = self.polls.fetch_add(1, Ordering::SeqCst);
+            if n % 2 == 1 {
+                return Err(GpuError::Sample("flaky".into()));
+            }
+            let mut d = DeviceSample::new(Arc::clone(&self.info));
+            d.power_watts = Some(f64::from(n));
+            Ok(GpuSample::new(vec![d]))
+        }
+    }
+
+    fn flaky() -> (Arc<AtomicU32>, Result<GpuPoller, GpuError>) {
+        let polls = Arc::new(AtomicU32::new(0));
+        let source =
+            Flaky { polls: Arc::clone(&polls), info: Arc::new(DeviceInfo::new(0, "id".into(), "n".into(), "test")) };
+        (polls, GpuPoller::spawn(Duration::from_secs(3600), move || Ok(source)))
+    }
+
+    #[test]
+    fn failed_poll_clears_the_sample_and_the_next_one_restores_it() -> Result<(), GpuError> {
+        let (polls, poller) = flaky();
+        let poller = poller?;
+        assert_eq!(poller.wait_started(Duration::from_secs(5)), GpuState::Running { devices: 1, platform: "test" });
+        let power = |p: &GpuPoller| p.latest().and_then(|s| s.devices[0].power_watts);
+        assert_eq!(power(&poller), Some(0.0));
+        assert!(poller.refresh(Duration::from_secs(5)));
+        assert_eq!(power(&poller), None, "a failed poll must not leave stale values");
+        assert!(poller.refresh(Duration::from_secs(5)));
+        assert_eq!(power(&poller), Some(2.0));
+        assert_eq!(polls.load(Ordering::SeqCst), 3);
+        Ok(())
+    }
+
+    #[test]
+    fn interval_is_raised_to_the_minimum_and_stop_joins() -> Result<(), GpuError> {
+        let polls = Arc::new(AtomicU32::new(0));
+        let source =
+            Flaky { polls: Arc::clone(&polls), info: Arc::new(DeviceInfo::new(0, "id".into(), "n".into(), "test")) };
+        let mut poller = GpuPoller::spawn(Duration::from_millis(1), move || Ok(source))?;
+        let reader = poller.reader();
+        poller.wait_started(Duration::from_secs(5));
+        std::thread::sleep(Duration::from_millis(300));
+        // With a 1 ms interval there would be hundreds of polls; the 1 s minimum allows one.
+        assert_eq!(polls.load(Ordering::SeqCst), 1);
+        poller.stop();
+        assert_eq!(poller.state(), GpuState::Stopped);
+        assert!(reader.latest().is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn open_failure_is_reported_as_off() -> Result<(), GpuError> {
+        let poller = GpuPoller::spawn(Duration::from_secs(1), || -> Result<Flaky, GpuError> {
+            Err(GpuError::NoDevice { library: "x".into() })
+        })?;
+        assert_eq!(
+            poller.wait_started(Duration::from_secs(5)),
+            GpuState::Off(GpuError::NoDevice { library: "x".into() })
+        );
+        assert!(!poller.refresh(Duration::from_millis(10)));
+        Ok(())
     }
 }

@@ -38,10 +38,7 @@ pub struct GpuSample {
 impl GpuSample {
     /// A sample of `devices` taken now.
     pub fn new(devices: Vec<DeviceSample>) -> Self {
-        Self {
-            taken_at: SystemTime::now(),
-            devices,
-        }
+        Self { taken_at: SystemTime::now(), devices }
     }
 }
 
@@ -71,13 +68,7 @@ impl DeviceInfo {
             KeyValue::new(names::HW_TYPE, names::HW_TYPE_GPU),
             KeyValue::new(names::GPU_INDEX, i64::from(index)),
         ];
-        Self {
-            index,
-            id,
-            name,
-            vendor,
-            attributes,
-        }
+        Self { index, id, name, vendor, attributes }
     }
 
     /// `hw.id`, `hw.name`, `hw.vendor`, `hw.type`, `hw.gpu.index` of this device.

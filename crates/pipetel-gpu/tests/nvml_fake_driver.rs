@@ -1,1 +1,463 @@
-fn main() {}
+//! The real NVML code path (nvml-wrapper, poller, instruments, OTel SDK) against a fake
+//! `libnvidia-ml` built from `tests/fake_nvml/fake_nvml.c`, asserting on what the SDK's
+//! in-memory exporter collected.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use pipetel_gpu::test_support::FakeNvml;
+use pipetel_gpu::{names, GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState, GpuTelemetry};
+
+type TestResult = Result<(), Box<dyn Error>>;
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// One collected data point, flattened.
+#[derive(Debug, Clone, PartialEq)]
+struct Point {
+    name: String,
+    unit: String,
+    kind: &'static str,
+    attrs: BTreeMap<String, String>,
+    value: f64,
+}
+
+struct Harness {
+    fake: FakeNvml,
+    exporter: InMemoryMetricExporter,
+    provider: SdkMeterProvider,
+    gpu: GpuTelemetry,
+}
+
+impl Harness {
+    /// Writes `state`, starts GPU telemetry in `mode` with `config` tweaks, waits for the
+    /// first poll and registers the instruments.
+    fn start(state: &str, config: impl FnOnce(GpuConfig) -> GpuConfig) -> Result<Self, Box<dyn Error>> {
+        let fake = FakeNvml::new()?;
+        fake.write_state(state)?;
+        let config = config(
+            GpuConfig::default()
+                .with_mode(GpuMode::On)
+                .with_library_path(fake.library_path())
+                .with_poll_interval(Duration::from_secs(60)),
+        );
+        let gpu = pipetel_gpu::start(&config)?;
+        assert!(matches!(gpu.wait_started(WAIT), GpuState::Running { .. }));
+        let exporter = InMemoryMetricExporter::default();
+        let provider =
+            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
+        gpu.register_metrics(&provider.meter("pipetel-gpu-test"));
+        Ok(Self { fake, exporter, provider, gpu })
+    }
+
+    /// Rewrites the fake's state and waits for a poll that has read it.
+    fn update(&self, state: &str) -> TestResult {
+        self.fake.write_state(state)?;
+        assert!(self.gpu.refresh(WAIT), "poll did not happen");
+        Ok(())
+    }
+
+    fn collect(&self) -> Result<Vec<Point>, Box<dyn Error>> {
+        collect(&self.exporter, &self.provider)
+    }
+}
+
+fn collect(exporter: &InMemoryMetricExporter, provider: &SdkMeterProvider) -> Result<Vec<Point>, Box<dyn Error>> {
+    exporter.reset();
+    provider.force_flush()?;
+    let mut points = Vec::new();
+    for rm in exporter.get_finished_metrics()? {
+        for sm in rm.scope_metrics() {
+            for m in sm.metrics() {
+                let mut push = |kind, attrs: BTreeMap<String, String>, value: f64| {
+                    points.push(Point { name: m.name().to_owned(), unit: m.unit().to_owned(), kind, attrs, value });
+                };
+                fn attrs<'a>(it: impl Iterator<Item = &'a opentelemetry::KeyValue>) -> BTreeMap<String, String> {
+                    it.map(|kv| (kv.key.as_str().to_owned(), kv.value.as_str().into_owned())).collect()
+                }
+                match m.data() {
+                    AggregatedMetrics::F64(MetricData::Gauge(g)) => {
+                        for p in g.data_points() {
+                            push("gauge", attrs(p.attributes()), p.value());
+                        }
+                    }
+                    AggregatedMetrics::U64(MetricData::Gauge(g)) => {
+                        for p in g.data_points() {
+                            push("gauge", attrs(p.attributes()), p.value() as f64);
+                        }
+                    }
+                    AggregatedMetrics::F64(MetricData::Sum(s)) => {
+                        let kind = if s.is_monotonic() { "counter" } else { "updown" };
+                        for p in s.data_points() {
+                            push(kind, attrs(p.attributes()), p.value());
+                        }
+                    }
+                    AggregatedMetrics::U64(MetricData::Sum(s)) => {
+                        let kind = if s.is_monotonic() { "counter" } else { "updown" };
+                        for p in s.data_points() {
+                            push(kind, attrs(p.attributes()), p.value() as f64);
+                        }
+                    }
+                    AggregatedMetrics::I64(MetricData::Sum(s)) => {
+                        let kind = if s.is_monotonic() { "counter" } else { "updown" };
+                        for p in s.data_points() {
+                            push(kind, attrs(p.attributes()), p.value() as f64);
+                        }
+                    }
+                    other => return Err(format!("unexpected data for {}: {other:?}", m.name()).into()),
+                }
+            }
+        }
+    }
+    Ok(points)
+}
+
+/// Points of `name` on device `index` whose attributes include every `extra` pair.
+fn find<'a>(points: &'a [Point], name: &str, index: u32, extra: &[(&str, &str)]) -> Vec<&'a Point> {
+    let index = index.to_string();
+    points
+        .iter()
+        .filter(|p| p.name == name)
+        .filter(|p| p.attrs.get(names::GPU_INDEX) == Some(&index))
+        .filter(|p| extra.iter().all(|(k, v)| p.attrs.get(*k).map(String::as_str) == Some(*v)))
+        .collect()
+}
+
+/// The single value of `name` on device `index` with `extra` attributes.
+fn value(points: &[Point], name: &str, index: u32, extra: &[(&str, &str)]) -> Result<f64, String> {
+    match find(points, name, index, extra).as_slice() {
+        [p] => Ok(p.value),
+        found => Err(format!("{name} gpu {index} {extra:?}: expected one point, got {found:?}")),
+    }
+}
+
+fn assert_close(actual: f64, expected: f64) {
+    assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
+}
+
+const FULL_DEVICE: &str = "\
+0.uuid=GPU-11111111-2222-3333-4444-555555555555
+0.name=NVIDIA H100 80GB HBM3
+0.util.gpu=42
+0.util.mem=10
+0.enc=5
+0.dec=7
+0.mem.total=85899345920
+0.mem.used=21474836480
+0.power=312500
+0.energy=123456789
+0.temp=61
+0.ecc.corrected=3
+0.ecc.uncorrected=0
+0.clock.graphics=1755
+0.clock.sm=1755
+0.clock.mem=2619
+0.clock.video=1530
+0.fans=2
+0.fan.0=30
+0.fan.1=45
+";
+
+#[test]
+fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
+    let h = Harness::start(&format!("count=1\n{FULL_DEVICE}"), |c| c)?;
+    let points = h.collect()?;
+
+    // Identity attributes on every series.
+    let util = find(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")]);
+    assert_eq!(util.len(), 1, "{points:#?}");
+    let attrs = &util[0].attrs;
+    assert_eq!(attrs[names::HW_ID], "GPU-11111111-2222-3333-4444-555555555555");
+    assert_eq!(attrs[names::HW_NAME], "NVIDIA H100 80GB HBM3");
+    assert_eq!(attrs[names::HW_VENDOR], "nvidia");
+    assert_eq!(attrs[names::HW_TYPE], "gpu");
+    assert!(points.iter().all(|p| p.attrs.get(names::HW_ID) == Some(&attrs[names::HW_ID])));
+
+    // Units and kinds.
+    let unit_of = |name: &str| points.iter().find(|p| p.name == name).map(|p| (p.unit.clone(), p.kind));
+    assert_eq!(unit_of(names::GPU_UTILIZATION), Some(("1".into(), "gauge")));
+    assert_eq!(unit_of(names::GPU_MEMORY_USAGE), Some(("By".into(), "gauge")));
+    assert_eq!(unit_of(names::GPU_MEMORY_LIMIT), Some(("By".into(), "gauge")));
+    assert_eq!(unit_of(names::GPU_MEMORY_UTILIZATION), Some(("1".into(), "gauge")));
+    assert_eq!(unit_of(names::POWER), Some(("W".into(), "gauge")));
+    assert_eq!(unit_of(names::ENERGY), Some(("J".into(), "counter")));
+    assert_eq!(unit_of(names::TEMPERATURE), Some(("Cel".into(), "gauge")));
+    assert_eq!(unit_of(names::ERRORS), Some(("{error}".into(), "counter")));
+    assert_eq!(unit_of(names::GPU_CLOCK), Some(("Hz".into(), "gauge")));
+    assert_eq!(unit_of(names::GPU_FAN_SPEED), Some(("1".into(), "gauge")));
+    assert_eq!(unit_of(names::STATUS), Some(("1".into(), "updown")));
+
+    // Values, converted from NVML's units.
+    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.42);
+    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "encoder")])?, 0.05);
+    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "decoder")])?, 0.07);
+    assert_close(value(&points, names::GPU_MEMORY_USAGE, 0, &[])?, 21_474_836_480.0);
+    assert_close(value(&points, names::GPU_MEMORY_LIMIT, 0, &[])?, 85_899_345_920.0);
+    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.25);
+    assert_close(value(&points, names::POWER, 0, &[])?, 312.5);
+    assert_close(value(&points, names::ENERGY, 0, &[])?, 123_456.789);
+    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 61.0);
+    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "corrected")])?, 3.0);
+    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "uncorrected")])?, 0.0);
+    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "graphics")])?, 1.755e9);
+    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "sm")])?, 1.755e9);
+    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "memory")])?, 2.619e9);
+    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "video")])?, 1.53e9);
+    assert_close(value(&points, names::GPU_FAN_SPEED, 0, &[(names::GPU_FAN_INDEX, "0")])?, 0.30);
+    assert_close(value(&points, names::GPU_FAN_SPEED, 0, &[(names::GPU_FAN_INDEX, "1")])?, 0.45);
+    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
+    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 0.0);
+    // Opt-in series stay away unless asked for.
+    assert!(find(&points, names::GPU_PCIE_THROUGHPUT, 0, &[]).is_empty());
+    assert!(find(&points, names::GPU_PROCESS_MEMORY_USAGE, 0, &[]).is_empty());
+
+    // A second poll with new values: every series moves together.
+    let next = FULL_DEVICE
+        .replace("util.gpu=42", "util.gpu=97")
+        .replace("mem.used=21474836480", "mem.used=42949672960")
+        .replace("power=312500", "power=650250")
+        .replace("energy=123456789", "energy=223456789")
+        .replace("temp=61", "temp=79");
+    h.update(&format!("count=1\n{next}"))?;
+    let points = h.collect()?;
+    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.97);
+    assert_close(value(&points, names::GPU_MEMORY_USAGE, 0, &[])?, 42_949_672_960.0);
+    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.5);
+    assert_close(value(&points, names::POWER, 0, &[])?, 650.25);
+    assert_close(value(&points, names::ENERGY, 0, &[])?, 223_456.789);
+    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 79.0);
+    Ok(())
+}
+
+#[test]
+fn unsupported_fields_yield_no_series_and_are_not_asked_again() -> TestResult {
+    // Only memory and temperature exist; the rest answers NOT_SUPPORTED.
+    let state = "count=1\nlog_calls=1\n0.uuid=GPU-a\n0.name=Small\n0.mem.total=1000\n0.mem.used=250\n0.temp=40\n";
+    let h = Harness::start(state, |c| c)?;
+    h.update(state)?;
+    h.update(state)?;
+    let points = h.collect()?;
+    for absent in
+        [names::GPU_UTILIZATION, names::POWER, names::ENERGY, names::ERRORS, names::GPU_CLOCK, names::GPU_FAN_SPEED]
+    {
+        assert!(find(&points, absent, 0, &[]).is_empty(), "{absent} must have no series: {points:#?}");
+    }
+    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.25);
+    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 40.0);
+    // Three polls, but each unsupported query was made once; supported ones every poll.
+    assert_eq!(h.fake.call_count(0, "nvmlDeviceGetPowerUsage"), 1);
+    assert_eq!(h.fake.call_count(0, "nvmlDeviceGetUtilizationRates"), 1);
+    assert_eq!(h.fake.call_count(0, "nvmlDeviceGetTemperature"), 3);
+
+    // A field that worked and then reports NO_PERMISSION (4) vanishes for good.
+    let denied = format!("{state}0.err.nvmlDeviceGetTemperature=4\n");
+    h.update(&denied)?;
+    h.update(state)?;
+    let points = h.collect()?;
+    assert!(find(&points, names::TEMPERATURE, 0, &[]).is_empty(), "{points:#?}");
+    assert_eq!(h.fake.call_count(0, "nvmlDeviceGetTemperature"), 4);
+    Ok(())
+}
+
+#[test]
+fn transient_errors_skip_one_poll_and_are_retried() -> TestResult {
+    let state = "count=1\nlog_calls=1\n0.uuid=GPU-t\n0.name=T\n0.power=100000\n";
+    let h = Harness::start(state, |c| c)?;
+    // NVML_ERROR_UNKNOWN: no value this poll, never a zero.
+    h.update(&format!("{state}0.err.nvmlDeviceGetPowerUsage=999\n"))?;
+    let points = h.collect()?;
+    assert!(find(&points, names::POWER, 0, &[]).is_empty(), "{points:#?}");
+    h.update(state)?;
+    let points = h.collect()?;
+    assert_close(value(&points, names::POWER, 0, &[])?, 100.0);
+    assert_eq!(h.fake.call_count(0, "nvmlDeviceGetPowerUsage"), 3);
+    Ok(())
+}
+
+#[test]
+fn two_devices_with_different_capabilities() -> TestResult {
+    let state = "count=2
+0.uuid=GPU-big
+0.name=Big
+0.util.gpu=80
+0.util.mem=1
+0.mem.total=2000
+0.mem.used=500
+0.power=250000
+0.ecc.corrected=1
+0.ecc.uncorrected=2
+1.uuid=GPU-small
+1.name=Small
+1.mem.total=1000
+1.mem.used=100
+1.temp=35
+";
+    let h = Harness::start(state, |c| c)?;
+    let points = h.collect()?;
+    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::HW_ID, "GPU-big")])?, 0.8);
+    assert!(find(&points, names::GPU_UTILIZATION, 1, &[]).is_empty());
+    assert_close(value(&points, names::POWER, 0, &[])?, 250.0);
+    assert!(find(&points, names::POWER, 1, &[]).is_empty());
+    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "uncorrected")])?, 2.0);
+    assert!(find(&points, names::ERRORS, 1, &[]).is_empty());
+    assert!(find(&points, names::TEMPERATURE, 0, &[]).is_empty());
+    assert_close(value(&points, names::TEMPERATURE, 1, &[(names::HW_NAME, "Small")])?, 35.0);
+    assert_close(value(&points, names::GPU_MEMORY_USAGE, 1, &[(names::HW_ID, "GPU-small")])?, 100.0);
+    assert_eq!(h.gpu.latest().map(|s| s.devices.len()), Some(2));
+    Ok(())
+}
+
+#[test]
+fn lost_gpu_reports_failed_status_and_nothing_else() -> TestResult {
+    let state = format!("count=1\n{FULL_DEVICE}");
+    let h = Harness::start(&state, |c| c)?;
+    // NVML_ERROR_GPU_IS_LOST (15) in the middle of a poll.
+    h.update(&format!("{state}0.err.nvmlDeviceGetTemperature=15\n"))?;
+    let points = h.collect()?;
+    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 1.0);
+    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 0.0);
+    let others: Vec<_> = points.iter().filter(|p| p.name != names::STATUS).collect();
+    assert!(others.is_empty(), "a lost GPU reports only its status: {others:#?}");
+    // Back on the bus: values again.
+    h.update(&state)?;
+    let points = h.collect()?;
+    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
+    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 61.0);
+    Ok(())
+}
+
+#[test]
+fn mig_enabled_device_reports_no_utilization() -> TestResult {
+    let state = format!("count=1\n{FULL_DEVICE}0.mig=1\n");
+    let h = Harness::start(&state, |c| c)?;
+    let points = h.collect()?;
+    assert!(find(&points, names::GPU_UTILIZATION, 0, &[]).is_empty(), "{points:#?}");
+    assert_close(value(&points, names::GPU_MEMORY_USAGE, 0, &[])?, 21_474_836_480.0);
+    Ok(())
+}
+
+#[test]
+fn opt_in_pcie_throughput_and_process_memory() -> TestResult {
+    let me = std::process::id();
+    // Our pid in both lists (counted once), a stranger's pid ignored.
+    let state = format!(
+        "count=1\n0.uuid=GPU-p\n0.name=P\n0.pcie.tx=1000\n0.pcie.rx=2\n0.procs={me}:4096,1:999999\n0.gprocs={me}:4096\n"
+    );
+    let h = Harness::start(&state, |c| c.with_pcie_throughput(true).with_process_memory(true))?;
+    let points = h.collect()?;
+    assert_close(
+        value(&points, names::GPU_PCIE_THROUGHPUT, 0, &[(names::NETWORK_IO_DIRECTION, "transmit")])?,
+        1_024_000.0,
+    );
+    assert_close(value(&points, names::GPU_PCIE_THROUGHPUT, 0, &[(names::NETWORK_IO_DIRECTION, "receive")])?, 2048.0);
+    assert_close(value(&points, names::GPU_PROCESS_MEMORY_USAGE, 0, &[])?, 4096.0);
+    let unit = find(&points, names::GPU_PCIE_THROUGHPUT, 0, &[]).first().map(|p| p.unit.clone());
+    assert_eq!(unit.as_deref(), Some("By/s"));
+    Ok(())
+}
+
+#[test]
+fn shutdown_stops_reporting_and_closes_nvml() -> TestResult {
+    let state = format!("count=1\nlog_calls=1\n{FULL_DEVICE}");
+    let h = Harness::start(&state, |c| c)?;
+    assert!(!h.collect()?.is_empty());
+    let Harness { fake, exporter, provider, gpu } = h;
+    gpu.shutdown();
+    assert_eq!(fake.call_count(-1, "nvmlShutdown"), 1);
+    let points = collect(&exporter, &provider)?;
+    assert!(points.is_empty(), "stopped telemetry must not report stale values: {points:#?}");
+    Ok(())
+}
+
+#[test]
+fn driver_not_loaded_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
+    let fake = FakeNvml::new()?;
+    // NVML_ERROR_DRIVER_NOT_LOADED.
+    fake.write_state("count=1\nerr.nvmlInit_v2=9\n")?;
+    let base = GpuConfig::default().with_library_path(fake.library_path());
+
+    let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
+    match gpu.wait_started(WAIT) {
+        GpuState::Off(GpuError::InitFailed { reason, .. }) => {
+            assert!(reason.to_lowercase().contains("driver"), "{reason}");
+        }
+        other => panic!("expected off with an init error, got {other:?}"),
+    }
+    assert!(gpu.latest().is_none());
+    assert!(!gpu.refresh(Duration::from_millis(50)));
+
+    let err = pipetel_gpu::start(&base.with_mode(GpuMode::On)).expect_err("on must fail");
+    assert!(matches!(err, GpuError::InitFailed { .. }), "{err:?}");
+    Ok(())
+}
+
+#[test]
+fn bad_library_path_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
+    let missing = std::env::temp_dir().join("pipetel-no-such-dir/libnvidia-ml.so.1");
+    let base = GpuConfig::default().with_library_path(&missing);
+    let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
+    assert!(matches!(gpu.wait_started(WAIT), GpuState::Off(GpuError::LibraryNotLoaded { .. })));
+
+    let exporter = InMemoryMetricExporter::default();
+    let provider = SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
+    gpu.register_metrics(&provider.meter("t"));
+    assert!(collect(&exporter, &provider)?.is_empty());
+
+    let err = pipetel_gpu::start(&base.with_mode(GpuMode::On)).expect_err("on must fail");
+    match err {
+        GpuError::LibraryNotLoaded { library, .. } => assert_eq!(library, missing.display().to_string()),
+        other => panic!("expected LibraryNotLoaded, got {other:?}"),
+    }
+    Ok(())
+}
+
+#[test]
+fn no_device_turns_gpu_off() -> TestResult {
+    let fake = FakeNvml::new()?;
+    fake.write_state("count=0\n")?;
+    let base = GpuConfig::default().with_library_path(fake.library_path());
+    let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
+    assert!(matches!(gpu.wait_started(WAIT), GpuState::Off(GpuError::NoDevice { .. })));
+    let err = pipetel_gpu::start(&base.with_mode(GpuMode::On)).expect_err("on must fail");
+    assert!(matches!(err, GpuError::NoDevice { .. }), "{err:?}");
+    Ok(())
+}
+
+#[test]
+fn slow_driver_init_never_blocks_the_caller_in_auto() -> TestResult {
+    let fake = FakeNvml::new()?;
+    fake.write_state(&format!("count=1\ndelay_ms.nvmlInit_v2=1500\n{FULL_DEVICE}"))?;
+    let base = GpuConfig::default().with_library_path(fake.library_path());
+
+    let t0 = Instant::now();
+    let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
+    assert!(t0.elapsed() < Duration::from_millis(1000), "start blocked for {:?}", t0.elapsed());
+    assert_eq!(gpu.state(), GpuState::Starting);
+    assert!(matches!(gpu.wait_started(WAIT), GpuState::Running { devices: 1, platform: "nvidia" }));
+
+    // `On` waits, but only as long as it is told to.
+    let err = pipetel_gpu::start(&base.with_mode(GpuMode::On).with_init_timeout(Duration::from_millis(200)))
+        .expect_err("init takes longer than the timeout");
+    assert_eq!(err, GpuError::InitTimeout(Duration::from_millis(200)));
+    Ok(())
+}
+
+#[test]
+fn off_loads_nothing_and_amd_is_a_clear_error() -> TestResult {
+    let off = GpuConfig::default().with_mode(GpuMode::Off).with_library_path("/nonexistent/libnvidia-ml.so.1");
+    let gpu = pipetel_gpu::start(&off)?;
+    assert_eq!(gpu.state(), GpuState::Disabled);
+    assert!(gpu.latest().is_none());
+
+    let err = pipetel_gpu::start(&GpuConfig::default().with_platform(GpuPlatform::Amd)).expect_err("amd is not built");
+    assert!(err.to_string().contains("not built with amd support"), "{err}");
+
+    let err = pipetel_gpu::start(&GpuConfig::default().with_poll_interval(Duration::from_millis(100)))
+        .expect_err("interval too short");
+    assert!(err.to_string().contains("gpu.poll_interval"), "{err}");
+    Ok(())
+}

@@ -211,12 +211,7 @@ impl<'a> Reader<'a> {
 
     fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], DecodeError> {
         if n > self.remaining() {
-            return Err(DecodeError::Truncated {
-                offset: self.pos,
-                field,
-                needed: n,
-                remaining: self.remaining(),
-            });
+            return Err(DecodeError::Truncated { offset: self.pos, field, needed: n, remaining: self.remaining() });
         }
         let out = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -261,12 +256,7 @@ impl<'a> Reader<'a> {
             .filter(|&(_, bytes)| bytes <= remaining);
         match fits {
             Some((n, _)) => Ok(n),
-            None => Err(DecodeError::LengthOutOfRange {
-                offset,
-                field,
-                value,
-                remaining,
-            }),
+            None => Err(DecodeError::LengthOutOfRange { offset, field, value, remaining }),
         }
     }
 
@@ -287,16 +277,10 @@ pub fn decode(bytes: &[u8]) -> Result<Envelope, DecodeError> {
     if bytes.len() < MAGIC.len() || bytes[..MAGIC.len()] != MAGIC {
         return Err(DecodeError::BadMagic);
     }
-    let mut r = Reader {
-        buf: bytes,
-        pos: MAGIC.len(),
-    };
+    let mut r = Reader { buf: bytes, pos: MAGIC.len() };
     let version = r.u8("version")?;
     if version != VERSION {
-        return Err(DecodeError::UnsupportedVersion {
-            found: version,
-            supported: VERSION,
-        });
+        return Err(DecodeError::UnsupportedVersion { found: version, supported: VERSION });
     }
     let source = r.str("source")?.to_owned();
     let sequence = r.varint("sequence")?;
@@ -307,16 +291,9 @@ pub fn decode(bytes: &[u8]) -> Result<Envelope, DecodeError> {
         snapshots.push(decode_snapshot(&mut r)?);
     }
     if r.remaining() != 0 {
-        return Err(DecodeError::TrailingBytes {
-            offset: r.pos,
-            count: r.remaining(),
-        });
+        return Err(DecodeError::TrailingBytes { offset: r.pos, count: r.remaining() });
     }
-    Ok(Envelope {
-        source,
-        sequence,
-        snapshots,
-    })
+    Ok(Envelope { source, sequence, snapshots })
 }
 
 fn decode_snapshot(r: &mut Reader<'_>) -> Result<MetricSnapshot, DecodeError> {
@@ -326,10 +303,7 @@ fn decode_snapshot(r: &mut Reader<'_>) -> Result<MetricSnapshot, DecodeError> {
     let unit = r.str("unit")?;
     let tag_offset = r.pos;
     let tag = r.u8("kind")?;
-    let kind = Kind::from_tag(tag).ok_or(DecodeError::UnknownKind {
-        offset: tag_offset,
-        tag,
-    })?;
+    let kind = Kind::from_tag(tag).ok_or(DecodeError::UnknownKind { offset: tag_offset, tag })?;
     let n_labels = r.count("label name count", 1)?;
     let mut label_names = Vec::with_capacity(n_labels);
     for _ in 0..n_labels {
@@ -341,10 +315,7 @@ fn decode_snapshot(r: &mut Reader<'_>) -> Result<MetricSnapshot, DecodeError> {
         bounds.push(r.f64("bound")?);
     }
     let family = Family::new(name, help, unit, kind, &label_names, &bounds)
-        .map_err(|source| DecodeError::Family {
-            offset: start,
-            source,
-        })?;
+        .map_err(|source| DecodeError::Family { offset: start, source })?;
     let arity = family.arity();
     let buckets = family.buckets();
     let per_series = match kind {
@@ -373,21 +344,15 @@ fn decode_snapshot(r: &mut Reader<'_>) -> Result<MetricSnapshot, DecodeError> {
                 for _ in 0..buckets {
                     let offset = r.pos;
                     let c = r.varint("bucket count")?;
-                    total = total
-                        .checked_add(c)
-                        .ok_or(DecodeError::CountOverflow { offset })?;
+                    total = total.checked_add(c).ok_or(DecodeError::CountOverflow { offset })?;
                     bucket_counts.push(total);
                 }
                 sums.push(r.f64("sum")?);
             }
         }
     }
-    MetricSnapshot::from_columns(family, labels, values, bucket_counts, sums).map_err(|source| {
-        DecodeError::Snapshot {
-            offset: start,
-            source,
-        }
-    })
+    MetricSnapshot::from_columns(family, labels, values, bucket_counts, sums)
+        .map_err(|source| DecodeError::Snapshot { offset: start, source })
 }
 
 #[cfg(test)]
@@ -401,16 +366,9 @@ mod tests {
             "worker-1",
             300,
             vec![
-                MetricSnapshot::from_columns(
-                    c,
-                    vec!["a".into(), "b".into()],
-                    vec![1.0, 2.0],
-                    vec![],
-                    vec![],
-                )
-                .expect("valid"),
-                MetricSnapshot::from_columns(h, vec![], vec![], vec![1, 1, 300], vec![9.5])
+                MetricSnapshot::from_columns(c, vec!["a".into(), "b".into()], vec![1.0, 2.0], vec![], vec![])
                     .expect("valid"),
+                MetricSnapshot::from_columns(h, vec![], vec![], vec![1, 1, 300], vec![9.5]).expect("valid"),
             ],
         )
     }
@@ -429,22 +387,10 @@ mod tests {
         assert_eq!(decode(b"XXXX\x01"), Err(DecodeError::BadMagic));
         let mut v2 = bytes.clone();
         v2[4] = 2;
-        assert_eq!(
-            decode(&v2),
-            Err(DecodeError::UnsupportedVersion {
-                found: 2,
-                supported: 1
-            })
-        );
+        assert_eq!(decode(&v2), Err(DecodeError::UnsupportedVersion { found: 2, supported: 1 }));
         let mut trailing = bytes.clone();
         trailing.push(0);
-        assert_eq!(
-            decode(&trailing),
-            Err(DecodeError::TrailingBytes {
-                offset: bytes.len(),
-                count: 1
-            })
-        );
+        assert_eq!(decode(&trailing), Err(DecodeError::TrailingBytes { offset: bytes.len(), count: 1 }));
     }
 
     #[test]
@@ -463,21 +409,12 @@ mod tests {
         put_varint(&mut bytes, 0);
         put_varint(&mut bytes, u64::MAX);
         let err = decode(&bytes).expect_err("huge count");
-        assert!(matches!(
-            err,
-            DecodeError::LengthOutOfRange {
-                field: "snapshot count",
-                ..
-            }
-        ));
+        assert!(matches!(err, DecodeError::LengthOutOfRange { field: "snapshot count", .. }));
         assert!(err.to_string().contains("byte 8"), "{err}");
         let mut overlong = MAGIC.to_vec();
         overlong.push(VERSION);
         overlong.extend_from_slice(&[0xff; 11]);
-        assert!(matches!(
-            decode(&overlong),
-            Err(DecodeError::Varint { offset: 5 })
-        ));
+        assert!(matches!(decode(&overlong), Err(DecodeError::Varint { offset: 5 })));
     }
 
     #[test]
@@ -486,26 +423,14 @@ mod tests {
         let e = Envelope::new(
             "s",
             1,
-            vec![MetricSnapshot::from_columns(
-                c,
-                vec!["a".into(), "b".into()],
-                vec![1.0, 2.0],
-                vec![],
-                vec![],
-            )
-            .expect("valid")],
+            vec![MetricSnapshot::from_columns(c, vec!["a".into(), "b".into()], vec![1.0, 2.0], vec![], vec![])
+                .expect("valid")],
         );
         let mut bytes = encode(&e);
         // Swap the label values so the rows are out of order.
         let a = bytes.iter().rposition(|&b| b == b'a').expect("a");
         let b = bytes.iter().rposition(|&b| b == b'b').expect("b");
         bytes.swap(a, b);
-        assert!(matches!(
-            decode(&bytes),
-            Err(DecodeError::Snapshot {
-                source: SnapshotError::Unordered { .. },
-                ..
-            })
-        ));
+        assert!(matches!(decode(&bytes), Err(DecodeError::Snapshot { source: SnapshotError::Unordered { .. }, .. })));
     }
 }

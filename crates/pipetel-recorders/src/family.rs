@@ -66,7 +66,9 @@ pub enum FamilyError {
         name: String,
     },
     /// A label name is empty or holds a character outside `[A-Za-z0-9_.]`, or starts with a digit.
-    #[error("invalid label name {label:?} in family {family:?}: expected a letter or '_' then letters, digits, '_' or '.'")]
+    #[error(
+        "invalid label name {label:?} in family {family:?}: expected a letter or '_' then letters, digits, '_' or '.'"
+    )]
     InvalidLabel {
         /// The family.
         family: String,
@@ -178,45 +180,26 @@ impl Family {
         validate_name(name)?;
         for (field, text) in [("help", help), ("unit", unit)] {
             if text.chars().any(char::is_control) {
-                return Err(FamilyError::InvalidText {
-                    family: name.to_owned(),
-                    field,
-                });
+                return Err(FamilyError::InvalidText { family: name.to_owned(), field });
             }
         }
         for (i, label) in label_names.iter().enumerate() {
             if !valid_label(label) {
-                return Err(FamilyError::InvalidLabel {
-                    family: name.to_owned(),
-                    label: (*label).to_owned(),
-                });
+                return Err(FamilyError::InvalidLabel { family: name.to_owned(), label: (*label).to_owned() });
             }
             if label_names[..i].contains(label) {
-                return Err(FamilyError::DuplicateLabel {
-                    family: name.to_owned(),
-                    label: (*label).to_owned(),
-                });
+                return Err(FamilyError::DuplicateLabel { family: name.to_owned(), label: (*label).to_owned() });
             }
         }
         if kind != Kind::Histogram && !bounds.is_empty() {
-            return Err(FamilyError::BoundsOnNonHistogram {
-                family: name.to_owned(),
-                kind,
-            });
+            return Err(FamilyError::BoundsOnNonHistogram { family: name.to_owned(), kind });
         }
         for (index, &bound) in bounds.iter().enumerate() {
             if !bound.is_finite() {
-                return Err(FamilyError::NonFiniteBound {
-                    family: name.to_owned(),
-                    index,
-                    bound,
-                });
+                return Err(FamilyError::NonFiniteBound { family: name.to_owned(), index, bound });
             }
             if index > 0 && bound <= bounds[index - 1] {
-                return Err(FamilyError::UnsortedBounds {
-                    family: name.to_owned(),
-                    index,
-                });
+                return Err(FamilyError::UnsortedBounds { family: name.to_owned(), index });
             }
         }
         Ok(Family(Arc::new(FamilyInner {
@@ -233,12 +216,7 @@ impl Family {
     ///
     /// # Errors
     /// As [`Family::new`].
-    pub fn counter(
-        name: &str,
-        help: &str,
-        unit: &str,
-        label_names: &[&str],
-    ) -> Result<Family, FamilyError> {
+    pub fn counter(name: &str, help: &str, unit: &str, label_names: &[&str]) -> Result<Family, FamilyError> {
         Family::new(name, help, unit, Kind::Counter, label_names, &[])
     }
 
@@ -246,12 +224,7 @@ impl Family {
     ///
     /// # Errors
     /// As [`Family::new`].
-    pub fn gauge(
-        name: &str,
-        help: &str,
-        unit: &str,
-        label_names: &[&str],
-    ) -> Result<Family, FamilyError> {
+    pub fn gauge(name: &str, help: &str, unit: &str, label_names: &[&str]) -> Result<Family, FamilyError> {
         Family::new(name, help, unit, Kind::Gauge, label_names, &[])
     }
 
@@ -329,11 +302,7 @@ impl Family {
         if self.kind() == expected {
             Ok(())
         } else {
-            Err(FamilyError::WrongKind {
-                family: self.name().to_owned(),
-                expected,
-                found: self.kind(),
-            })
+            Err(FamilyError::WrongKind { family: self.name().to_owned(), expected, found: self.kind() })
         }
     }
 }
@@ -350,17 +319,13 @@ fn validate_name(name: &str) -> Result<(), FamilyError> {
     if ok {
         Ok(())
     } else {
-        Err(FamilyError::InvalidName {
-            name: name.to_owned(),
-        })
+        Err(FamilyError::InvalidName { name: name.to_owned() })
     }
 }
 
 fn valid_label(label: &str) -> bool {
     let mut chars = label.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
 }
 
@@ -399,12 +364,9 @@ impl Catalog {
             if existing.compatible_with(&family) && existing.help() == family.help() {
                 return Ok(existing.clone());
             }
-            return Err(CatalogError::Conflict {
-                name: family.name().to_owned(),
-            });
+            return Err(CatalogError::Conflict { name: family.name().to_owned() });
         }
-        self.families
-            .insert(family.name().to_owned(), family.clone());
+        self.families.insert(family.name().to_owned(), family.clone());
         Ok(family)
     }
 
@@ -465,15 +427,8 @@ mod serde_impl {
         fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Family, D::Error> {
             let def = FamilyDef::deserialize(d)?;
             let labels: Vec<&str> = def.label_names.iter().map(String::as_str).collect();
-            Family::new(
-                &def.name,
-                &def.help,
-                &def.unit,
-                def.kind,
-                &labels,
-                &def.bounds,
-            )
-            .map_err(serde::de::Error::custom)
+            Family::new(&def.name, &def.help, &def.unit, def.kind, &labels, &def.bounds)
+                .map_err(serde::de::Error::custom)
         }
     }
 }
@@ -485,29 +440,14 @@ mod tests {
     #[test]
     fn rejects_invalid_names_and_labels() {
         for bad in ["", "1abc", "a b", "a\u{e9}", &"a".repeat(256)] {
-            assert!(matches!(
-                Family::counter(bad, "", "", &[]),
-                Err(FamilyError::InvalidName { .. })
-            ));
+            assert!(matches!(Family::counter(bad, "", "", &[]), Err(FamilyError::InvalidName { .. })));
         }
         assert!(Family::counter("pipeline.transfer/bytes-x_1", "", "By", &[]).is_ok());
         let err = Family::counter("a", "", "", &["ok", "9bad"]).expect_err("bad label");
-        assert_eq!(
-            err,
-            FamilyError::InvalidLabel {
-                family: "a".into(),
-                label: "9bad".into()
-            }
-        );
+        assert_eq!(err, FamilyError::InvalidLabel { family: "a".into(), label: "9bad".into() });
         assert!(err.to_string().contains("9bad"));
         let err = Family::gauge("a", "", "", &["x", "y", "x"]).expect_err("dup");
-        assert_eq!(
-            err,
-            FamilyError::DuplicateLabel {
-                family: "a".into(),
-                label: "x".into()
-            }
-        );
+        assert_eq!(err, FamilyError::DuplicateLabel { family: "a".into(), label: "x".into() });
         assert!(matches!(
             Family::gauge("a", "line\nbreak", "", &[]),
             Err(FamilyError::InvalidText { field: "help", .. })
@@ -543,13 +483,9 @@ mod tests {
         let mut catalog = Catalog::new();
         let a = Family::counter("x", "help", "By", &["l"]).expect("valid");
         catalog.register(a.clone()).expect("first");
-        catalog
-            .register(Family::counter("x", "help", "By", &["l"]).expect("valid"))
-            .expect("identical is fine");
+        catalog.register(Family::counter("x", "help", "By", &["l"]).expect("valid")).expect("identical is fine");
         assert_eq!(catalog.len(), 1);
-        let err = catalog
-            .register(Family::gauge("x", "help", "By", &["l"]).expect("valid"))
-            .expect_err("conflict");
+        let err = catalog.register(Family::gauge("x", "help", "By", &["l"]).expect("valid")).expect_err("conflict");
         assert_eq!(err, CatalogError::Conflict { name: "x".into() });
         assert_eq!(catalog.get("x"), Some(&a));
         assert!(catalog.get("y").is_none());

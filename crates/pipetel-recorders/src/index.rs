@@ -71,10 +71,7 @@ pub(crate) struct SeriesIndex {
 
 impl SeriesIndex {
     pub(crate) fn new(arity: usize) -> SeriesIndex {
-        SeriesIndex {
-            arity,
-            ..SeriesIndex::default()
-        }
+        SeriesIndex { arity, ..SeriesIndex::default() }
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -77,21 +77,13 @@ impl Recorder {
         if value.is_finite() && value >= min {
             Ok(())
         } else {
-            Err(RecordError::InvalidValue {
-                family: self.family.name().to_owned(),
-                kind: self.family.kind(),
-                value,
-            })
+            Err(RecordError::InvalidValue { family: self.family.name().to_owned(), kind: self.family.kind(), value })
         }
     }
 
     /// Runs `f` on the store and the series of `labels`, created (zeroed) if new.
     #[inline]
-    fn with_series<R>(
-        &self,
-        labels: &[&str],
-        f: impl FnOnce(&mut Store, usize) -> R,
-    ) -> Result<R, RecordError> {
+    fn with_series<R>(&self, labels: &[&str], f: impl FnOnce(&mut Store, usize) -> R) -> Result<R, RecordError> {
         if labels.len() != self.family.arity() {
             return Err(RecordError::Arity {
                 family: self.family.name().to_owned(),
@@ -103,9 +95,7 @@ impl Recorder {
         let mut store = self.store.borrow_mut();
         let before = store.index.len();
         let Some(i) = store.index.find_or_insert(labels) else {
-            return Err(RecordError::TooManySeries {
-                family: self.family.name().to_owned(),
-            });
+            return Err(RecordError::TooManySeries { family: self.family.name().to_owned() });
         };
         if i == before {
             match self.family.kind() {
@@ -139,14 +129,7 @@ impl Recorder {
         match self.family.kind() {
             Kind::Counter | Kind::Gauge => {
                 let values = order.iter().map(|&i| store.cells[i as usize]).collect();
-                MetricSnapshot::from_trusted(
-                    self.family.clone(),
-                    n,
-                    labels,
-                    values,
-                    Vec::new(),
-                    Vec::new(),
-                )
+                MetricSnapshot::from_trusted(self.family.clone(), n, labels.into(), values, Vec::new(), Vec::new())
             }
             Kind::Histogram => {
                 let b = self.family.buckets();
@@ -159,14 +142,7 @@ impl Recorder {
                     }
                 }
                 let sums = order.iter().map(|&i| store.sums[i as usize]).collect();
-                MetricSnapshot::from_trusted(
-                    self.family.clone(),
-                    n,
-                    labels,
-                    Vec::new(),
-                    cumulative,
-                    sums,
-                )
+                MetricSnapshot::from_trusted(self.family.clone(), n, labels.into(), Vec::new(), cumulative, sums)
             }
         }
     }
@@ -342,8 +318,7 @@ mod tests {
 
     #[test]
     fn counter_accumulates_per_label_values() {
-        let c = Counter::new(Family::counter("items", "", "{item}", &["stage"]).expect("valid"))
-            .expect("counter");
+        let c = Counter::new(Family::counter("items", "", "{item}", &["stage"]).expect("valid")).expect("counter");
         c.inc(&["b"]).expect("inc");
         c.inc(&["a"]).expect("inc");
         c.add(&["b"], 2.5).expect("add");
@@ -358,23 +333,12 @@ mod tests {
 
     #[test]
     fn counter_rejects_bad_input_without_recording() {
-        let c = Counter::new(Family::counter("items", "", "", &["a", "b"]).expect("valid"))
-            .expect("counter");
+        let c = Counter::new(Family::counter("items", "", "", &["a", "b"]).expect("valid")).expect("counter");
         let err = c.inc(&["x"]).expect_err("arity");
-        assert_eq!(
-            err,
-            RecordError::Arity {
-                family: "items".into(),
-                expected: 2,
-                got: 1
-            }
-        );
+        assert_eq!(err, RecordError::Arity { family: "items".into(), expected: 2, got: 1 });
         assert!(err.to_string().contains("items"));
         for bad in [-1.0, f64::NAN, f64::INFINITY] {
-            assert!(matches!(
-                c.add(&["x", "y"], bad),
-                Err(RecordError::InvalidValue { .. })
-            ));
+            assert!(matches!(c.add(&["x", "y"], bad), Err(RecordError::InvalidValue { .. })));
         }
         assert!(c.snapshot().is_empty());
     }
@@ -384,11 +348,7 @@ mod tests {
         let g = Family::gauge("g", "", "", &[]).expect("valid");
         assert!(matches!(
             Counter::new(g.clone()),
-            Err(FamilyError::WrongKind {
-                expected: Kind::Counter,
-                found: Kind::Gauge,
-                ..
-            })
+            Err(FamilyError::WrongKind { expected: Kind::Counter, found: Kind::Gauge, .. })
         ));
         assert!(Histogram::new(g.clone()).is_err());
         assert!(Gauge::new(g).is_ok());
@@ -405,10 +365,8 @@ mod tests {
 
     #[test]
     fn histogram_bumps_one_bucket_and_builds_cumulative_counts() {
-        let h = Histogram::new(
-            Family::histogram("lat", "", "s", &["op"], &[0.1, 1.0, 10.0]).expect("valid"),
-        )
-        .expect("histogram");
+        let h = Histogram::new(Family::histogram("lat", "", "s", &["op"], &[0.1, 1.0, 10.0]).expect("valid"))
+            .expect("histogram");
         for v in [0.05, 0.1, 0.5, 1.0, 5.0, 50.0, -3.0] {
             h.observe(&["read"], v).expect("observe");
         }

@@ -1,6 +1,8 @@
 //! Cumulative, columnar snapshots of one family, and their merge.
 
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+use std::sync::Arc;
 
 use crate::family::{Family, Kind};
 
@@ -87,7 +89,9 @@ impl Series<'_> {
 pub struct MetricSnapshot {
     family: Family,
     series: usize,
-    labels: Vec<String>,
+    /// Shared so that clones are cheap and families with the same rows (edge transfers) hold
+    /// one copy.
+    labels: Arc<[String]>,
     values: Vec<f64>,
     bucket_counts: Vec<u64>,
     sums: Vec<f64>,
@@ -99,7 +103,7 @@ impl MetricSnapshot {
         MetricSnapshot {
             family,
             series: 0,
-            labels: Vec::new(),
+            labels: Arc::from(Vec::new()),
             values: Vec::new(),
             bucket_counts: Vec::new(),
             sums: Vec::new(),
@@ -124,14 +128,7 @@ impl MetricSnapshot {
             Kind::Counter | Kind::Gauge => values.len(),
             Kind::Histogram => sums.len(),
         };
-        let snapshot = MetricSnapshot {
-            family,
-            series,
-            labels: label_values,
-            values,
-            bucket_counts,
-            sums,
-        };
+        let snapshot = MetricSnapshot { family, series, labels: label_values.into(), values, bucket_counts, sums };
         snapshot.validate()?;
         Ok(snapshot)
     }
@@ -140,19 +137,12 @@ impl MetricSnapshot {
     pub(crate) fn from_trusted(
         family: Family,
         series: usize,
-        labels: Vec<String>,
+        labels: Arc<[String]>,
         values: Vec<f64>,
         bucket_counts: Vec<u64>,
         sums: Vec<f64>,
     ) -> MetricSnapshot {
-        let snapshot = MetricSnapshot {
-            family,
-            series,
-            labels,
-            values,
-            bucket_counts,
-            sums,
-        };
+        let snapshot = MetricSnapshot { family, series, labels, values, bucket_counts, sums };
         debug_assert_eq!(snapshot.validate(), Ok(()));
         snapshot
     }
@@ -166,11 +156,7 @@ impl MetricSnapshot {
         let checks = [
             ("labels", self.labels.len(), n.checked_mul(arity)),
             ("values", self.values.len(), Some(if hist { 0 } else { n })),
-            (
-                "bucket_counts",
-                self.bucket_counts.len(),
-                n.checked_mul(f.buckets()),
-            ),
+            ("bucket_counts", self.bucket_counts.len(), n.checked_mul(f.buckets())),
             ("sums", self.sums.len(), Some(if hist { n } else { 0 })),
         ];
         for (column, got, expected) in checks {
@@ -185,17 +171,10 @@ impl MetricSnapshot {
         }
         for i in 1..n {
             if self.row(i - 1) >= self.row(i) {
-                return Err(SnapshotError::Unordered {
-                    family: name(),
-                    series: i,
-                });
+                return Err(SnapshotError::Unordered { family: name(), series: i });
             }
         }
-        let invalid = |series: usize, value: f64| SnapshotError::InvalidValue {
-            family: name(),
-            series,
-            value,
-        };
+        let invalid = |series: usize, value: f64| SnapshotError::InvalidValue { family: name(), series, value };
         match f.kind() {
             Kind::Counter => {
                 if let Some(i) = self.values.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
@@ -214,10 +193,7 @@ impl MetricSnapshot {
                 let b = f.buckets();
                 for (i, row) in self.bucket_counts.chunks_exact(b).enumerate() {
                     if row.windows(2).any(|w| w[0] > w[1]) {
-                        return Err(SnapshotError::NotCumulative {
-                            family: name(),
-                            series: i,
-                        });
+                        return Err(SnapshotError::NotCumulative { family: name(), series: i });
                     }
                 }
             }
@@ -283,12 +259,7 @@ impl MetricSnapshot {
     fn series_at(&self, i: usize) -> Series<'_> {
         let labels = self.row(i);
         match self.family.kind() {
-            Kind::Counter | Kind::Gauge => Series {
-                labels,
-                value: self.values[i],
-                bucket_counts: &[],
-                sum: 0.0,
-            },
+            Kind::Counter | Kind::Gauge => Series { labels, value: self.values[i], bucket_counts: &[], sum: 0.0 },
             Kind::Histogram => {
                 let b = self.family.buckets();
                 let bucket_counts = &self.bucket_counts[i * b..(i + 1) * b];
@@ -348,11 +319,7 @@ impl MetricSnapshot {
             let down = match kind {
                 Kind::Histogram => {
                     new.bucket_counts.len() != old.bucket_counts.len()
-                        || new
-                            .bucket_counts
-                            .iter()
-                            .zip(old.bucket_counts)
-                            .any(|(n, o)| n < o)
+                        || new.bucket_counts.iter().zip(old.bucket_counts).any(|(n, o)| n < o)
                 }
                 Kind::Counter | Kind::Gauge => new.value < old.value,
             };
@@ -363,16 +330,33 @@ impl MetricSnapshot {
         false
     }
 
-    /// The columns, by value: `(family, label_values, values, bucket_counts, sums)`.
-    pub fn into_columns(self) -> (Family, Vec<String>, Vec<f64>, Vec<u64>, Vec<f64>) {
-        (
-            self.family,
-            self.labels,
-            self.values,
-            self.bucket_counts,
-            self.sums,
-        )
+    /// The columns, by value. The label column may be shared with clones of this snapshot.
+    pub fn into_columns(self) -> Columns {
+        Columns {
+            family: self.family,
+            label_values: self.labels,
+            values: self.values,
+            bucket_counts: self.bucket_counts,
+            sums: self.sums,
+        }
     }
+}
+
+/// A snapshot's columns, by value (see [`MetricSnapshot::into_columns`] and the table on
+/// [`MetricSnapshot`]).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Columns {
+    /// The family.
+    pub family: Family,
+    /// Label values, row-major.
+    pub label_values: Arc<[String]>,
+    /// Counter or gauge values.
+    pub values: Vec<f64>,
+    /// Cumulative histogram bucket counts.
+    pub bucket_counts: Vec<u64>,
+    /// Histogram sums.
+    pub sums: Vec<f64>,
 }
 
 fn cmp_row<S: AsRef<str>>(row: &[String], labels: &[S]) -> Ordering {
@@ -435,62 +419,54 @@ pub fn merge(family: &Family, snapshots: &[MetricSnapshot]) -> Result<MetricSnap
         }
         _ => {}
     }
-    // Each input is sorted: gather all rows, sort them stably (equal rows keep input order so
-    // float sums are added in a fixed order) and fold each run of equal rows.
+    // Each input is sorted: a k-way merge through a heap of each input's next row. Equal rows
+    // pop in input order (the index breaks ties), so float sums are added in a fixed order.
     let total: usize = snapshots.iter().map(MetricSnapshot::len).sum();
-    let mut refs: Vec<(u32, u32)> = Vec::with_capacity(total);
-    for (s, snap) in snapshots.iter().enumerate() {
-        refs.extend((0..snap.len() as u32).map(|i| (s as u32, i)));
-    }
-    let row = |&(s, i): &(u32, u32)| snapshots[s as usize].row(i as usize);
-    refs.sort_by(|a, b| row(a).cmp(row(b)));
+    let mut cursors = vec![0usize; snapshots.len()];
+    let mut heap: BinaryHeap<Reverse<(&[String], usize)>> =
+        snapshots.iter().enumerate().filter(|(_, s)| !s.is_empty()).map(|(k, s)| Reverse((s.row(0), k))).collect();
 
     let arity = family.arity();
     let buckets = family.buckets();
     let hist = family.kind() == Kind::Histogram;
-    let mut labels = Vec::with_capacity(total * arity);
+    let mut labels: Vec<String> = Vec::with_capacity(total * arity);
     let mut values = Vec::new();
     let mut bucket_counts = Vec::new();
     let mut sums = Vec::new();
     let mut series = 0;
-    let mut k = 0;
-    while k < refs.len() {
-        let first = row(&refs[k]);
-        labels.extend_from_slice(first);
-        series += 1;
-        let start = bucket_counts.len();
-        if hist {
-            bucket_counts.resize(start + buckets, 0u64);
-            sums.push(0.0);
-        } else {
-            values.push(0.0);
-        }
-        while k < refs.len() && row(&refs[k]) == first {
-            let (s, i) = refs[k];
-            let snap = &snapshots[s as usize];
-            let i = i as usize;
+    let mut last: Option<&[String]> = None;
+    while let Some(Reverse((row, k))) = heap.pop() {
+        if last != Some(row) {
+            last = Some(row);
+            labels.extend_from_slice(row);
+            series += 1;
             if hist {
-                let src = &snap.bucket_counts[i * buckets..(i + 1) * buckets];
-                for (d, c) in bucket_counts[start..].iter_mut().zip(src) {
-                    *d = d.saturating_add(*c);
-                }
-                if let Some(sum) = sums.last_mut() {
-                    *sum += snap.sums[i];
-                }
-            } else if let Some(v) = values.last_mut() {
-                *v += snap.values[i];
+                bucket_counts.resize(bucket_counts.len() + buckets, 0u64);
+                sums.push(0.0);
+            } else {
+                values.push(0.0);
             }
-            k += 1;
+        }
+        let snap = &snapshots[k];
+        let i = cursors[k];
+        if hist {
+            let src = &snap.bucket_counts[i * buckets..(i + 1) * buckets];
+            let start = bucket_counts.len() - buckets;
+            for (d, c) in bucket_counts[start..].iter_mut().zip(src) {
+                *d = d.saturating_add(*c);
+            }
+            if let Some(sum) = sums.last_mut() {
+                *sum += snap.sums[i];
+            }
+        } else if let Some(v) = values.last_mut() {
+            *v += snap.values[i];
+        }
+        cursors[k] = i + 1;
+        if i + 1 < snap.len() {
+            heap.push(Reverse((snap.row(i + 1), k)));
         }
     }
-    Ok(MetricSnapshot::from_trusted(
-        family.clone(),
-        series,
-        labels,
-        values,
-        bucket_counts,
-        sums,
-    ))
+    Ok(MetricSnapshot::from_trusted(family.clone(), series, labels.into(), values, bucket_counts, sums))
 }
 
 /// What one source sends at a time: its id, a sequence number that grows with each message, and
@@ -510,16 +486,8 @@ pub struct Envelope {
 
 impl Envelope {
     /// An envelope.
-    pub fn new(
-        source: impl Into<String>,
-        sequence: u64,
-        snapshots: Vec<MetricSnapshot>,
-    ) -> Envelope {
-        Envelope {
-            source: source.into(),
-            sequence,
-            snapshots,
-        }
+    pub fn new(source: impl Into<String>, sequence: u64, snapshots: Vec<MetricSnapshot>) -> Envelope {
+        Envelope { source: source.into(), sequence, snapshots }
     }
 
     /// The compact binary encoding (see [`crate::codec`]).
@@ -559,7 +527,7 @@ mod serde_impl {
             use serde::ser::SerializeStruct;
             let mut st = s.serialize_struct("MetricSnapshot", 5)?;
             st.serialize_field("family", &self.family)?;
-            st.serialize_field("label_values", &self.labels)?;
+            st.serialize_field("label_values", &*self.labels)?;
             st.serialize_field("values", &self.values)?;
             st.serialize_field("bucket_counts", &self.bucket_counts)?;
             st.serialize_field("sums", &self.sums)?;
@@ -570,14 +538,8 @@ mod serde_impl {
     impl<'de> serde::Deserialize<'de> for MetricSnapshot {
         fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MetricSnapshot, D::Error> {
             let def = SnapshotDef::deserialize(d)?;
-            MetricSnapshot::from_columns(
-                def.family,
-                def.label_values,
-                def.values,
-                def.bucket_counts,
-                def.sums,
-            )
-            .map_err(serde::de::Error::custom)
+            MetricSnapshot::from_columns(def.family, def.label_values, def.values, def.bucket_counts, def.sums)
+                .map_err(serde::de::Error::custom)
         }
     }
 
@@ -613,9 +575,7 @@ mod tests {
     fn snap(f: &Family, rows: &[(&[&str], f64)]) -> MetricSnapshot {
         MetricSnapshot::from_columns(
             f.clone(),
-            rows.iter()
-                .flat_map(|(l, _)| l.iter().map(|s| (*s).to_owned()))
-                .collect(),
+            rows.iter().flat_map(|(l, _)| l.iter().map(|s| (*s).to_owned())).collect(),
             rows.iter().map(|(_, v)| *v).collect(),
             vec![],
             vec![],
@@ -626,37 +586,17 @@ mod tests {
     #[test]
     fn from_columns_validates() {
         let f = counter(&["a"]);
-        let err = MetricSnapshot::from_columns(
-            f.clone(),
-            vec!["b".into(), "a".into()],
-            vec![1.0, 2.0],
-            vec![],
-            vec![],
-        )
-        .expect_err("unordered");
-        assert_eq!(
-            err,
-            SnapshotError::Unordered {
-                family: "c".into(),
-                series: 1
-            }
-        );
-        let err = MetricSnapshot::from_columns(f.clone(), vec!["a".into()], vec![], vec![], vec![])
-            .expect_err("lengths");
-        assert!(matches!(
-            err,
-            SnapshotError::ColumnLength {
-                column: "labels",
-                ..
-            }
-        ));
+        let err = MetricSnapshot::from_columns(f.clone(), vec!["b".into(), "a".into()], vec![1.0, 2.0], vec![], vec![])
+            .expect_err("unordered");
+        assert_eq!(err, SnapshotError::Unordered { family: "c".into(), series: 1 });
         let err =
-            MetricSnapshot::from_columns(f.clone(), vec!["a".into()], vec![-1.0], vec![], vec![])
-                .expect_err("negative counter");
+            MetricSnapshot::from_columns(f.clone(), vec!["a".into()], vec![], vec![], vec![]).expect_err("lengths");
+        assert!(matches!(err, SnapshotError::ColumnLength { column: "labels", .. }));
+        let err = MetricSnapshot::from_columns(f.clone(), vec!["a".into()], vec![-1.0], vec![], vec![])
+            .expect_err("negative counter");
         assert!(matches!(err, SnapshotError::InvalidValue { series: 0, .. }));
         let h = Family::histogram("h", "", "s", &[], &[1.0]).expect("valid");
-        let err = MetricSnapshot::from_columns(h, vec![], vec![], vec![3, 2], vec![1.0])
-            .expect_err("not cumulative");
+        let err = MetricSnapshot::from_columns(h, vec![], vec![], vec![3, 2], vec![1.0]).expect_err("not cumulative");
         assert!(matches!(err, SnapshotError::NotCumulative { series: 0, .. }));
     }
 
@@ -669,10 +609,18 @@ mod tests {
         assert_eq!(s.get(&["x", "3"]), None);
         assert_eq!(s.get(&["x"]), None);
         let rows: Vec<_> = s.series().map(|r| (r.labels.join("/"), r.value)).collect();
-        assert_eq!(
-            rows,
-            [("x/1".into(), 1.0), ("x/2".into(), 5.0), ("y/0".into(), 2.0)]
-        );
+        assert_eq!(rows, [("x/1".into(), 1.0), ("x/2".into(), 5.0), ("y/0".into(), 2.0)]);
+    }
+
+    #[test]
+    fn columns_round_trip() {
+        let f = counter(&["a"]);
+        let s = snap(&f, &[(&["x"], 1.0), (&["y"], 2.0)]);
+        let c = s.clone().into_columns();
+        assert_eq!(c.values, [1.0, 2.0]);
+        let back = MetricSnapshot::from_columns(c.family, c.label_values.to_vec(), c.values, c.bucket_counts, c.sums)
+            .expect("valid");
+        assert_eq!(back, s);
     }
 
     #[test]
@@ -702,10 +650,8 @@ mod tests {
         assert!(snap(&f, &[(&["x"], 5.0)]).is_reset_from(&before));
         assert!(MetricSnapshot::empty(f.clone()).is_reset_from(&before));
         let g = Family::gauge("g", "", "", &[]).expect("valid");
-        let high = MetricSnapshot::from_columns(g.clone(), vec![], vec![9.0], vec![], vec![])
-            .expect("valid");
-        let low =
-            MetricSnapshot::from_columns(g, vec![], vec![1.0], vec![], vec![]).expect("valid");
+        let high = MetricSnapshot::from_columns(g.clone(), vec![], vec![9.0], vec![], vec![]).expect("valid");
+        let low = MetricSnapshot::from_columns(g, vec![], vec![1.0], vec![], vec![]).expect("valid");
         assert!(!low.is_reset_from(&high));
     }
 }

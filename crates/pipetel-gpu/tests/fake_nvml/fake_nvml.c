@@ -19,6 +19,7 @@
  *   count=2                          number of devices (default 0)
  *   err.nvmlInit_v2=9                make a call return this NVML code (any exported name)
  *   log_calls=1                      append "<device> <function>" lines to fake_nvml.calls
+ *   delay_ms.nvmlInit_v2=2000        make a call block this long first (a hanging driver)
  *   0.err.nvmlDeviceGetPowerUsage=4  per-device error for one call
  *   0.uuid=GPU-...  0.name=...       identity
  *   0.util.gpu=42   0.util.mem=10    percent
@@ -47,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -198,6 +200,13 @@ static nvmlReturn_t enter(int device, const char *function) {
     }
     char key[MAX_KEY];
     unsigned long long code;
+    unsigned long long delay_ms;
+    snprintf(key, sizeof key, "delay_ms.%s", function);
+    if (lookup_u64(-1, key, &delay_ms)) {
+        struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+        }
+    }
     if (device >= 0) {
         snprintf(key, sizeof key, "err.%s", function);
         if (lookup_u64(device, key, &code)) return (nvmlReturn_t)code;
