@@ -38,6 +38,7 @@
 pub mod config;
 pub mod error;
 mod export;
+pub mod hub;
 mod measure;
 pub mod span_metrics;
 mod telemetry;
@@ -55,6 +56,8 @@ pub use telemetry::{init, Telemetry, SCOPE_NAME};
 pub use opentelemetry;
 /// The OTel SDK crate pipetel is built on.
 pub use opentelemetry_sdk;
+/// The std-only recorders worker processes link (re-exported for version agreement).
+pub use pipetel_recorders as recorders;
 /// The `tracing` crate pipetel's subscriber serves.
 pub use tracing;
 /// The `tracing-opentelemetry` bridge (for `OpenTelemetrySpanExt` and friends).
