@@ -94,6 +94,14 @@ pub const PIPETEL_CONSOLE_LOG: &str = "PIPETEL_CONSOLE_LOG";
 pub const PIPETEL_SHUTDOWN_TIMEOUT: &str = "PIPETEL_SHUTDOWN_TIMEOUT";
 /// Most attribute sets kept per metric instrument before overflow (default 2000).
 pub const PIPETEL_CARDINALITY_LIMIT: &str = "PIPETEL_CARDINALITY_LIMIT";
+/// Prefix of the stage and worker namespaces (default `pipeline`: `pipeline.stage`, `pipeline.worker`).
+pub const PIPETEL_NAMESPACE: &str = "PIPETEL_NAMESPACE";
+/// Interval between periodic worker samples, in milliseconds (default 10000).
+pub const PIPETEL_SAMPLE_INTERVAL: &str = "PIPETEL_SAMPLE_INTERVAL";
+/// How long a finished stage's series stay exported, in milliseconds (default 300000).
+pub const PIPETEL_STAGE_RETENTION: &str = "PIPETEL_STAGE_RETENTION";
+/// A file the stage and worker rows are appended to as JSON Lines (default: none).
+pub const PIPETEL_ROWS_FILE: &str = "PIPETEL_ROWS_FILE";
 /// The `tracing` filter directives (default `info`).
 pub const RUST_LOG: &str = "RUST_LOG";
 
@@ -136,6 +144,10 @@ pub const ENV_VARS: &[&str] = &[
     PIPETEL_CONSOLE_LOG,
     PIPETEL_SHUTDOWN_TIMEOUT,
     PIPETEL_CARDINALITY_LIMIT,
+    PIPETEL_NAMESPACE,
+    PIPETEL_SAMPLE_INTERVAL,
+    PIPETEL_STAGE_RETENTION,
+    PIPETEL_ROWS_FILE,
     RUST_LOG,
 ];
 
@@ -390,7 +402,16 @@ pub struct Config {
     log_filter: Option<String>,
     shutdown_timeout: Option<Duration>,
     cardinality_limit: Option<usize>,
+    namespace: Option<String>,
+    sample_interval: Option<Duration>,
+    stage_retention: Option<Duration>,
+    rows_file: Option<PathBuf>,
 }
+
+/// Default prefix of the stage and worker namespaces.
+pub const DEFAULT_NAMESPACE: &str = "pipeline";
+const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+const DEFAULT_STAGE_RETENTION: Duration = Duration::from_secs(300);
 
 /// Default Prometheus endpoint host.
 pub const DEFAULT_PROMETHEUS_HOST: &str = "localhost";
@@ -589,6 +610,21 @@ impl Config {
             self.cardinality_limit =
                 Some(parse_cardinality(&v).map_err(|r| ConfigError::invalid(env(PIPETEL_CARDINALITY_LIMIT), &v, r))?);
         }
+        if let Some(v) = get(PIPETEL_NAMESPACE) {
+            self.namespace =
+                Some(parse_namespace(&v).map_err(|r| ConfigError::invalid(env(PIPETEL_NAMESPACE), &v, r))?);
+        }
+        if let Some(v) = get(PIPETEL_SAMPLE_INTERVAL) {
+            self.sample_interval =
+                Some(parse_sample_interval(&v).map_err(|r| ConfigError::invalid(env(PIPETEL_SAMPLE_INTERVAL), &v, r))?);
+        }
+        if let Some(v) = get(PIPETEL_STAGE_RETENTION) {
+            self.stage_retention =
+                Some(parse_millis(&v).map_err(|r| ConfigError::invalid(env(PIPETEL_STAGE_RETENTION), &v, r))?);
+        }
+        if let Some(v) = get(PIPETEL_ROWS_FILE) {
+            self.rows_file = Some(PathBuf::from(v));
+        }
         if let Some(v) = get(RUST_LOG) {
             check_filter(&v).map_err(|r| ConfigError::invalid(env(RUST_LOG), &v, r))?;
             self.log_filter = Some(v);
@@ -713,6 +749,28 @@ impl Config {
     /// carrying `otel.metric.overflow=true`.
     pub fn with_cardinality_limit(mut self, limit: usize) -> Self {
         self.cardinality_limit = Some(limit);
+        self
+    }
+
+    /// Sets the prefix of the stage and worker namespaces (`zephyr` gives `zephyr.stage` and
+    /// `zephyr.worker`; checked at `init`).
+    pub fn with_namespace(mut self, prefix: impl Into<String>) -> Self {
+        self.namespace = Some(prefix.into());
+        self
+    }
+    /// Sets the interval of periodic worker samples (at least 100 ms; checked at `init`).
+    pub fn with_sample_interval(mut self, interval: Duration) -> Self {
+        self.sample_interval = Some(interval);
+        self
+    }
+    /// Sets how long a finished stage's series stay exported before they are dropped.
+    pub fn with_stage_retention(mut self, retention: Duration) -> Self {
+        self.stage_retention = Some(retention);
+        self
+    }
+    /// Appends every stage and worker row to this file as JSON Lines.
+    pub fn with_rows_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rows_file = Some(path.into());
         self
     }
 
@@ -869,6 +927,23 @@ impl Config {
         self.cardinality_limit.unwrap_or(DEFAULT_CARDINALITY_LIMIT)
     }
 
+    /// Prefix of the stage and worker namespaces.
+    pub fn namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)
+    }
+    /// Interval of periodic worker samples.
+    pub fn sample_interval(&self) -> Duration {
+        self.sample_interval.unwrap_or(DEFAULT_SAMPLE_INTERVAL)
+    }
+    /// How long a finished stage's series stay exported.
+    pub fn stage_retention(&self) -> Duration {
+        self.stage_retention.unwrap_or(DEFAULT_STAGE_RETENTION)
+    }
+    /// The JSON Lines file rows are appended to, if any.
+    pub fn rows_file(&self) -> Option<&Path> {
+        self.rows_file.as_deref()
+    }
+
     /// Checks the values set in code (the environment and the file were checked when read).
     ///
     /// # Errors
@@ -902,6 +977,18 @@ impl Config {
         if let Some(f) = &self.log_filter {
             check_filter(f).map_err(|r| ConfigError::invalid(code("with_log_filter"), f, r))?;
         }
+        if let Some(n) = &self.namespace {
+            parse_namespace(n).map_err(|r| ConfigError::invalid(code("with_namespace"), n, r))?;
+        }
+        if let Some(i) = self.sample_interval {
+            if i < MIN_SAMPLE_INTERVAL {
+                return Err(ConfigError::invalid(
+                    code("with_sample_interval"),
+                    format!("{i:?}"),
+                    "must be at least 100 ms",
+                ));
+            }
+        }
         Ok(())
     }
 }
@@ -928,7 +1015,18 @@ struct FileConfig {
     traces: FileTraces,
     #[serde(default)]
     log: FileLog,
+    #[serde(default)]
+    pipeline: FilePipeline,
     shutdown_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FilePipeline {
+    namespace: Option<String>,
+    sample_interval_ms: Option<u64>,
+    retention_ms: Option<u64>,
+    rows_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1086,6 +1184,18 @@ impl FileConfig {
             c.log_filter = Some(f);
         }
         c.console_log = self.log.console;
+        if let Some(n) = self.pipeline.namespace {
+            c.namespace =
+                Some(parse_namespace(&n).map_err(|r| ConfigError::invalid(key("pipeline.namespace"), &n, r))?);
+        }
+        if let Some(ms) = self.pipeline.sample_interval_ms {
+            c.sample_interval = Some(
+                parse_sample_interval(&ms.to_string())
+                    .map_err(|r| ConfigError::invalid(key("pipeline.sample_interval_ms"), ms.to_string(), r))?,
+            );
+        }
+        c.stage_retention = self.pipeline.retention_ms.map(Duration::from_millis);
+        c.rows_file = self.pipeline.rows_file;
         if let Some(ms) = self.shutdown_timeout_ms {
             if ms == 0 {
                 return Err(ConfigError::invalid(key("shutdown_timeout_ms"), "0", "must be greater than zero"));
@@ -1118,6 +1228,31 @@ fn parse_positive_millis(v: &str) -> Result<Duration, String> {
     match parse_u64(v)? {
         0 => Err("must be greater than zero".into()),
         ms => Ok(Duration::from_millis(ms)),
+    }
+}
+
+const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+
+fn parse_sample_interval(v: &str) -> Result<Duration, String> {
+    let d = parse_millis(v)?;
+    if d < MIN_SAMPLE_INTERVAL {
+        return Err("must be at least 100 ms".into());
+    }
+    Ok(d)
+}
+
+fn parse_namespace(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.starts_with(|c: char| c.is_ascii_lowercase())
+        && v.split('.').all(|part| {
+            !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        });
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err("expected lower-case letters, digits and `_`, in dot-separated parts, starting with a letter".into())
     }
 }
 

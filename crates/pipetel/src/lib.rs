@@ -40,6 +40,7 @@ pub mod error;
 mod export;
 pub mod hub;
 mod measure;
+pub mod pipeline;
 pub mod span_metrics;
 mod telemetry;
 
@@ -47,6 +48,7 @@ mod telemetry;
 pub use measure::__private;
 
 pub use config::Config;
+pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
 pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 pub use export::{PrometheusRender, TEXT_CONTENT_TYPE};

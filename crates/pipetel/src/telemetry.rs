@@ -65,6 +65,7 @@ struct Inner {
     #[cfg(feature = "prometheus")]
     prometheus: Option<(crate::export::prometheus::PrometheusServer, crate::export::PrometheusRender)>,
     runtime: Option<tokio::runtime::Runtime>,
+    pipeline: Option<crate::pipeline::state::PipelineGuard>,
     shutdown_timeout: Duration,
 }
 
@@ -151,7 +152,9 @@ impl Telemetry {
 
     fn shutdown_inner(&mut self) -> Result<(), ShutdownError> {
         let Some(inner) = self.inner.take() else { return Ok(()) };
-        let Inner { meter_provider, tracer_provider, logger_provider, runtime, shutdown_timeout, .. } = inner;
+        let Inner { meter_provider, tracer_provider, logger_provider, runtime, shutdown_timeout, pipeline, .. } = inner;
+        // The sampler first: its rows must not race the providers going away.
+        drop(pipeline);
         #[cfg(feature = "prometheus")]
         drop(inner.prometheus);
         let result = run_bounded(shutdown_timeout, move || {
@@ -258,7 +261,11 @@ fn needs_grpc(config: &Config) -> Result<bool, InitError> {
 #[cfg_attr(not(feature = "otlp"), allow(unused_variables))]
 fn build(config: Config) -> Result<Telemetry, InitError> {
     let filter = tracing_subscriber::EnvFilter::builder()
-        .parse(format!("{},h2=warn,hyper=warn,tonic=warn,tower=warn,reqwest=warn", config.log_filter()))
+        // Quiet defaults for the exporters' own crates first, so the user's directives can override them.
+        .parse(format!(
+            "opentelemetry=warn,opentelemetry_sdk=warn,h2=warn,hyper=warn,tonic=warn,tower=warn,reqwest=warn,{}",
+            config.log_filter()
+        ))
         .map_err(|e| crate::config::ConfigError::InvalidValue {
             origin: crate::config::Origin::Env(crate::config::RUST_LOG.into()),
             value: config.log_filter().to_string(),
@@ -303,17 +310,9 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
             MetricExporter::Prometheus => {
                 #[cfg(feature = "prometheus")]
                 {
-                    let registry = prometheus::Registry::new();
-                    let reader =
-                        opentelemetry_prometheus::exporter().with_registry(registry.clone()).build().map_err(|e| {
-                            InitError::Exporter {
-                                signal: Signal::Metrics,
-                                exporter: "prometheus",
-                                reason: e.to_string(),
-                            }
-                        })?;
-                    mp = mp.with_reader(reader);
-                    prometheus_render = Some(crate::export::PrometheusRender::new(registry));
+                    let reader = crate::export::prometheus::PullReader::new();
+                    mp = mp.with_reader(reader.clone());
+                    prometheus_render = Some(crate::export::PrometheusRender::new(reader));
                 }
                 #[cfg(not(feature = "prometheus"))]
                 return Err(InitError::FeatureDisabled { exporter: "prometheus", feature: "prometheus" });
@@ -432,6 +431,33 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         None => None,
     };
 
+    // ----- stage and worker telemetry -----
+    let settings = crate::pipeline::state::PipelineSettings {
+        namespace: config.namespace().to_string(),
+        sample_interval: config.sample_interval(),
+        retention: config.stage_retention(),
+        rows_file: config.rows_file().map(std::path::Path::to_path_buf),
+        cardinality_limit: config.cardinality_limit(),
+    };
+    let logger = logger_provider.as_ref().map(|lp| opentelemetry::logs::LoggerProvider::logger(lp, SCOPE_NAME));
+    let pipeline = match crate::pipeline::state::install(
+        settings,
+        &opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME),
+        logger,
+    ) {
+        Ok(guard) => guard,
+        Err(e) => {
+            discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
+            let path = config.rows_file().map(|p| p.display().to_string()).unwrap_or_default();
+            return Err(crate::config::ConfigError::InvalidValue {
+                origin: crate::config::Origin::Env(crate::config::PIPETEL_ROWS_FILE.into()),
+                value: path,
+                reason: format!("cannot open for appending: {e}"),
+            }
+            .into());
+        }
+    };
+
     // ----- the tracing subscriber -----
     let otel_layer =
         tracer_provider.as_ref().map(|tp| tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME)));
@@ -444,6 +470,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     });
     let subscriber = tracing_subscriber::registry().with(otel_layer).with(log_layer).with(fmt_layer).with(filter);
     if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
+        drop(pipeline);
         discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
         return Err(InitError::Subscriber(e.to_string()));
     }
@@ -462,6 +489,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
             #[cfg(feature = "prometheus")]
             prometheus,
             runtime,
+            pipeline: Some(pipeline),
             shutdown_timeout: config.shutdown_timeout(),
         }),
     })

@@ -44,6 +44,11 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_CARDINALITY_LIMIT, "0"),
         (PIPETEL_CARDINALITY_LIMIT, "many"),
         (RUST_LOG, "info,[{"),
+        (PIPETEL_NAMESPACE, "Zephyr"),
+        (PIPETEL_NAMESPACE, "a..b"),
+        (PIPETEL_SAMPLE_INTERVAL, "50"),
+        (PIPETEL_SAMPLE_INTERVAL, "10s"),
+        (PIPETEL_STAGE_RETENTION, "forever"),
     ];
     for (var, value) in cases {
         let err = from(&[(var, value)]).expect_err(&format!("{var}={value} must be refused"));
@@ -169,6 +174,9 @@ fn bad_file_values_name_the_key() {
         ("[log]\nfilter = \"info,[{\"", "log.filter"),
         ("sdk_disabled = \"perhaps\"", "sdk_disabled"),
         ("shutdown_timeout_ms = 0", "shutdown_timeout_ms"),
+        ("[pipeline]\nnamespace = \"Bad Name\"", "pipeline.namespace"),
+        ("[pipeline]\nsample_interval_ms = 10", "pipeline.sample_interval_ms"),
+        ("[pipeline]\nretention_ms = \"long\"", "retention_ms"),
         ("this is not toml", "pipetel-config"),
     ];
     for (text, key) in cases {
@@ -200,6 +208,8 @@ fn bad_values_set_in_code_name_the_setter() {
         (Config::default().with_cardinality_limit(0), "with_cardinality_limit"),
         (Config::default().with_sampler(SamplerConfig::TraceIdRatio(2.0)), "with_sampler"),
         (Config::default().with_log_filter("[{"), "with_log_filter"),
+        (Config::default().with_namespace("Zephyr"), "with_namespace"),
+        (Config::default().with_sample_interval(Duration::from_millis(1)), "with_sample_interval"),
     ];
     for (config, setter) in cases {
         let err = config.validate().expect_err(setter);
@@ -234,6 +244,11 @@ sampler_arg = "0.5"
 [log]
 console = false
 filter = "warn,pipetel=debug"
+[pipeline]
+namespace = "zephyr"
+sample_interval_ms = 2000
+retention_ms = 0
+rows_file = "/tmp/rows.jsonl"
 "#,
     );
     let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
@@ -251,6 +266,11 @@ filter = "warn,pipetel=debug"
     assert_eq!(c.sampler(), SamplerConfig::TraceIdRatio(0.5));
     assert!(!c.console_log());
     assert_eq!(c.log_filter(), "warn,pipetel=debug");
+    assert_eq!(
+        (c.namespace(), c.sample_interval(), c.stage_retention()),
+        ("zephyr", Duration::from_secs(2), Duration::ZERO)
+    );
+    assert_eq!(c.rows_file(), Some(Path::new("/tmp/rows.jsonl")));
     let _ = std::fs::remove_file(path);
 }
 

@@ -1,5 +1,7 @@
 //! Exporters: the Prometheus pull endpoint and OTLP push.
 
+#[cfg(feature = "prometheus")]
+pub(crate) mod encode;
 #[cfg(feature = "otlp")]
 pub(crate) mod otlp;
 #[cfg(feature = "prometheus")]

@@ -1,27 +1,63 @@
-//! The Prometheus pull endpoint: an `opentelemetry-prometheus` reader whose registry is rendered
-//! in the text exposition format, served by a small hyper server on its own thread.
+//! The Prometheus pull endpoint: a manual reader collected at scrape time and rendered by
+//! pipetel's own text encoder ([`super::encode`]), served by a small hyper server on its own
+//! thread.
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
-use prometheus::Encoder;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::reader::MetricReader;
+use opentelemetry_sdk::metrics::{InstrumentKind, ManualReader, Pipeline, Temporality};
 
 use crate::error::InitError;
 
 /// The content type of the text exposition format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// The reader registered with the meter provider; the render handle shares its manual reader.
+#[derive(Debug, Clone)]
+pub(crate) struct PullReader(Arc<ManualReader>);
+
+impl PullReader {
+    pub(crate) fn new() -> Self {
+        Self(Arc::new(ManualReader::builder().with_temporality(Temporality::Cumulative).build()))
+    }
+}
+
+impl MetricReader for PullReader {
+    fn register_pipeline(&self, pipeline: Weak<Pipeline>) {
+        self.0.register_pipeline(pipeline)
+    }
+    fn collect(&self, rm: &mut ResourceMetrics) -> OTelSdkResult {
+        self.0.collect(rm)
+    }
+    fn force_flush(&self) -> OTelSdkResult {
+        self.0.force_flush()
+    }
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.0.shutdown_with_timeout(timeout)
+    }
+    fn temporality(&self, _kind: InstrumentKind) -> Temporality {
+        // Cumulative always: Prometheus computes rates from running totals.
+        Temporality::Cumulative
+    }
+}
+
 /// Renders the current metrics in the Prometheus text exposition format, for programs that serve
 /// them from their own HTTP server. Cheap to clone.
 #[derive(Clone)]
 pub struct PrometheusRender {
-    registry: prometheus::Registry,
+    reader: PullReader,
+    warned: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for PrometheusRender {
@@ -31,19 +67,31 @@ impl std::fmt::Debug for PrometheusRender {
 }
 
 impl PrometheusRender {
-    pub(crate) fn new(registry: prometheus::Registry) -> Self {
-        Self { registry }
+    pub(crate) fn new(reader: PullReader) -> Self {
+        Self { reader, warned: Arc::new(AtomicBool::new(false)) }
     }
 
-    /// Collects every instrument and returns the exposition text. Never panics: an encoding
-    /// failure is logged and the families encoded so far are returned.
+    /// Collects every instrument and returns the exposition text. Never panics: a collection
+    /// error or a name conflict is logged once and what could be collected is returned.
     pub fn render(&self) -> String {
-        let families = self.registry.gather();
-        let mut buf = Vec::with_capacity(16 * 1024);
-        if let Err(error) = prometheus::TextEncoder::new().encode(&families, &mut buf) {
-            tracing::warn!(target: "pipetel", %error, "encoding the Prometheus exposition failed");
+        let mut rm = ResourceMetrics::default();
+        let mut out = String::with_capacity(16 * 1024);
+        let mut conflicts = Vec::new();
+        if let Err(error) = self.reader.collect(&mut rm) {
+            self.warn_once(&format!("collecting metrics failed: {error}"));
+            return out;
         }
-        String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+        super::encode::encode(&rm, &mut out, &mut conflicts);
+        if let Some(c) = conflicts.first() {
+            self.warn_once(&format!("metric dropped from the exposition: {c}"));
+        }
+        out
+    }
+
+    fn warn_once(&self, message: &str) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!(target: "pipetel", "{message}");
+        }
     }
 }
 

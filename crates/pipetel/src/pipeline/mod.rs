@@ -1,0 +1,54 @@
+//! Stage and worker telemetry: one aggregate row per pipeline stage, and per shard a start row,
+//! periodic samples and an end row — as OTel metrics, spans and log records carrying the
+//! namespace (`pipeline.stage` / `pipeline.worker` by default, `<prefix>.stage` /
+//! `<prefix>.worker` with `PIPETEL_NAMESPACE=<prefix>`).
+//!
+//! # The hot path
+//! [`Shard::record`] is two relaxed atomic adds on the shard's own cache line. Nothing is
+//! aggregated on the hot path: observable instruments fold the shards' cells when a reader
+//! collects (a Prometheus scrape, an OTLP export).
+//!
+//! # What is emitted
+//! - **Metrics** ([`METRICS`]): stage items, bytes, duration, active, runs, shards by state,
+//!   errors, CPU; worker items, bytes, CPU time and utilization, memory, heartbeat. Metric names
+//!   are fixed (dashboards rely on them); the namespace travels as the `pipeline.namespace`
+//!   attribute. Worker metrics carry `pipeline.shard.index`, bounded by the cardinality limit
+//!   (`PIPETEL_CARDINALITY_LIMIT`); the rows always carry every shard.
+//! - **Spans**: a stage span, and per shard a child span — also across threads, and across
+//!   processes through [`Stage::traceparent`] / [`Stage::remote`]. End attributes carry the
+//!   row's figures; a failure sets status Error with the reason.
+//! - **Log rows**: OTel log records whose event name is the namespace and whose attributes are
+//!   the row's fields ([`keys`]) plus trace and span ids; optionally also JSON Lines in
+//!   `PIPETEL_ROWS_FILE`.
+//!
+//! The explicit form, [`emit_stage_stat`] and [`emit_worker_stat`], is for callers that aggregate
+//! themselves; the handles are built on the same row code, so both give identical rows.
+//!
+//! Finished stages stay exported for `PIPETEL_STAGE_RETENTION` (default 5 minutes), then their
+//! series are dropped so a long-lived process does not grow without bound.
+
+pub mod keys;
+mod metrics;
+mod row;
+mod sample;
+mod shard;
+mod stage;
+pub(crate) mod state;
+
+pub use keys::{CounterKey, KeyError};
+pub use metrics::METRICS;
+pub use row::{emit_stage_stat, emit_worker_stat, StageStat, StageStatus, WorkerStat, WorkerStatus};
+pub use shard::{Shard, ShardBuilder};
+pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
+
+#[doc(hidden)]
+/// Number of stage entries currently exported (finished ones until their retention ends).
+pub fn __exported_stage_count() -> usize {
+    state::registry().len()
+}
+
+#[doc(hidden)]
+/// Takes one round of periodic samples now (tests use it instead of waiting an interval).
+pub fn __sample_now() {
+    state::sample_all(&mut sample::ProcessSampler::new());
+}

@@ -1,0 +1,175 @@
+//! The shard handle: the hot path.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use opentelemetry::trace::Status;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::keys::CounterKey;
+use super::row::{emit_worker_row, span_context, worker_fields, WorkerStat, WorkerStatus};
+use super::sample::{current_tid, ProcessSampler};
+use super::stage::{Parent, Stage};
+use super::state::{new_shard, ShardInner, FAILED, RUNNING, SUCCEEDED};
+
+/// Describes one shard of a stage before it starts.
+#[derive(Debug)]
+#[must_use = "a shard runs only once `start()` is called"]
+pub struct ShardBuilder<'a> {
+    stage: &'a Stage,
+    index: u32,
+}
+
+impl<'a> ShardBuilder<'a> {
+    pub(crate) fn new(stage: &'a Stage, index: u32) -> Self {
+        Self { stage, index }
+    }
+
+    /// Starts the shard on the calling thread: emits its start row, opens its span (a child of
+    /// the stage's span, on whatever thread), and includes it in the periodic samples. CPU time
+    /// is that of the calling thread.
+    pub fn start(self) -> Shard {
+        let stage = self.stage.inner();
+        let inner = Arc::new(new_shard(stage, self.index, current_tid(), true));
+        let name = format!("shard {} of {}", self.index, stage.meta.name);
+        let span = match self.stage.parent() {
+            Parent::Local(parent) => tracing::info_span!(
+                target: "pipetel",
+                parent: parent,
+                "pipeline.shard",
+                otel.name = %name,
+                pipeline.namespace = inner.stage.worker_namespace,
+                pipeline.stage.name = %stage.meta.name,
+                pipeline.execution.id = %stage.meta.execution_id,
+                pipeline.shard.index = self.index,
+            ),
+            Parent::Remote(cx) => {
+                let span = tracing::info_span!(
+                    target: "pipetel",
+                    parent: None,
+                    "pipeline.shard",
+                    otel.name = %name,
+                    pipeline.namespace = inner.stage.worker_namespace,
+                    pipeline.stage.name = %stage.meta.name,
+                    pipeline.execution.id = %stage.meta.execution_id,
+                    pipeline.shard.index = self.index,
+                );
+                let _ = span.set_parent(cx.clone());
+                span
+            }
+        };
+        if let Ok(mut s) = inner.span.lock() {
+            *s = Some(span.clone());
+        }
+        if let Ok(mut shards) = stage.shards.lock() {
+            shards.push(inner.clone());
+        }
+        let row = inner.row(WorkerStatus::Start, &mut ProcessSampler::new(), None);
+        emit_worker_row(&row, span_context(&span).as_ref());
+        Shard { inner, span }
+    }
+}
+
+/// A running shard. Record on the hot path with [`Shard::record`]; end with
+/// [`Shard::finish`] or [`Shard::fail`]. Dropped unfinished (early return, `?`, panic), it ends as
+/// `failed` and its end row is still emitted.
+#[derive(Debug)]
+pub struct Shard {
+    inner: Arc<ShardInner>,
+    span: tracing::Span,
+}
+
+impl std::fmt::Debug for ShardInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("stage", &self.stage.name).field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+impl Shard {
+    /// Adds processed items and bytes: two relaxed atomic adds on this shard's own cache line,
+    /// no lock, no allocation, no attribute set. Totals are folded into the metrics at
+    /// collection time.
+    #[inline]
+    pub fn record(&self, items: u64, bytes: u64) {
+        let cells = &self.inner.cells;
+        cells.items.fetch_add(items, Ordering::Relaxed);
+        cells.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Adds to a user counter. Counters declared on the stage ([`StageBuilder::counter`]) take
+    /// an atomic add; others are kept too, on a slower locked path.
+    ///
+    /// [`StageBuilder::counter`]: super::StageBuilder::counter
+    pub fn add(&self, key: &CounterKey, value: u64) {
+        if let Some((_, cell)) = self.inner.counters.iter().find(|(k, _)| k == key) {
+            cell.fetch_add(value, Ordering::Relaxed);
+            return;
+        }
+        if let Ok(mut extra) = self.inner.extra_counters.lock() {
+            match extra.iter_mut().find(|(k, _)| k == key) {
+                Some(slot) => slot.1 = slot.1.saturating_add(value),
+                None => extra.push((key.clone(), value)),
+            }
+        }
+    }
+
+    /// The shard index.
+    pub fn index(&self) -> u32 {
+        self.inner.index
+    }
+
+    /// Items recorded so far.
+    pub fn items(&self) -> u64 {
+        self.inner.cells.items.load(Ordering::Relaxed)
+    }
+
+    /// Bytes recorded so far.
+    pub fn bytes(&self) -> u64 {
+        self.inner.cells.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The shard's `tracing` span: enter it so `#[tracing::instrument]` functions called by the
+    /// shard become its children.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Ends the shard as finished and returns its end row.
+    pub fn finish(self) -> WorkerStat {
+        self.end(WorkerStatus::End, None)
+    }
+
+    /// Ends the shard as failed and returns its end row.
+    pub fn fail(self, reason: impl Into<String>) -> WorkerStat {
+        self.end(WorkerStatus::Failed, Some(reason.into()))
+    }
+
+    fn end(&self, status: WorkerStatus, reason: Option<String>) -> WorkerStat {
+        let state = if status == WorkerStatus::Failed { FAILED } else { SUCCEEDED };
+        let row = self.inner.row(status, &mut ProcessSampler::new(), reason);
+        if self.inner.state.compare_exchange(RUNNING, state, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return row;
+        }
+        for (k, v) in worker_fields(self.inner.stage.worker_namespace, &row) {
+            self.span.set_attribute(k, v);
+        }
+        self.span.set_status(match &row.reason {
+            Some(r) => Status::error(r.clone()),
+            None => Status::Ok,
+        });
+        emit_worker_row(&row, span_context(&self.span).as_ref());
+        if let Ok(mut s) = self.inner.span.lock() {
+            *s = None;
+        }
+        row
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        if self.inner.is_running() {
+            let reason = if std::thread::panicking() { "panicked" } else { "dropped without finish()" };
+            let _ = self.end(WorkerStatus::Failed, Some(reason.to_string()));
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! The stage handle.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry::trace::Status;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::keys::CounterKey;
+use super::row::{emit_stage_row, span_context, StageStat, StageStatus};
+use super::shard::ShardBuilder;
+use super::state::{registry, stage_meta, StageInner, FAILED, RUNNING, SUCCEEDED};
+
+/// Starts describing a stage; [`StageBuilder::start`] makes it run.
+///
+/// ```
+/// let stage = pipetel::stage("tokenize").execution_id("run-42").shards(2).start();
+/// std::thread::scope(|s| {
+///     for i in 0..2 {
+///         let stage = &stage;
+///         s.spawn(move || {
+///             let shard = stage.shard(i).start();
+///             shard.record(100, 4096);
+///             shard.finish();
+///         });
+///     }
+/// });
+/// let row = stage.finish();
+/// assert_eq!((row.items, row.bytes, row.total_shards), (200, 8192, 2));
+/// ```
+pub fn stage(name: impl Into<String>) -> StageBuilder {
+    StageBuilder { name: name.into(), execution_id: None, shards: 0, counters: Vec::new() }
+}
+
+/// Describes a stage before it starts.
+#[derive(Debug, Clone)]
+#[must_use = "a stage runs only once `start()` is called"]
+pub struct StageBuilder {
+    name: String,
+    execution_id: Option<String>,
+    shards: u32,
+    counters: Vec<CounterKey>,
+}
+
+impl StageBuilder {
+    /// The execution id (one run of the stage); a UUID is generated when not given.
+    pub fn execution_id(mut self, id: impl Into<String>) -> Self {
+        self.execution_id = Some(id.into());
+        self
+    }
+
+    /// The total number of shards (for progress: pending = total − started).
+    pub fn shards(mut self, total: u32) -> Self {
+        self.shards = total;
+        self
+    }
+
+    /// Declares a user counter that shards add to with [`Shard::add`](super::Shard::add).
+    pub fn counter(mut self, key: CounterKey) -> Self {
+        if !self.counters.contains(&key) {
+            self.counters.push(key);
+        }
+        self
+    }
+
+    /// Starts the stage: its span opens and its metrics appear.
+    pub fn start(self) -> Stage {
+        let execution_id = self.execution_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let meta = stage_meta(&self.name, &execution_id);
+        let span = tracing::info_span!(
+            target: "pipetel",
+            "pipeline.stage",
+            otel.name = %format!("stage {}", self.name),
+            pipeline.namespace = meta.namespace,
+            pipeline.stage.name = %self.name,
+            pipeline.execution.id = %execution_id,
+            pipeline.shards.total = self.shards,
+        );
+        let inner = Arc::new(StageInner::new(meta, self.shards, self.counters));
+        registry().add(inner.clone());
+        Stage { inner, parent: Parent::Local(span), remote: false }
+    }
+}
+
+/// Where a stage's shards hang in the trace.
+#[derive(Debug)]
+pub(crate) enum Parent {
+    Local(tracing::Span),
+    Remote(opentelemetry::Context),
+}
+
+/// A running stage. `Send + Sync`: share it by reference (scoped threads) or in an `Arc`.
+/// Dropped without [`Stage::finish`] (early return, `?`, panic), it ends as `failed` and its
+/// row is still emitted.
+pub struct Stage {
+    inner: Arc<StageInner>,
+    parent: Parent,
+    remote: bool,
+}
+
+impl std::fmt::Debug for Stage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stage")
+            .field("name", &self.inner.meta.name)
+            .field("execution_id", &self.inner.meta.execution_id)
+            .field("remote", &self.remote)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Stage {
+    /// Continues a stage started in another process, from the `traceparent` string its
+    /// [`Stage::traceparent`] gave: shards started here are children of that stage's span and
+    /// report under the same name and execution id. A remote view emits no stage row (the
+    /// owning process does).
+    ///
+    /// # Errors
+    /// [`RemoteStageError`] when `traceparent` is not a valid W3C `traceparent` value.
+    pub fn remote(
+        name: impl Into<String>,
+        execution_id: impl Into<String>,
+        traceparent: &str,
+    ) -> Result<Stage, RemoteStageError> {
+        let mut carrier = std::collections::HashMap::new();
+        carrier.insert("traceparent".to_string(), traceparent.trim().to_string());
+        let cx = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+        {
+            use opentelemetry::trace::TraceContextExt;
+            if !cx.span().span_context().is_valid() {
+                return Err(RemoteStageError { traceparent: traceparent.to_string() });
+            }
+        }
+        let (name, execution_id) = (name.into(), execution_id.into());
+        let inner = Arc::new(StageInner::new(stage_meta(&name, &execution_id), 0, Vec::new()));
+        registry().add(inner.clone());
+        Ok(Stage { inner, parent: Parent::Remote(cx), remote: true })
+    }
+
+    /// The stage name.
+    pub fn name(&self) -> &str {
+        &self.inner.meta.name
+    }
+
+    /// The execution id.
+    pub fn execution_id(&self) -> &str {
+        &self.inner.meta.execution_id
+    }
+
+    /// Describes shard `index` of this stage; `.start()` it on the thread that runs it.
+    pub fn shard(&self, index: u32) -> ShardBuilder<'_> {
+        ShardBuilder::new(self, index)
+    }
+
+    pub(crate) fn inner(&self) -> &Arc<StageInner> {
+        &self.inner
+    }
+
+    pub(crate) fn parent(&self) -> &Parent {
+        &self.parent
+    }
+
+    /// The stage's trace context as a W3C `traceparent` value, to hand to another process
+    /// ([`Stage::remote`]); `None` when traces are not exported.
+    pub fn traceparent(&self) -> Option<String> {
+        let cx = match &self.parent {
+            Parent::Local(span) => span.context(),
+            Parent::Remote(cx) => cx.clone(),
+        };
+        let mut carrier = std::collections::HashMap::new();
+        opentelemetry_sdk::propagation::TraceContextPropagator::new().inject_context(&cx, &mut carrier);
+        carrier.remove("traceparent")
+    }
+
+    /// The stage's `tracing` span, to enter around work that should appear under it.
+    pub fn span(&self) -> Option<&tracing::Span> {
+        match &self.parent {
+            Parent::Local(span) => Some(span),
+            Parent::Remote(_) => None,
+        }
+    }
+
+    /// Ends the stage as succeeded and returns its row.
+    pub fn finish(self) -> StageStat {
+        self.end(StageStatus::Succeeded, None)
+    }
+
+    /// Ends the stage as failed and returns its row.
+    pub fn fail(self, reason: impl Into<String>) -> StageStat {
+        self.end(StageStatus::Failed, Some(reason.into()))
+    }
+
+    fn end(&self, status: StageStatus, reason: Option<String>) -> StageStat {
+        let state = if status == StageStatus::Failed { FAILED } else { SUCCEEDED };
+        if self.inner.state.compare_exchange(RUNNING, state, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            // Already ended (finish after a drop path cannot happen; kept for safety).
+            return self.inner.aggregate(status, reason);
+        }
+        if let Ok(mut at) = self.inner.finished_at.lock() {
+            *at = Some(Instant::now());
+        }
+        if status == StageStatus::Failed {
+            self.inner.stage_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        let row = self.inner.aggregate(status, reason);
+        if self.remote {
+            return row;
+        }
+        if let Parent::Local(span) = &self.parent {
+            for (k, v) in super::row::stage_fields(self.inner.meta.namespace, &row) {
+                span.set_attribute(k, v);
+            }
+            span.set_status(match &row.reason {
+                Some(r) => Status::error(r.clone()),
+                None => Status::Ok,
+            });
+            let sc = span_context(span);
+            emit_stage_row(&row, sc.as_ref());
+        }
+        row
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        if self.remote {
+            // A remote view has no row of its own; it just stops being exported.
+            if self.inner.state.compare_exchange(RUNNING, SUCCEEDED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                if let Ok(mut at) = self.inner.finished_at.lock() {
+                    *at = Some(Instant::now());
+                }
+            }
+            return;
+        }
+        if self.inner.state.load(Ordering::Acquire) == RUNNING {
+            let reason = if std::thread::panicking() { "panicked" } else { "dropped without finish()" };
+            let _ = self.end(StageStatus::Failed, Some(reason.to_string()));
+        }
+    }
+}
+
+/// A `traceparent` value that does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid traceparent {traceparent:?}: expected the W3C form 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>"
+)]
+pub struct RemoteStageError {
+    /// The refused value.
+    pub traceparent: String,
+}
