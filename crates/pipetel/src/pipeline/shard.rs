@@ -41,7 +41,7 @@ impl<'a> ShardBuilder<'a> {
                 pipeline.namespace = inner.stage.worker_namespace,
                 pipeline.stage.name = %stage.meta.name,
                 pipeline.execution.id = %stage.meta.execution_id,
-                pipeline.shard.index = self.index,
+                pipeline.shard.index = i64::from(self.index),
             ),
             Parent::Remote(cx) => {
                 let span = tracing::info_span!(
@@ -52,7 +52,7 @@ impl<'a> ShardBuilder<'a> {
                     pipeline.namespace = inner.stage.worker_namespace,
                     pipeline.stage.name = %stage.meta.name,
                     pipeline.execution.id = %stage.meta.execution_id,
-                    pipeline.shard.index = self.index,
+                    pipeline.shard.index = i64::from(self.index),
                 );
                 let _ = span.set_parent(cx.clone());
                 span

@@ -76,7 +76,7 @@ impl StageBuilder {
             pipeline.namespace = meta.namespace,
             pipeline.stage.name = %self.name,
             pipeline.execution.id = %execution_id,
-            pipeline.shards.total = self.shards,
+            pipeline.shards.total = i64::from(self.shards),
         );
         let inner = Arc::new(StageInner::new(meta, self.shards, self.counters));
         registry().add(inner.clone());

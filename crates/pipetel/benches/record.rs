@@ -1,0 +1,79 @@
+//! The hot path, `Shard::record(items, bytes)`, beside its anchors in the same group: two padded
+//! `AtomicU64::fetch_add` (the floor) and the OTel SDK's `Counter::add` with 3 attributes (what a
+//! user would write without pipetel). Then 2 threads on 2 shards against 1 thread, per thread.
+//!
+//! `cargo bench -p pipetel --bench record`
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use opentelemetry::metrics::MeterProvider as _;
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+
+#[repr(align(128))]
+struct Padded(AtomicU64, AtomicU64);
+
+fn one_thread(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record_1_thread");
+    let stage = pipetel::stage("bench").shards(1).start();
+    let shard = stage.shard(0).start();
+    g.bench_function("pipetel_shard_record", |b| b.iter(|| shard.record(black_box(1), black_box(64))));
+    let cells = Padded(AtomicU64::new(0), AtomicU64::new(0));
+    g.bench_function("two_padded_atomic_adds", |b| {
+        b.iter(|| {
+            cells.0.fetch_add(black_box(1), Ordering::Relaxed);
+            cells.1.fetch_add(black_box(64), Ordering::Relaxed);
+        })
+    });
+    let provider = SdkMeterProvider::builder().with_reader(ManualReader::builder().build()).build();
+    let counter = provider.meter("bench").u64_counter("items").build();
+    let attrs = [
+        KeyValue::new("pipeline.stage.name", "bench"),
+        KeyValue::new("pipeline.execution.id", "x"),
+        KeyValue::new("pipeline.shard.index", 0),
+    ];
+    g.bench_function("otel_sdk_counter_add_3_attrs", |b| b.iter(|| counter.add(black_box(1), &attrs)));
+    g.finish();
+    shard.finish();
+    stage.finish();
+}
+
+/// Per-thread cost of `record` with `threads` threads each on its own shard of one stage.
+fn per_thread(threads: u32, iters: u64) -> Duration {
+    let stage = pipetel::stage("bench-threads").shards(threads).start();
+    let barrier = std::sync::Barrier::new(threads as usize);
+    let total = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                let (stage, barrier) = (&stage, &barrier);
+                s.spawn(move || {
+                    let shard = stage.shard(i).start();
+                    barrier.wait();
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        shard.record(black_box(1), black_box(64));
+                    }
+                    let e = t.elapsed();
+                    shard.finish();
+                    e
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or_default()).max().unwrap_or_default()
+    });
+    stage.finish();
+    total
+}
+
+fn threads(c: &mut Criterion) {
+    let mut g = c.benchmark_group("record_threads");
+    g.bench_function("1_thread", |b| b.iter_custom(|iters| per_thread(1, iters)));
+    g.bench_function("2_threads_2_shards_per_thread", |b| b.iter_custom(|iters| per_thread(2, iters)));
+    g.finish();
+}
+
+criterion_group!(benches, one_thread, threads);
+criterion_main!(benches);
