@@ -44,7 +44,18 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // Display, not Debug: the error names the culprit in words.
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
     let telemetry = pipetel::init(pipetel::Config::from_env()?.with_service_name("pipeline-example"))?;
     if let Some(addr) = telemetry.prometheus_addr() {

@@ -102,6 +102,18 @@ pub const PIPETEL_SAMPLE_INTERVAL: &str = "PIPETEL_SAMPLE_INTERVAL";
 pub const PIPETEL_STAGE_RETENTION: &str = "PIPETEL_STAGE_RETENTION";
 /// A file the stage and worker rows are appended to as JSON Lines (default: none).
 pub const PIPETEL_ROWS_FILE: &str = "PIPETEL_ROWS_FILE";
+/// GPU telemetry: `auto` (default: on when a GPU is found), `on` (required), `off`.
+pub const PIPETEL_GPU: &str = "PIPETEL_GPU";
+/// Path of the NVML library (default `libnvidia-ml.so.1` from the loader's search path).
+pub const PIPETEL_NVML_LIBRARY: &str = "PIPETEL_NVML_LIBRARY";
+/// GPU poll interval: `5s`, `1500ms` or plain seconds (default 5 s, at least 1 s).
+pub const PIPETEL_GPU_POLL_INTERVAL: &str = "PIPETEL_GPU_POLL_INTERVAL";
+/// GPU platform: `auto`, `nvidia`, `amd`.
+pub const PIPETEL_GPU_PLATFORM: &str = "PIPETEL_GPU_PLATFORM";
+/// `true` to poll PCIe throughput (each read blocks about 20 ms per device).
+pub const PIPETEL_GPU_PCIE_THROUGHPUT: &str = "PIPETEL_GPU_PCIE_THROUGHPUT";
+/// `true` to report the GPU memory of this process and its children.
+pub const PIPETEL_GPU_PROCESS_MEMORY: &str = "PIPETEL_GPU_PROCESS_MEMORY";
 /// The `tracing` filter directives (default `info`).
 pub const RUST_LOG: &str = "RUST_LOG";
 
@@ -148,6 +160,12 @@ pub const ENV_VARS: &[&str] = &[
     PIPETEL_SAMPLE_INTERVAL,
     PIPETEL_STAGE_RETENTION,
     PIPETEL_ROWS_FILE,
+    PIPETEL_GPU,
+    PIPETEL_NVML_LIBRARY,
+    PIPETEL_GPU_POLL_INTERVAL,
+    PIPETEL_GPU_PLATFORM,
+    PIPETEL_GPU_PCIE_THROUGHPUT,
+    PIPETEL_GPU_PROCESS_MEMORY,
     RUST_LOG,
 ];
 
@@ -406,6 +424,8 @@ pub struct Config {
     sample_interval: Option<Duration>,
     stage_retention: Option<Duration>,
     rows_file: Option<PathBuf>,
+    #[cfg(feature = "gpu")]
+    gpu: pipetel_gpu::GpuConfig,
 }
 
 /// Default prefix of the stage and worker namespaces.
@@ -625,6 +645,15 @@ impl Config {
         if let Some(v) = get(PIPETEL_ROWS_FILE) {
             self.rows_file = Some(PathBuf::from(v));
         }
+        #[cfg(feature = "gpu")]
+        {
+            self.gpu = self.gpu.clone().with_env_from(|name| get(name)).map_err(|e| match e {
+                pipetel_gpu::ConfigError::InvalidEnv { variable, value, reason } => {
+                    ConfigError::invalid(env(variable), value, reason)
+                }
+                other => ConfigError::invalid(env(PIPETEL_GPU), "", other.to_string()),
+            })?;
+        }
         if let Some(v) = get(RUST_LOG) {
             check_filter(&v).map_err(|r| ConfigError::invalid(env(RUST_LOG), &v, r))?;
             self.log_filter = Some(v);
@@ -771,6 +800,31 @@ impl Config {
     /// Appends every stage and worker row to this file as JSON Lines.
     pub fn with_rows_file(mut self, path: impl Into<PathBuf>) -> Self {
         self.rows_file = Some(path.into());
+        self
+    }
+
+    /// Sets the whole GPU configuration (mode, poll interval, library path, platform, opt-ins).
+    #[cfg(feature = "gpu")]
+    pub fn with_gpu(mut self, gpu: pipetel_gpu::GpuConfig) -> Self {
+        self.gpu = gpu;
+        self
+    }
+    /// Sets the GPU mode (`Auto`, `On`, `Off`).
+    #[cfg(feature = "gpu")]
+    pub fn with_gpu_mode(mut self, mode: pipetel_gpu::GpuMode) -> Self {
+        self.gpu = self.gpu.with_mode(mode);
+        self
+    }
+    /// Sets the NVML library path.
+    #[cfg(feature = "gpu")]
+    pub fn with_nvml_library(mut self, path: impl Into<PathBuf>) -> Self {
+        self.gpu = self.gpu.with_library_path(path);
+        self
+    }
+    /// Sets the GPU poll interval (at least 1 s; checked at `init`).
+    #[cfg(feature = "gpu")]
+    pub fn with_gpu_poll_interval(mut self, interval: Duration) -> Self {
+        self.gpu = self.gpu.with_poll_interval(interval);
         self
     }
 
@@ -944,6 +998,12 @@ impl Config {
         self.rows_file.as_deref()
     }
 
+    /// The GPU configuration.
+    #[cfg(feature = "gpu")]
+    pub fn gpu(&self) -> &pipetel_gpu::GpuConfig {
+        &self.gpu
+    }
+
     /// Checks the values set in code (the environment and the file were checked when read).
     ///
     /// # Errors
@@ -1017,7 +1077,20 @@ struct FileConfig {
     log: FileLog,
     #[serde(default)]
     pipeline: FilePipeline,
+    #[serde(default)]
+    gpu: FileGpu,
     shutdown_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileGpu {
+    enabled: Option<String>,
+    poll_interval_ms: Option<u64>,
+    nvml_library: Option<PathBuf>,
+    platform: Option<String>,
+    pcie_throughput: Option<bool>,
+    process_memory: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1196,6 +1269,42 @@ impl FileConfig {
         }
         c.stage_retention = self.pipeline.retention_ms.map(Duration::from_millis);
         c.rows_file = self.pipeline.rows_file;
+        #[cfg(feature = "gpu")]
+        {
+            let g = self.gpu;
+            if let Some(v) = g.enabled {
+                c.gpu.mode = v.parse().map_err(|r: &str| ConfigError::invalid(key("gpu.enabled"), &v, r))?;
+            }
+            if let Some(ms) = g.poll_interval_ms {
+                c.gpu.poll_interval = Duration::from_millis(ms);
+                if c.gpu.poll_interval < pipetel_gpu::MIN_POLL_INTERVAL {
+                    return Err(ConfigError::invalid(
+                        key("gpu.poll_interval_ms"),
+                        ms.to_string(),
+                        "must be at least 1000",
+                    ));
+                }
+            }
+            if let Some(p) = g.nvml_library {
+                if p.as_os_str().is_empty() {
+                    return Err(ConfigError::invalid(
+                        key("gpu.nvml_library"),
+                        "",
+                        "empty path; leave it out for the default library",
+                    ));
+                }
+                c.gpu.library_path = Some(p);
+            }
+            if let Some(v) = g.platform {
+                c.gpu.platform = v.parse().map_err(|r: &str| ConfigError::invalid(key("gpu.platform"), &v, r))?;
+            }
+            if let Some(b) = g.pcie_throughput {
+                c.gpu.pcie_throughput = b;
+            }
+            if let Some(b) = g.process_memory {
+                c.gpu.process_memory = b;
+            }
+        }
         if let Some(ms) = self.shutdown_timeout_ms {
             if ms == 0 {
                 return Err(ConfigError::invalid(key("shutdown_timeout_ms"), "0", "must be greater than zero"));

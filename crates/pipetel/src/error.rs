@@ -42,6 +42,10 @@ pub enum InitError {
         /// The cargo feature that provides it.
         feature: &'static str,
     },
+    /// GPU telemetry is required (`PIPETEL_GPU=on`) but could not start.
+    #[cfg(feature = "gpu")]
+    #[error("GPU telemetry is required (PIPETEL_GPU=on) but cannot start: {0}")]
+    Gpu(#[source] pipetel_gpu::GpuError),
     /// The background runtime for gRPC exporters could not start.
     #[error("cannot start the exporter runtime: {0}")]
     Runtime(#[source] std::io::Error),

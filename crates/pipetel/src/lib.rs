@@ -32,6 +32,7 @@
 //! | `prometheus` | yes | the Prometheus pull endpoint and [`PrometheusRender`] |
 //! | `otlp` | yes | OTLP push over gRPC and HTTP/protobuf |
 //! | `console` | yes | human-readable exporters on stdout |
+//! | `gpu` | yes | GPU gauges from NVML (loaded at run time; building needs no driver) |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
@@ -58,6 +59,9 @@ pub use telemetry::{init, Telemetry, SCOPE_NAME};
 pub use opentelemetry;
 /// The OTel SDK crate pipetel is built on.
 pub use opentelemetry_sdk;
+/// GPU telemetry: configuration types and metric names.
+#[cfg(feature = "gpu")]
+pub use pipetel_gpu as gpu;
 /// The std-only recorders worker processes link (re-exported for version agreement).
 pub use pipetel_recorders as recorders;
 /// The `tracing` crate pipetel's subscriber serves.

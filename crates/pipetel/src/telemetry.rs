@@ -66,6 +66,8 @@ struct Inner {
     prometheus: Option<(crate::export::prometheus::PrometheusServer, crate::export::PrometheusRender)>,
     runtime: Option<tokio::runtime::Runtime>,
     pipeline: Option<crate::pipeline::state::PipelineGuard>,
+    #[cfg(feature = "gpu")]
+    gpu: Option<pipetel_gpu::GpuTelemetry>,
     shutdown_timeout: Duration,
 }
 
@@ -153,8 +155,12 @@ impl Telemetry {
     fn shutdown_inner(&mut self) -> Result<(), ShutdownError> {
         let Some(inner) = self.inner.take() else { return Ok(()) };
         let Inner { meter_provider, tracer_provider, logger_provider, runtime, shutdown_timeout, pipeline, .. } = inner;
-        // The sampler first: its rows must not race the providers going away.
+        // The samplers first: their rows must not race the providers going away.
         drop(pipeline);
+        #[cfg(feature = "gpu")]
+        if let Some(gpu) = inner.gpu {
+            gpu.shutdown();
+        }
         #[cfg(feature = "prometheus")]
         drop(inner.prometheus);
         let result = run_bounded(shutdown_timeout, move || {
@@ -458,6 +464,20 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         }
     };
 
+    // ----- GPU gauges: NVML opens on the poller thread, never here -----
+    #[cfg(feature = "gpu")]
+    let gpu = match pipetel_gpu::start(config.gpu()) {
+        Ok(gpu) => {
+            gpu.register_metrics(&opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME));
+            Some(gpu)
+        }
+        Err(e) => {
+            drop(pipeline);
+            discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
+            return Err(InitError::Gpu(e));
+        }
+    };
+
     // ----- the tracing subscriber -----
     let otel_layer =
         tracer_provider.as_ref().map(|tp| tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME)));
@@ -490,6 +510,8 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
             prometheus,
             runtime,
             pipeline: Some(pipeline),
+            #[cfg(feature = "gpu")]
+            gpu,
             shutdown_timeout: config.shutdown_timeout(),
         }),
     })

@@ -49,6 +49,11 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_SAMPLE_INTERVAL, "50"),
         (PIPETEL_SAMPLE_INTERVAL, "10s"),
         (PIPETEL_STAGE_RETENTION, "forever"),
+        (PIPETEL_GPU, "sometimes"),
+        (PIPETEL_GPU_POLL_INTERVAL, "fast"),
+        (PIPETEL_GPU_PLATFORM, "intel"),
+        (PIPETEL_GPU_PCIE_THROUGHPUT, "maybe"),
+        (PIPETEL_GPU_PROCESS_MEMORY, "2"),
     ];
     for (var, value) in cases {
         let err = from(&[(var, value)]).expect_err(&format!("{var}={value} must be refused"));
@@ -177,6 +182,11 @@ fn bad_file_values_name_the_key() {
         ("[pipeline]\nnamespace = \"Bad Name\"", "pipeline.namespace"),
         ("[pipeline]\nsample_interval_ms = 10", "pipeline.sample_interval_ms"),
         ("[pipeline]\nretention_ms = \"long\"", "retention_ms"),
+        ("[gpu]\nenabled = \"sometimes\"", "gpu.enabled"),
+        ("[gpu]\npoll_interval_ms = 10", "gpu.poll_interval_ms"),
+        ("[gpu]\nplatform = \"intel\"", "gpu.platform"),
+        ("[gpu]\nnvml_library = \"\"", "gpu.nvml_library"),
+        ("[gpu]\nfan = true", "fan"),
         ("this is not toml", "pipetel-config"),
     ];
     for (text, key) in cases {
@@ -281,4 +291,21 @@ fn every_variable_is_listed_once() {
         assert!(seen.insert(*v), "{v} listed twice");
     }
     assert!(ENV_VARS.contains(&OTEL_TRACES_SAMPLER_ARG));
+}
+
+#[test]
+fn gpu_variables_are_the_gpu_crates() {
+    assert_eq!(PIPETEL_GPU, pipetel_gpu::ENV_GPU_MODE);
+    assert_eq!(PIPETEL_NVML_LIBRARY, pipetel_gpu::ENV_NVML_LIBRARY);
+    assert_eq!(PIPETEL_GPU_POLL_INTERVAL, pipetel_gpu::ENV_GPU_POLL_INTERVAL);
+    assert_eq!(PIPETEL_GPU_PLATFORM, pipetel_gpu::ENV_GPU_PLATFORM);
+    assert_eq!(PIPETEL_GPU_PCIE_THROUGHPUT, pipetel_gpu::ENV_GPU_PCIE_THROUGHPUT);
+    assert_eq!(PIPETEL_GPU_PROCESS_MEMORY, pipetel_gpu::ENV_GPU_PROCESS_MEMORY);
+    let (path, p) =
+        write_file("[gpu]\nenabled = \"off\"\npoll_interval_ms = 2000\nnvml_library = \"/opt/libnvidia-ml.so.1\"\n");
+    let c = from(&[(PIPETEL_CONFIG, &p), (PIPETEL_GPU, "on")]).expect("valid");
+    assert_eq!(c.gpu().mode, pipetel_gpu::GpuMode::On, "env beats file");
+    assert_eq!(c.gpu().poll_interval, Duration::from_secs(2));
+    assert_eq!(c.gpu().library_path.as_deref(), Some(Path::new("/opt/libnvidia-ml.so.1")));
+    let _ = std::fs::remove_file(path);
 }

@@ -1,0 +1,145 @@
+//! GPU gauges end to end without a GPU: the real NVML code path loads a fake `libnvidia-ml`
+//! (compiled by the test), the quickstart example exports the gauges, real Prometheus scrapes
+//! them with the expected names, labels and values, and sees them change when the "driver" does.
+#![cfg(feature = "e2e")]
+
+use std::process::Command;
+use std::time::Duration;
+
+use pipetel_e2e::{example_path, free_port, http, promtool_check_metrics, Process, Prometheus};
+use pipetel_gpu::test_support::FakeNvml;
+
+const TWO_GPUS: &str = "count=2
+0.uuid=GPU-00000000-1111-2222-3333-444444444444
+0.name=Fake H200
+0.util.gpu=42
+0.util.mem=10
+0.enc=5
+0.dec=7
+0.mem.total=143771533312
+0.mem.used=71885766656
+0.mem.free=71885766656
+0.power=350000
+0.energy=1000000
+0.temp=61
+0.ecc.corrected=3
+0.ecc.uncorrected=0
+0.clock.graphics=1980
+0.clock.mem=3201
+0.fans=1
+0.fan.0=30
+0.pcie.tx=1000
+0.pcie.rx=2000
+1.uuid=GPU-99999999-8888-7777-6666-555555555555
+1.name=Fake L4
+1.util.gpu=90
+1.mem.total=24000000000
+1.mem.used=6000000000
+1.mem.free=18000000000
+1.temp=70
+";
+
+#[test]
+fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
+    let fake = FakeNvml::new().expect("build the fake NVML library");
+    fake.write_state(TWO_GPUS).expect("state");
+    let port = free_port();
+    let mut cmd = Command::new(example_path("quickstart"));
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
+        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+        .env("PIPETEL_GPU", "on")
+        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
+        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
+        .env("PIPETEL_GPU_PCIE_THROUGHPUT", "true")
+        .args(["--batches", "2", "--interval-ms", "10", "--linger-seconds", "60"]);
+    let mut example = Process::spawn("quickstart", cmd);
+    example.wait_for_output("serving metrics at", Duration::from_secs(30));
+    let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")], "/metrics");
+    let targets = prometheus.wait_until_up(Duration::from_secs(30));
+    assert_eq!(targets[0]["lastError"], "", "{targets:?}");
+
+    let general = prometheus.wait_for_value(
+        "hw_gpu_utilization_ratio{hw_gpu_task=\"general\",hw_name=\"Fake H200\"}",
+        Duration::from_secs(20),
+        |v| (v - 0.42).abs() < 1e-9,
+    );
+    let labels = &general[0].0;
+    assert_eq!(labels.get("hw_id").map(String::as_str), Some("GPU-00000000-1111-2222-3333-444444444444"), "{labels:?}");
+    assert_eq!(labels.get("hw_vendor").map(String::as_str), Some("nvidia"), "{labels:?}");
+    prometheus.wait_for_value(
+        "hw_gpu_utilization_ratio{hw_gpu_task=\"encoder\",hw_name=\"Fake H200\"}",
+        Duration::from_secs(10),
+        |v| (v - 0.05).abs() < 1e-9,
+    );
+    prometheus.wait_for_value("hw_gpu_memory_usage_bytes{hw_name=\"Fake H200\"}", Duration::from_secs(10), |v| {
+        v == 71885766656.0
+    });
+    prometheus.wait_for_value("hw_gpu_memory_limit_bytes{hw_name=\"Fake L4\"}", Duration::from_secs(10), |v| {
+        v == 24000000000.0
+    });
+    prometheus.wait_for_value("hw_gpu_memory_utilization_ratio{hw_name=\"Fake L4\"}", Duration::from_secs(10), |v| {
+        (v - 0.25).abs() < 1e-9
+    });
+    prometheus.wait_for_value("hw_power_watts{hw_name=\"Fake H200\"}", Duration::from_secs(10), |v| v == 350.0);
+    prometheus.wait_for_value("hw_temperature_celsius{hw_name=\"Fake L4\"}", Duration::from_secs(10), |v| v == 70.0);
+    // The L4 reports no encoder, power or ECC: those series do not exist (never a fake 0).
+    assert!(prometheus.query("hw_power_watts{hw_name=\"Fake L4\"}").expect("query").is_empty());
+    assert!(prometheus
+        .query("hw_gpu_utilization_ratio{hw_gpu_task=\"encoder\",hw_name=\"Fake L4\"}")
+        .expect("query")
+        .is_empty());
+
+    // The driver's values change; the next polls and scrapes follow.
+    fake.write_state(&TWO_GPUS.replace("0.util.gpu=42", "0.util.gpu=77").replace("0.temp=61", "0.temp=66"))
+        .expect("state");
+    prometheus.wait_for_value(
+        "hw_gpu_utilization_ratio{hw_gpu_task=\"general\",hw_name=\"Fake H200\"}",
+        Duration::from_secs(20),
+        |v| (v - 0.77).abs() < 1e-9,
+    );
+    prometheus.wait_for_value("hw_temperature_celsius{hw_name=\"Fake H200\"}", Duration::from_secs(10), |v| v == 66.0);
+
+    let (_, body) = http("GET", &format!("http://127.0.0.1:{port}/metrics")).expect("scrape");
+    promtool_check_metrics(&body).expect("promtool check metrics");
+
+    // Every name the README's GPU table promises is exported (process memory needs a GPU
+    // process of this example, which the fake driver cannot know in advance).
+    let readme = std::fs::read_to_string(pipetel_e2e::workspace_root().join("README.md")).expect("README");
+    let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `hw.")).collect();
+    assert!(rows.len() >= 12, "GPU table rows: {rows:?}");
+    for row in rows {
+        let prom = row.split('|').nth(3).expect("column").trim().trim_matches('`');
+        assert!(body.contains(&format!("# TYPE {prom} ")), "README names {prom}, not exported:\n{body}");
+    }
+}
+
+#[test]
+fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
+    let dir = std::env::temp_dir().join("pipetel-no-such-nvml");
+    let missing = dir.join("libnvidia-ml.so.1");
+    // auto: the program runs, one info line says why.
+    let mut cmd = Command::new(example_path("quickstart"));
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", free_port().to_string()).env("PIPETEL_NVML_LIBRARY", &missing).args([
+        "--batches",
+        "2",
+        "--interval-ms",
+        "10",
+        "--linger-seconds",
+        "1",
+    ]);
+    let mut example = Process::spawn("quickstart", cmd);
+    let (code, out) = example.wait(Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("done: batches=2"), "{out}");
+    let gpu_lines: Vec<&str> = out.lines().filter(|l| l.to_ascii_lowercase().contains("gpu")).collect();
+    assert_eq!(gpu_lines.len(), 1, "one line says why GPU metrics are off: {out}");
+    // on: init fails with an error naming the library.
+    let mut cmd = Command::new(example_path("quickstart"));
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", free_port().to_string())
+        .env("PIPETEL_GPU", "on")
+        .env("PIPETEL_NVML_LIBRARY", &missing);
+    let mut example = Process::spawn("quickstart", cmd);
+    let (code, out) = example.wait(Duration::from_secs(60));
+    assert_ne!(code, Some(0), "{out}");
+    assert!(out.contains("GPU telemetry is required") && out.contains("pipetel-no-such-nvml"), "{out}");
+}
