@@ -90,7 +90,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Runs one shard until the deadline; false when it failed.
+/// Runs one shard until the deadline; false when it failed. Its span feeds the span-derived
+/// `span.duration` histogram.
+#[tracing::instrument(skip_all, fields(stage = stage_no, shard = index))]
 fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, deadline: Instant, retries: &CounterKey) -> bool {
     let shard = stage.shard(index).start();
     // Work done under the shard's span nests under it in traces.
@@ -114,7 +116,9 @@ fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, deadline: Inst
 }
 
 /// Synthetic work: hashing for a few milliseconds, slower on higher shards (a straggler curve).
-#[tracing::instrument(level = "debug", skip_all, fields(stage = stage_no, shard = index))]
+/// Measured: calls, errors, in-flight, duration and input size as metrics; its span is at debug
+/// level, so it is filtered out at the default `info` and costs only the metrics.
+#[pipetel::measure(level = "debug", skip_all, stage = "synthetic", input_size = BATCH_BYTES)]
 fn process(stage_no: usize, index: u32, batch: u64) {
     let spin = Duration::from_micros(2_000 + 300 * u64::from(index));
     let t = Instant::now();

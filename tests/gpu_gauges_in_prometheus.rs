@@ -143,3 +143,37 @@ fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
     assert_ne!(code, Some(0), "{out}");
     assert!(out.contains("GPU telemetry is required") && out.contains("pipetel-no-such-nvml"), "{out}");
 }
+
+#[test]
+fn the_standalone_exporter_serves_the_gpu_gauges() {
+    let fake = FakeNvml::new().expect("build the fake NVML library");
+    fake.write_state(TWO_GPUS).expect("state");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(pipetel_e2e::workspace_root())
+        .args(["build", "--quiet", "--message-format=json", "-p", "pipetel-gpu-exporter"])
+        .output()
+        .expect("cargo build");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let exe = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find_map(|m| {
+            (m["target"]["name"] == "pipetel-gpu-exporter")
+                .then(|| m["executable"].as_str().map(str::to_string))
+                .flatten()
+        })
+        .expect("exporter executable");
+    let port = free_port();
+    let mut cmd = Command::new(exe);
+    cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--interval", "1s", "--nvml-library"]).arg(fake.library_path());
+    let mut exporter = Process::spawn("pipetel-gpu-exporter", cmd);
+    exporter.wait_for_output("serving GPU metrics at", Duration::from_secs(30));
+    let body = pipetel_e2e::wait_for("GPU gauges on the exporter", Duration::from_secs(15), || {
+        let (_, body) = http("GET", &format!("http://127.0.0.1:{port}/metrics")).ok()?;
+        body.contains("hw_gpu_utilization_ratio{").then_some(body)
+    });
+    assert!(body.contains("hw_name=\"Fake L4\""), "{body}");
+    assert!(body.contains("service_name=\"pipetel-gpu-exporter\""), "{body}");
+    promtool_check_metrics(&body).expect("promtool check metrics");
+}

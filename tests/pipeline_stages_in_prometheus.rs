@@ -93,6 +93,35 @@ fn stage_and_worker_series_match_the_run() {
     prometheus
         .wait_for_value("count(pipeline_worker_cpu_time_seconds_total > 0)", Duration::from_secs(10), |v| v >= 20.0);
 
+    // Span-derived metrics of the #[instrument]ed shard function and pipetel's own spans; the
+    // measured batch function's call, in-flight and duration metrics.
+    prometheus.wait_for_value(
+        "span_duration_seconds_count{span_name=\"run_shard\",status=\"ok\"}",
+        Duration::from_secs(10),
+        |v| v == 24.0,
+    );
+    prometheus.wait_for_value(
+        "span_duration_seconds_count{span_name=\"pipeline.shard\",status=\"error\"}",
+        Duration::from_secs(10),
+        |v| v == 1.0,
+    );
+    prometheus.wait_for_value(
+        "span_duration_seconds_count{span_name=\"pipeline.stage\",status=\"error\"}",
+        Duration::from_secs(10),
+        |v| v == 1.0,
+    );
+    let batches = prometheus.wait_for_value(
+        "function_calls_total{function=\"process\",module=\"pipeline\",stage=\"synthetic\"}",
+        Duration::from_secs(10),
+        |v| v > 0.0,
+    );
+    let total_items: f64 = items.values().map(|(_, i)| i).sum();
+    assert_eq!(batches[0].1, total_items / 64.0, "one measured call per recorded batch");
+    prometheus.wait_for_value("function_in_flight{function=\"process\"}", Duration::from_secs(10), |v| v == 0.0);
+    prometheus.wait_for_value("function_duration_seconds_count{function=\"process\"}", Duration::from_secs(10), |v| {
+        v == total_items / 64.0
+    });
+
     let (status, body) = http("GET", &format!("http://127.0.0.1:{port}/metrics")).expect("scrape");
     assert_eq!(status, 200);
     promtool_check_metrics(&body).expect("promtool check metrics");

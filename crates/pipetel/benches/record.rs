@@ -4,6 +4,9 @@
 //!
 //! `cargo bench -p pipetel --bench record`
 
+// criterion's macros generate undocumented items.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -114,6 +114,14 @@ pub const PIPETEL_GPU_PLATFORM: &str = "PIPETEL_GPU_PLATFORM";
 pub const PIPETEL_GPU_PCIE_THROUGHPUT: &str = "PIPETEL_GPU_PCIE_THROUGHPUT";
 /// `true` to report the GPU memory of this process and its children.
 pub const PIPETEL_GPU_PROCESS_MEMORY: &str = "PIPETEL_GPU_PROCESS_MEMORY";
+/// `false` turns off the span-derived `span.duration` histogram (default `true`).
+pub const PIPETEL_SPAN_METRICS: &str = "PIPETEL_SPAN_METRICS";
+/// Only these span names (comma list) feed `span.duration` (default: every span).
+pub const PIPETEL_SPAN_METRICS_ALLOW: &str = "PIPETEL_SPAN_METRICS_ALLOW";
+/// Target/level filter of the spans that feed `span.duration`, e.g. `info,hyper=off` (default `trace`).
+pub const PIPETEL_SPAN_METRICS_FILTER: &str = "PIPETEL_SPAN_METRICS_FILTER";
+/// Which duration `span.duration` records: `wall` (default) or `busy` (time entered).
+pub const PIPETEL_SPAN_METRICS_TIME: &str = "PIPETEL_SPAN_METRICS_TIME";
 /// The `tracing` filter directives (default `info`).
 pub const RUST_LOG: &str = "RUST_LOG";
 
@@ -166,6 +174,10 @@ pub const ENV_VARS: &[&str] = &[
     PIPETEL_GPU_PLATFORM,
     PIPETEL_GPU_PCIE_THROUGHPUT,
     PIPETEL_GPU_PROCESS_MEMORY,
+    PIPETEL_SPAN_METRICS,
+    PIPETEL_SPAN_METRICS_ALLOW,
+    PIPETEL_SPAN_METRICS_FILTER,
+    PIPETEL_SPAN_METRICS_TIME,
     RUST_LOG,
 ];
 
@@ -426,6 +438,7 @@ pub struct Config {
     rows_file: Option<PathBuf>,
     #[cfg(feature = "gpu")]
     gpu: pipetel_gpu::GpuConfig,
+    span_metrics: crate::span_metrics::SpanMetricsConfig,
 }
 
 /// Default prefix of the stage and worker namespaces.
@@ -654,6 +667,25 @@ impl Config {
                 other => ConfigError::invalid(env(PIPETEL_GPU), "", other.to_string()),
             })?;
         }
+        if let Some(v) = get(PIPETEL_SPAN_METRICS) {
+            let on = parse_bool(&v).map_err(|r| ConfigError::invalid(env(PIPETEL_SPAN_METRICS), &v, r))?;
+            self.span_metrics = self.span_metrics.clone().with_enabled(on);
+        }
+        if let Some(v) = get(PIPETEL_SPAN_METRICS_ALLOW) {
+            self.span_metrics =
+                self.span_metrics.clone().with_allow(crate::span_metrics::SpanMetricsConfig::parse_allow(&v));
+        }
+        if let Some(v) = get(PIPETEL_SPAN_METRICS_FILTER) {
+            let c = self.span_metrics.clone().with_filter(v.clone());
+            c.validate().map_err(|e| ConfigError::invalid(env(PIPETEL_SPAN_METRICS_FILTER), &v, e.to_string()))?;
+            self.span_metrics = c;
+        }
+        if let Some(v) = get(PIPETEL_SPAN_METRICS_TIME) {
+            let time = v
+                .parse::<crate::span_metrics::SpanTime>()
+                .map_err(|e| ConfigError::invalid(env(PIPETEL_SPAN_METRICS_TIME), &v, e.to_string()))?;
+            self.span_metrics = self.span_metrics.clone().with_time(time);
+        }
         if let Some(v) = get(RUST_LOG) {
             check_filter(&v).map_err(|r| ConfigError::invalid(env(RUST_LOG), &v, r))?;
             self.log_filter = Some(v);
@@ -825,6 +857,12 @@ impl Config {
     #[cfg(feature = "gpu")]
     pub fn with_gpu_poll_interval(mut self, interval: Duration) -> Self {
         self.gpu = self.gpu.with_poll_interval(interval);
+        self
+    }
+
+    /// Sets which spans feed the `span.duration` histogram, and with which duration.
+    pub fn with_span_metrics(mut self, span_metrics: crate::span_metrics::SpanMetricsConfig) -> Self {
+        self.span_metrics = span_metrics;
         self
     }
 
@@ -1004,6 +1042,11 @@ impl Config {
         &self.gpu
     }
 
+    /// The span-metrics configuration.
+    pub fn span_metrics(&self) -> &crate::span_metrics::SpanMetricsConfig {
+        &self.span_metrics
+    }
+
     /// Checks the values set in code (the environment and the file were checked when read).
     ///
     /// # Errors
@@ -1078,12 +1121,25 @@ struct FileConfig {
     #[serde(default)]
     pipeline: FilePipeline,
     #[serde(default)]
+    #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
     gpu: FileGpu,
+    #[serde(default)]
+    span_metrics: FileSpanMetrics,
     shutdown_timeout_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct FileSpanMetrics {
+    enabled: Option<bool>,
+    allow: Option<Vec<String>>,
+    filter: Option<String>,
+    time: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 struct FileGpu {
     enabled: Option<String>,
     poll_interval_ms: Option<u64>,
@@ -1266,6 +1322,25 @@ impl FileConfig {
                 parse_sample_interval(&ms.to_string())
                     .map_err(|r| ConfigError::invalid(key("pipeline.sample_interval_ms"), ms.to_string(), r))?,
             );
+        }
+        let sm = self.span_metrics;
+        if let Some(on) = sm.enabled {
+            c.span_metrics = c.span_metrics.with_enabled(on);
+        }
+        if let Some(allow) = sm.allow {
+            c.span_metrics = c.span_metrics.with_allow(allow);
+        }
+        if let Some(f) = sm.filter {
+            c.span_metrics = c.span_metrics.with_filter(f.clone());
+            c.span_metrics
+                .validate()
+                .map_err(|e| ConfigError::invalid(key("span_metrics.filter"), &f, e.to_string()))?;
+        }
+        if let Some(t) = sm.time {
+            let time = t
+                .parse::<crate::span_metrics::SpanTime>()
+                .map_err(|e| ConfigError::invalid(key("span_metrics.time"), &t, e.to_string()))?;
+            c.span_metrics = c.span_metrics.with_time(time);
         }
         c.stage_retention = self.pipeline.retention_ms.map(Duration::from_millis);
         c.rows_file = self.pipeline.rows_file;

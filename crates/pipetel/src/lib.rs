@@ -48,11 +48,14 @@ mod telemetry;
 #[doc(hidden)]
 pub use measure::__private;
 
+/// Measures a function: a span plus call, error, in-flight, duration and size metrics.
+pub use pipetel_macros::measure;
+
 pub use config::Config;
-pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
 pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 pub use export::{PrometheusRender, TEXT_CONTENT_TYPE};
+pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
 pub use telemetry::{init, Telemetry, SCOPE_NAME};
 
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.

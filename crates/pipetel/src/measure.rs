@@ -1,5 +1,452 @@
-//! Runtime support of the `#[pipetel::measure]` attribute macro.
+//! Runtime of the `#[pipetel::measure]` attribute macro.
+//!
+//! The macro only rewrites the function; everything that touches OTel lives here, behind
+//! `pipetel::__private`, so the generated code stays small and users depend on `pipetel` alone.
+//!
+//! # Handles resolved once per function, and `init` coming late
+//! Each measured function owns a `static` [`__private::Site`]. Its first call resolves the
+//! instruments and the pre-built attribute sets from the global meter provider and keeps them;
+//! later calls cost two atomic loads to find them. But `pipetel::init` installs the global meter
+//! provider at run time, possibly after a measured function already ran, and instruments taken
+//! from the provider in place then (the no-op one) stay no-ops forever. So this module keeps a
+//! *generation* counter that `init` bumps ([`on_init`]); a site whose handles belong to an older
+//! generation resolves them again on its next call. The superseded handles are leaked on purpose:
+//! at most one set per function per `init` (normally one), and leaking them is what lets a call
+//! use its handles without a lock or a reference count.
+//!
+//! A process that installs its own meter provider with `opentelemetry::global::set_meter_provider`
+//! instead of calling `init` must do so before the first measured call.
+//!
+//! # What a call records
+//! | when | records |
+//! |---|---|
+//! | entry | `function.calls` +1, `function.in_flight` +1, `function.input.size` (with `input_size`) |
+//! | return | `function.duration`, `function.in_flight` −1, `function.output.size` (with `output_size`, on `Ok` for a `Result`), `function.errors` +1 with `error.type=err` on `Err` |
+//! | panic | `function.duration`, `function.in_flight` −1, `function.errors` +1 with `error.type=panic`; the panic goes on unchanged |
+//! | future dropped before completion | `function.in_flight` −1 only |
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Makes every measured function resolve its instruments again on its next call. `init` calls it
+/// right after it installs the global meter provider.
+pub(crate) fn on_init() {
+    GENERATION.fetch_add(1, Ordering::AcqRel);
+}
 
 /// Paths the macro's generated code refers to; not a public API.
 #[doc(hidden)]
-pub mod __private {}
+pub mod __private {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::ptr;
+    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+    use std::sync::OnceLock;
+    use std::task::{Context, Poll};
+    use std::time::Instant;
+
+    use opentelemetry::metrics::{Counter, Histogram, UpDownCounter};
+    use opentelemetry::KeyValue;
+
+    pub use tracing;
+
+    use super::GENERATION;
+
+    /// Counter: calls started.
+    pub const FUNCTION_CALLS: &str = "function.calls";
+    /// Counter: calls that returned `Err` or panicked (attribute `error.type`).
+    pub const FUNCTION_ERRORS: &str = "function.errors";
+    /// Up-down counter: calls running now.
+    pub const FUNCTION_IN_FLIGHT: &str = "function.in_flight";
+    /// Histogram, seconds: wall time of completed calls (returned or panicked).
+    pub const FUNCTION_DURATION: &str = "function.duration";
+    /// Histogram, bytes: the `input_size` expression.
+    pub const FUNCTION_INPUT_SIZE: &str = "function.input.size";
+    /// Histogram, bytes: the `output_size` expression.
+    pub const FUNCTION_OUTPUT_SIZE: &str = "function.output.size";
+    /// Attribute: the function's name.
+    pub const ATTR_FUNCTION: &str = "function";
+    /// Attribute: the function's module path.
+    pub const ATTR_MODULE: &str = "module";
+    /// Attribute: the `stage = "..."` option.
+    pub const ATTR_STAGE: &str = "stage";
+    /// Attribute on `function.errors`: `err` (returned `Err`) or `panic`.
+    pub const ATTR_ERROR_TYPE: &str = "error.type";
+
+    /// Bucket bounds of the size histograms: powers of four from 64 B to 1 GiB.
+    pub const SIZE_BUCKETS: &[f64] = &[
+        64.0,
+        256.0,
+        1024.0,
+        4096.0,
+        16384.0,
+        65536.0,
+        262_144.0,
+        1_048_576.0,
+        4_194_304.0,
+        16_777_216.0,
+        67_108_864.0,
+        268_435_456.0,
+        1_073_741_824.0,
+    ];
+
+    /// What the macro knows about a function at compile time.
+    #[derive(Debug)]
+    pub struct SiteInfo {
+        /// The function's name.
+        pub function: &'static str,
+        /// `module_path!()` where the function is defined.
+        pub module: &'static str,
+        /// The `stage = "..."` option.
+        pub stage: Option<&'static str>,
+        /// The `buckets = [...]` option (seconds).
+        pub buckets: Option<&'static [f64]>,
+        /// Whether `input_size` was given.
+        pub input_size: bool,
+        /// Whether `output_size` was given.
+        pub output_size: bool,
+        /// Whether the span has the `error` field the macro added (recorded `true` on failure).
+        pub mark_span: bool,
+    }
+
+    /// One measured function: its compile-time facts and its resolved handles.
+    #[derive(Debug)]
+    pub struct Site {
+        info: SiteInfo,
+        handles: AtomicPtr<Handles>,
+    }
+
+    #[derive(Debug)]
+    struct Handles {
+        generation: u64,
+        calls: Counter<u64>,
+        errors: Counter<u64>,
+        in_flight: UpDownCounter<i64>,
+        duration: Histogram<f64>,
+        input: Option<Histogram<u64>>,
+        output: Option<Histogram<u64>>,
+        attrs: Box<[KeyValue]>,
+        attrs_err: Box<[KeyValue]>,
+        attrs_panic: Box<[KeyValue]>,
+    }
+
+    impl Handles {
+        fn resolve(info: &SiteInfo, generation: u64) -> Self {
+            let meter = crate::meter();
+            // OTel keeps one bucket layout per metric: the first function to resolve
+            // `function.duration` decides it. Say so when another one asks for a different one.
+            static FIRST_LAYOUT: OnceLock<&'static [f64]> = OnceLock::new();
+            let layout = info.buckets.unwrap_or(crate::SECONDS_BUCKETS);
+            if *FIRST_LAYOUT.get_or_init(|| layout) != layout {
+                tracing::warn!(
+                    target: "pipetel",
+                    function = info.function,
+                    module = info.module,
+                    "`buckets` differ from those `function.duration` was first created with; the first ones apply"
+                );
+            }
+            let mut attrs = vec![KeyValue::new(ATTR_FUNCTION, info.function), KeyValue::new(ATTR_MODULE, info.module)];
+            if let Some(stage) = info.stage {
+                attrs.push(KeyValue::new(ATTR_STAGE, stage));
+            }
+            let with = |extra: &'static str| {
+                let mut v = attrs.clone();
+                v.push(KeyValue::new(ATTR_ERROR_TYPE, extra));
+                v.into_boxed_slice()
+            };
+            let (attrs_err, attrs_panic) = (with("err"), with("panic"));
+            let size = |name: &'static str, description: &'static str| {
+                meter
+                    .u64_histogram(name)
+                    .with_unit("By")
+                    .with_description(description)
+                    .with_boundaries(SIZE_BUCKETS.to_vec())
+                    .build()
+            };
+            Handles {
+                generation,
+                calls: meter.u64_counter(FUNCTION_CALLS).with_unit("{call}").with_description("Calls started").build(),
+                errors: meter
+                    .u64_counter(FUNCTION_ERRORS)
+                    .with_unit("{error}")
+                    .with_description("Calls that returned an error or panicked")
+                    .build(),
+                in_flight: meter
+                    .i64_up_down_counter(FUNCTION_IN_FLIGHT)
+                    .with_unit("{call}")
+                    .with_description("Calls running now")
+                    .build(),
+                duration: meter
+                    .f64_histogram(FUNCTION_DURATION)
+                    .with_unit("s")
+                    .with_description("Wall time of completed calls")
+                    .with_boundaries(layout.to_vec())
+                    .build(),
+                input: info.input_size.then(|| size(FUNCTION_INPUT_SIZE, "Size of a call's input")),
+                output: info.output_size.then(|| size(FUNCTION_OUTPUT_SIZE, "Size of a call's output")),
+                attrs: attrs.into_boxed_slice(),
+                attrs_err,
+                attrs_panic,
+            }
+        }
+    }
+
+    impl Site {
+        /// A site whose handles are resolved on its first call.
+        pub const fn new(info: SiteInfo) -> Self {
+            Site { info, handles: AtomicPtr::new(ptr::null_mut()) }
+        }
+
+        #[inline]
+        fn handles(&'static self) -> &'static Handles {
+            let generation = GENERATION.load(Ordering::Acquire);
+            let current = self.handles.load(Ordering::Acquire);
+            // SAFETY: a non-null pointer here came from `Box::into_raw` in `resolve` and was
+            // published with release ordering; published handles are never freed.
+            if let Some(handles) = unsafe { current.as_ref() } {
+                if handles.generation == generation {
+                    return handles;
+                }
+            }
+            self.resolve(current, generation)
+        }
+
+        #[cold]
+        #[inline(never)]
+        fn resolve(&'static self, seen: *mut Handles, generation: u64) -> &'static Handles {
+            let fresh = Box::into_raw(Box::new(Handles::resolve(&self.info, generation)));
+            match self.handles.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
+                // SAFETY: `fresh` is a live allocation we just published and never free.
+                Ok(_) => unsafe { &*fresh },
+                Err(winner) => {
+                    // SAFETY: `fresh` was never published, so this is its only owner.
+                    drop(unsafe { Box::from_raw(fresh) });
+                    // SAFETY: as in `handles`; another thread published it and never frees it.
+                    match unsafe { winner.as_ref() } {
+                        Some(handles) => handles,
+                        // Unreachable (nothing stores null), but never panic while recording.
+                        None => self.resolve(winner, generation),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The guard of one call: counts it on creation and records its outcome on `finish_*`, or on
+    /// drop when the call panicked or its future was dropped.
+    #[derive(Debug)]
+    pub struct Call {
+        handles: &'static Handles,
+        mark_span: bool,
+        start: Instant,
+        // Atomic rather than a `Cell` so an async fn's future, which holds `&Call` across its
+        // await, stays `Send`.
+        done: AtomicBool,
+        span: tracing::Span,
+    }
+
+    impl Call {
+        /// Counts a call of `site` and keeps its span.
+        #[inline]
+        pub fn start(site: &'static Site, span: tracing::Span) -> Self {
+            let handles = site.handles();
+            handles.calls.add(1, &handles.attrs);
+            handles.in_flight.add(1, &handles.attrs);
+            Call { handles, mark_span: site.info.mark_span, start: Instant::now(), done: AtomicBool::new(false), span }
+        }
+
+        /// The call's span.
+        #[inline]
+        pub fn span(&self) -> &tracing::Span {
+            &self.span
+        }
+
+        /// Records the `input_size` expression.
+        #[inline]
+        pub fn input_size<N: Size>(&self, size: N) {
+            if let Some(histogram) = &self.handles.input {
+                histogram.record(size.into_size(), &self.handles.attrs);
+            }
+        }
+
+        /// Records the `output_size` expression.
+        #[inline]
+        pub fn output_size<N: Size>(&self, size: N) {
+            if let Some(histogram) = &self.handles.output {
+                histogram.record(size.into_size(), &self.handles.attrs);
+            }
+        }
+
+        /// The call returned (a value that is not a `Result`).
+        #[inline]
+        pub fn finish_ok(&self) {
+            self.complete(None);
+        }
+
+        /// The call returned a `Result`; `Err` counts as an error.
+        #[inline]
+        pub fn finish_result<T, E>(&self, result: &Result<T, E>) {
+            self.complete(result.is_err().then_some("err"));
+        }
+
+        #[inline]
+        fn complete(&self, error: Option<&'static str>) {
+            if self.done.swap(true, Ordering::Relaxed) {
+                return;
+            }
+            let h = self.handles;
+            h.in_flight.add(-1, &h.attrs);
+            h.duration.record(self.start.elapsed().as_secs_f64(), &h.attrs);
+            if let Some(kind) = error {
+                let attrs = if kind == "panic" { &h.attrs_panic } else { &h.attrs_err };
+                h.errors.add(1, attrs);
+                if self.mark_span {
+                    self.span.record("error", true);
+                }
+            }
+        }
+    }
+
+    impl Drop for Call {
+        fn drop(&mut self) {
+            if self.done.load(Ordering::Relaxed) {
+                return;
+            }
+            if std::thread::panicking() {
+                self.complete(Some("panic"));
+            } else {
+                // A future dropped before completion: not an error, no duration.
+                self.done.store(true, Ordering::Relaxed);
+                self.handles.in_flight.add(-1, &self.handles.attrs);
+            }
+        }
+    }
+
+    /// Polls `future` inside the call's span and records a panic at the moment it unwinds out
+    /// of a poll: an async fn's locals are only dropped when its future is, typically after the
+    /// executor caught the panic, when `std::thread::panicking()` no longer tells.
+    pub fn poll_in<'a, F: Future + ?Sized>(
+        call: &'a Call,
+        mut future: Pin<&'a mut F>,
+    ) -> impl Future<Output = F::Output> + 'a {
+        std::future::poll_fn(move |cx: &mut Context<'_>| -> Poll<F::Output> {
+            let _entered = call.span.enter();
+            let _bomb = PanicBomb(call);
+            future.as_mut().poll(cx)
+        })
+    }
+
+    struct PanicBomb<'a>(&'a Call);
+
+    impl Drop for PanicBomb<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.complete(Some("panic"));
+            }
+        }
+    }
+
+    /// The `Ok` value of a `Result` (`output_size` is recorded for successes only).
+    #[inline]
+    pub fn ok_ref<T, E>(result: &Result<T, E>) -> Option<&T> {
+        result.as_ref().ok()
+    }
+
+    /// Applies the closure form of `output_size` (`output_size = |r| r.len()`).
+    #[inline]
+    pub fn apply<T: ?Sized, N, F: FnOnce(&T) -> N>(value: &T, f: F) -> N {
+        f(value)
+    }
+
+    /// A size the `input_size` / `output_size` expressions may return: any primitive number
+    /// (negative and NaN count as zero, fractions are truncated).
+    pub trait Size {
+        /// The size as recorded.
+        fn into_size(self) -> u64;
+    }
+
+    macro_rules! size_unsigned {
+        ($($t:ty),*) => {$(
+            impl Size for $t {
+                #[inline]
+                fn into_size(self) -> u64 {
+                    u64::try_from(self).unwrap_or(u64::MAX)
+                }
+            }
+        )*};
+    }
+    macro_rules! size_signed {
+        ($($t:ty),*) => {$(
+            impl Size for $t {
+                #[inline]
+                fn into_size(self) -> u64 {
+                    u64::try_from(self).unwrap_or(0)
+                }
+            }
+        )*};
+    }
+    size_unsigned!(u8, u16, u32, u64, u128, usize);
+    size_signed!(i8, i16, i32, i64, i128, isize);
+
+    impl Size for f64 {
+        #[inline]
+        fn into_size(self) -> u64 {
+            // `as` saturates and maps NaN to 0.
+            self as u64
+        }
+    }
+
+    impl Size for f32 {
+        #[inline]
+        fn into_size(self) -> u64 {
+            f64::from(self).into_size()
+        }
+    }
+
+    impl<N: Size + Copy> Size for &N {
+        #[inline]
+        fn into_size(self) -> u64 {
+            (*self).into_size()
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn handles_are_resolved_once_and_again_after_init() {
+            static SITE: Site = Site::new(SiteInfo {
+                function: "f",
+                module: "m",
+                stage: None,
+                buckets: None,
+                input_size: false,
+                output_size: false,
+                mark_span: false,
+            });
+            let first: *const Handles = SITE.handles();
+            assert!(ptr::eq(first, SITE.handles()));
+            super::super::on_init();
+            let second: *const Handles = SITE.handles();
+            assert!(!ptr::eq(first, second));
+            assert!(ptr::eq(second, SITE.handles()));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::__private::Size;
+
+    #[test]
+    fn sizes_never_panic() {
+        assert_eq!((-3i32).into_size(), 0);
+        assert_eq!(f64::NAN.into_size(), 0);
+        assert_eq!((-1.5f64).into_size(), 0);
+        assert_eq!(u128::MAX.into_size(), u64::MAX);
+        assert_eq!(7usize.into_size(), 7);
+        assert_eq!((&9u8).into_size(), 9);
+    }
+}

@@ -265,6 +265,7 @@ fn needs_grpc(config: &Config) -> Result<bool, InitError> {
 }
 
 #[cfg_attr(not(feature = "otlp"), allow(unused_variables))]
+#[cfg_attr(not(any(feature = "otlp", feature = "console")), allow(unused_mut))]
 fn build(config: Config) -> Result<Telemetry, InitError> {
     let filter = tracing_subscriber::EnvFilter::builder()
         // Quiet defaults for the exporters' own crates first, so the user's directives can override them.
@@ -488,7 +489,17 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     let fmt_layer = config.console_log().then(|| {
         tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal())
     });
-    let subscriber = tracing_subscriber::registry().with(otel_layer).with(log_layer).with(fmt_layer).with(filter);
+    let span_metrics = crate::span_metrics::layer(
+        config.span_metrics(),
+        &opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME),
+    )
+    .map_err(|e| crate::config::ConfigError::InvalidValue {
+        origin: crate::config::Origin::Env(crate::config::PIPETEL_SPAN_METRICS_FILTER.into()),
+        value: String::new(),
+        reason: e.to_string(),
+    })?;
+    let subscriber =
+        tracing_subscriber::registry().with(otel_layer).with(span_metrics).with(log_layer).with(fmt_layer).with(filter);
     if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
         drop(pipeline);
         discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
@@ -496,6 +507,8 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     }
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     opentelemetry::global::set_meter_provider(meter_provider.clone());
+    // Measured functions called before `init` re-resolve their instruments on their next call.
+    crate::measure::on_init();
     if let Some(tp) = &tracer_provider {
         opentelemetry::global::set_tracer_provider(tp.clone());
     }

@@ -42,6 +42,7 @@ impl<'a> ShardBuilder<'a> {
                 pipeline.stage.name = %stage.meta.name,
                 pipeline.execution.id = %stage.meta.execution_id,
                 pipeline.shard.index = i64::from(self.index),
+                error = tracing::field::Empty,
             ),
             Parent::Remote(cx) => {
                 let span = tracing::info_span!(
@@ -53,6 +54,7 @@ impl<'a> ShardBuilder<'a> {
                     pipeline.stage.name = %stage.meta.name,
                     pipeline.execution.id = %stage.meta.execution_id,
                     pipeline.shard.index = i64::from(self.index),
+                    error = tracing::field::Empty,
                 );
                 let _ = span.set_parent(cx.clone());
                 span
@@ -157,6 +159,9 @@ impl Shard {
             Some(r) => Status::error(r.clone()),
             None => Status::Ok,
         });
+        if let Some(r) = &row.reason {
+            self.span.record("error", r.as_str());
+        }
         emit_worker_row(&row, span_context(&self.span).as_ref());
         if let Ok(mut s) = self.inner.span.lock() {
             *s = None;

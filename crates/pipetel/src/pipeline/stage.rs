@@ -77,6 +77,7 @@ impl StageBuilder {
             pipeline.stage.name = %self.name,
             pipeline.execution.id = %execution_id,
             pipeline.shards.total = i64::from(self.shards),
+            error = tracing::field::Empty,
         );
         let inner = Arc::new(StageInner::new(meta, self.shards, self.counters));
         registry().add(inner.clone());
@@ -215,6 +216,10 @@ impl Stage {
                 Some(r) => Status::error(r.clone()),
                 None => Status::Ok,
             });
+            if let Some(r) = &row.reason {
+                // Span-derived metrics count the span as an error.
+                span.record("error", r.as_str());
+            }
             let sc = span_context(span);
             emit_stage_row(&row, sc.as_ref());
         }

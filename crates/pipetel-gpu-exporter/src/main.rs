@@ -1,0 +1,135 @@
+//! `pipetel-gpu-exporter`: serves only the GPU gauges on its own port — a drop-in for a
+//! node-level GPU exporter.
+//!
+//! ```text
+//! pipetel-gpu-exporter --listen 0.0.0.0:9835 --interval 5s --nvml-library /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1
+//! ```
+//! The GPU is required: without a usable NVML library the exporter exits with the reason.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+const USAGE: &str =
+    "usage: pipetel-gpu-exporter [--listen HOST:PORT] [--interval DURATION] [--nvml-library PATH] [--path /metrics]
+  --listen        address to serve on (default 127.0.0.1:9835)
+  --interval      NVML poll interval: 5s, 1500ms or seconds (default 5s, at least 1s)
+  --nvml-library  path of libnvidia-ml (default: the loader's search path)
+  --path          the metrics path (default /metrics)";
+
+struct Args {
+    host: String,
+    port: u16,
+    interval: Duration,
+    library: Option<String>,
+    path: String,
+}
+
+fn parse_duration(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Some(ms) = v.strip_suffix("ms") {
+        return ms.parse().ok().map(Duration::from_millis);
+    }
+    v.strip_suffix('s')
+        .unwrap_or(v)
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map(Duration::from_secs_f64)
+}
+
+fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut out = Args {
+        host: "127.0.0.1".into(),
+        port: 9835,
+        interval: Duration::from_secs(5),
+        library: None,
+        path: "/metrics".into(),
+    };
+    let mut it = args;
+    while let Some(flag) = it.next() {
+        if flag == "--help" || flag == "-h" {
+            return Err(USAGE.into());
+        }
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?;
+        match flag.as_str() {
+            "--listen" => {
+                let (host, port) =
+                    value.rsplit_once(':').ok_or_else(|| format!("--listen {value:?}: expected HOST:PORT"))?;
+                out.host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+                out.port = port.parse().map_err(|_| format!("--listen {value:?}: {port:?} is not a port"))?;
+            }
+            "--interval" => {
+                out.interval = parse_duration(&value)
+                    .ok_or_else(|| format!("--interval {value:?}: expected 5s, 1500ms or seconds"))?
+            }
+            "--nvml-library" => out.library = Some(value),
+            "--path" => out.path = value,
+            _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
+        }
+    }
+    Ok(out)
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args = parse_args(std::env::args().skip(1))?;
+    let mut gpu =
+        pipetel::gpu::GpuConfig::default().with_mode(pipetel::gpu::GpuMode::On).with_poll_interval(args.interval);
+    if let Some(lib) = &args.library {
+        gpu = gpu.with_library_path(lib);
+    }
+    let config = pipetel::Config::from_env()?
+        .with_service_name("pipetel-gpu-exporter")
+        .with_metrics_exporters([pipetel::config::MetricExporter::Prometheus])
+        .with_traces_exporters([])
+        .with_logs_exporters([])
+        .with_prometheus_host(args.host)
+        .with_prometheus_port(args.port)
+        .with_prometheus_path(args.path.clone())
+        .with_gpu(gpu);
+    let telemetry = pipetel::init(config)?;
+    if let Some(addr) = telemetry.prometheus_addr() {
+        println!("serving GPU metrics at http://{addr}{}", args.path);
+    }
+    // Serve until killed; the endpoint and the poller run on their own threads.
+    loop {
+        std::thread::park();
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(a: &[&str]) -> Result<Args, String> {
+        parse_args(a.iter().map(|s| s.to_string()))
+    }
+
+    #[test]
+    fn flags_parse_and_bad_ones_name_themselves() {
+        let a = parse(&["--listen", "0.0.0.0:9900", "--interval", "1500ms", "--nvml-library", "/x/libnvidia-ml.so.1"])
+            .expect("valid");
+        assert_eq!((a.host.as_str(), a.port, a.interval), ("0.0.0.0", 9900, Duration::from_millis(1500)));
+        assert_eq!(a.library.as_deref(), Some("/x/libnvidia-ml.so.1"));
+        assert_eq!(parse(&["--interval", "2"]).expect("seconds").interval, Duration::from_secs(2));
+        for (bad, culprit) in [
+            (&["--listen", "nope"][..], "nope"),
+            (&["--listen", "h:99999"][..], "99999"),
+            (&["--interval", "soon"][..], "soon"),
+            (&["--colour", "x"][..], "--colour"),
+            (&["--listen"][..], "--listen"),
+        ] {
+            let err = parse(bad).err().expect("refused");
+            assert!(err.contains(culprit), "{err}");
+        }
+    }
+}

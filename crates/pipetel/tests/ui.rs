@@ -1,0 +1,10 @@
+//! Compile-time behaviour of `#[pipetel::measure]`: what must compile (`tests/ui/pass`) and the
+//! error messages misuse gets (`tests/ui/fail/*.stderr`; regenerate with `TRYBUILD=overwrite`
+//! and review the diff).
+
+#[test]
+fn ui() {
+    let t = trybuild::TestCases::new();
+    t.pass("tests/ui/pass/*.rs");
+    t.compile_fail("tests/ui/fail/*.rs");
+}

@@ -1,0 +1,4 @@
+#[pipetel::measure(level = "loud")]
+fn f() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[pipetel::measure]
+const fn f() -> u32 {
+    1
+}
+
+fn main() {}

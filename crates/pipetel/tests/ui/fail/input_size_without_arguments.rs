@@ -1,0 +1,6 @@
+#[pipetel::measure(input_size = 10)]
+fn f() -> u32 {
+    1
+}
+
+fn main() {}

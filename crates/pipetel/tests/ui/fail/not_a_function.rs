@@ -1,0 +1,6 @@
+#[pipetel::measure]
+struct Batch {
+    len: usize,
+}
+
+fn main() {}

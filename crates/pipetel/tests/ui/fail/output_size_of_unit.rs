@@ -1,0 +1,6 @@
+#[pipetel::measure(output_size = ret.len())]
+fn f(x: u32) {
+    let _ = x;
+}
+
+fn main() {}

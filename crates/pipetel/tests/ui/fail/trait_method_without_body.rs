@@ -1,0 +1,6 @@
+trait Store {
+    #[pipetel::measure]
+    fn get(&self) -> u32;
+}
+
+fn main() {}

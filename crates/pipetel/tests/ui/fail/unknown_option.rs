@@ -1,0 +1,4 @@
+#[pipetel::measure(stage = "s", retries = 3)]
+fn f() {}
+
+fn main() {}
