@@ -279,6 +279,9 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
     let mut families: BTreeMap<String, Family> = BTreeMap::new();
     for sm in rm.scope_metrics() {
         let scope = sm.scope().name();
+        if scope == super::PUSH_ONLY_SCOPE {
+            continue;
+        }
         let version = sm.scope().version().unwrap_or("");
         for m in sm.metrics() {
             let Some((name, kind)) = family_name(m) else { continue };
@@ -476,6 +479,31 @@ mod oracle {
         let types =
             |t: &str| t.lines().filter(|l| l.starts_with("# TYPE")).map(str::to_string).collect::<BTreeSet<_>>();
         assert_eq!(types(&ours_text), types(&reference_text));
+    }
+
+    struct Extra;
+    impl crate::export::ExpositionSource for Extra {
+        fn write_exposition(&self, out: &mut String) {
+            out.push_str("# TYPE extra_latency_seconds summary\nextra_latency_seconds{quantile=\"0.5\"} 0.25\n");
+        }
+    }
+
+    #[test]
+    fn push_only_metrics_stay_out_and_exposition_sources_come_in() {
+        let ours = PullReader::new();
+        let provider = SdkMeterProvider::builder().with_reader(ours.clone()).build();
+        provider.meter(crate::export::PUSH_ONLY_SCOPE).u64_counter("hidden").build().add(1, &[]);
+        provider.meter("shown").u64_counter("shown").build().add(1, &[]);
+        let source: std::sync::Arc<dyn crate::export::ExpositionSource> = std::sync::Arc::new(Extra);
+        crate::export::add_exposition_source(&source);
+        let text = PrometheusRender::new(ours.clone()).render();
+        assert!(text.contains("shown_total{") && !text.contains("hidden"), "{text}");
+        assert!(text.contains("extra_latency_seconds{quantile=\"0.5\"} 0.25"), "{text}");
+        drop(source);
+        assert!(
+            !PrometheusRender::new(ours).render().contains("extra_latency"),
+            "a dropped source leaves the exposition"
+        );
     }
 
     #[test]

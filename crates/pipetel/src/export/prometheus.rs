@@ -82,6 +82,7 @@ impl PrometheusRender {
             return out;
         }
         super::encode::encode(&rm, &mut out, &mut conflicts);
+        super::write_sources(&mut out);
         if let Some(c) = conflicts.first() {
             self.warn_once(&format!("metric dropped from the exposition: {c}"));
         }
