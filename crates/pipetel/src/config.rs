@@ -88,6 +88,14 @@ pub const PIPETEL_CONFIG: &str = "PIPETEL_CONFIG";
 pub const PIPETEL_SERVICE_VERSION: &str = "PIPETEL_SERVICE_VERSION";
 /// Path the Prometheus pull endpoint serves (default `/metrics`).
 pub const PIPETEL_PROMETHEUS_PATH: &str = "PIPETEL_PROMETHEUS_PATH";
+/// A bearer token the pull endpoint requires (`Authorization: Bearer <token>`).
+pub const PIPETEL_PROMETHEUS_BEARER_TOKEN: &str = "PIPETEL_PROMETHEUS_BEARER_TOKEN";
+/// `user:password` the pull endpoint requires as HTTP basic auth.
+pub const PIPETEL_PROMETHEUS_BASIC_AUTH: &str = "PIPETEL_PROMETHEUS_BASIC_AUTH";
+/// PEM certificate chain: the pull endpoint serves HTTPS (needs the `tls` feature).
+pub const PIPETEL_PROMETHEUS_TLS_CERT: &str = "PIPETEL_PROMETHEUS_TLS_CERT";
+/// PEM private key of that certificate.
+pub const PIPETEL_PROMETHEUS_TLS_KEY: &str = "PIPETEL_PROMETHEUS_TLS_KEY";
 /// `true` to print `tracing` events to stderr (default `true`).
 pub const PIPETEL_CONSOLE_LOG: &str = "PIPETEL_CONSOLE_LOG";
 /// Upper bound of shutdown and flush on drop, in milliseconds (default 5000).
@@ -161,6 +169,10 @@ pub const ENV_VARS: &[&str] = &[
     PIPETEL_CONFIG,
     PIPETEL_SERVICE_VERSION,
     PIPETEL_PROMETHEUS_PATH,
+    PIPETEL_PROMETHEUS_BEARER_TOKEN,
+    PIPETEL_PROMETHEUS_BASIC_AUTH,
+    PIPETEL_PROMETHEUS_TLS_CERT,
+    PIPETEL_PROMETHEUS_TLS_KEY,
     PIPETEL_CONSOLE_LOG,
     PIPETEL_SHUTDOWN_TIMEOUT,
     PIPETEL_CARDINALITY_LIMIT,
@@ -426,6 +438,9 @@ pub struct Config {
     prometheus_host: Option<String>,
     prometheus_port: Option<u16>,
     prometheus_path: Option<String>,
+    prometheus_bearer_token: Option<String>,
+    prometheus_basic_auth: Option<(String, String)>,
+    prometheus_tls: Option<(PathBuf, PathBuf)>,
     metric_export_interval: Option<Duration>,
     sampler: Option<SamplerConfig>,
     console_log: Option<bool>,
@@ -611,6 +626,36 @@ impl Config {
             self.prometheus_path =
                 Some(parse_path(&v).map_err(|r| ConfigError::invalid(env(PIPETEL_PROMETHEUS_PATH), &v, r))?);
         }
+        if let Some(v) = get(PIPETEL_PROMETHEUS_BEARER_TOKEN) {
+            self.prometheus_bearer_token = Some(
+                parse_token(&v)
+                    .map_err(|r| ConfigError::invalid(env(PIPETEL_PROMETHEUS_BEARER_TOKEN), "<redacted>", r))?,
+            );
+        }
+        if let Some(v) = get(PIPETEL_PROMETHEUS_BASIC_AUTH) {
+            self.prometheus_basic_auth = Some(
+                parse_basic_auth(&v)
+                    .map_err(|r| ConfigError::invalid(env(PIPETEL_PROMETHEUS_BASIC_AUTH), "<redacted>", r))?,
+            );
+        }
+        match (get(PIPETEL_PROMETHEUS_TLS_CERT), get(PIPETEL_PROMETHEUS_TLS_KEY)) {
+            (Some(c), Some(k)) => self.prometheus_tls = Some((PathBuf::from(c), PathBuf::from(k))),
+            (Some(c), None) => {
+                return Err(ConfigError::invalid(
+                    env(PIPETEL_PROMETHEUS_TLS_CERT),
+                    c,
+                    format!("needs {PIPETEL_PROMETHEUS_TLS_KEY} too"),
+                ))
+            }
+            (None, Some(k)) => {
+                return Err(ConfigError::invalid(
+                    env(PIPETEL_PROMETHEUS_TLS_KEY),
+                    k,
+                    format!("needs {PIPETEL_PROMETHEUS_TLS_CERT} too"),
+                ))
+            }
+            (None, None) => {}
+        }
         if let Some(v) = get(OTEL_METRIC_EXPORT_INTERVAL) {
             self.metric_export_interval = Some(
                 parse_positive_millis(&v).map_err(|r| ConfigError::invalid(env(OTEL_METRIC_EXPORT_INTERVAL), &v, r))?,
@@ -779,6 +824,21 @@ impl Config {
     /// Sets the path the Prometheus endpoint serves.
     pub fn with_prometheus_path(mut self, path: impl Into<String>) -> Self {
         self.prometheus_path = Some(path.into());
+        self
+    }
+    /// Requires `Authorization: Bearer <token>` on the pull endpoint.
+    pub fn with_prometheus_bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.prometheus_bearer_token = Some(token.into());
+        self
+    }
+    /// Requires HTTP basic auth on the pull endpoint.
+    pub fn with_prometheus_basic_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        self.prometheus_basic_auth = Some((user.into(), password.into()));
+        self
+    }
+    /// Serves the pull endpoint over HTTPS with this PEM certificate chain and key (`tls` feature).
+    pub fn with_prometheus_tls(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.prometheus_tls = Some((cert.into(), key.into()));
         self
     }
     /// Sets the interval of pushed (OTLP, console) metric exports.
@@ -994,6 +1054,18 @@ impl Config {
     pub fn prometheus_path(&self) -> &str {
         self.prometheus_path.as_deref().unwrap_or(DEFAULT_PROMETHEUS_PATH)
     }
+    /// The bearer token the pull endpoint requires, if any.
+    pub fn prometheus_bearer_token(&self) -> Option<&str> {
+        self.prometheus_bearer_token.as_deref()
+    }
+    /// The basic-auth user and password the pull endpoint requires, if any.
+    pub fn prometheus_basic_auth(&self) -> Option<(&str, &str)> {
+        self.prometheus_basic_auth.as_ref().map(|(u, p)| (u.as_str(), p.as_str()))
+    }
+    /// The certificate and key the pull endpoint serves HTTPS with, if any.
+    pub fn prometheus_tls(&self) -> Option<(&Path, &Path)> {
+        self.prometheus_tls.as_ref().map(|(c, k)| (c.as_path(), k.as_path()))
+    }
     /// Interval of pushed metric exports.
     pub fn metric_export_interval(&self) -> Duration {
         self.metric_export_interval.unwrap_or(DEFAULT_EXPORT_INTERVAL)
@@ -1061,6 +1133,20 @@ impl Config {
         }
         if let Some(p) = &self.prometheus_path {
             parse_path(p).map_err(|r| ConfigError::invalid(code("with_prometheus_path"), p, r))?;
+        }
+        if let Some(t) = &self.prometheus_bearer_token {
+            parse_token(t).map_err(|r| ConfigError::invalid(code("with_prometheus_bearer_token"), "<redacted>", r))?;
+        }
+        if let Some((u, p)) = &self.prometheus_basic_auth {
+            parse_basic_auth(&format!("{u}:{p}"))
+                .map_err(|r| ConfigError::invalid(code("with_prometheus_basic_auth"), "<redacted>", r))?;
+            if u.contains(':') {
+                return Err(ConfigError::invalid(
+                    code("with_prometheus_basic_auth"),
+                    u,
+                    "the user must not contain `:`",
+                ));
+            }
         }
         if self.metric_export_interval == Some(Duration::ZERO) {
             return Err(ConfigError::invalid(code("with_metric_export_interval"), "0s", "must be greater than zero"));
@@ -1192,6 +1278,10 @@ struct FilePrometheus {
     host: Option<String>,
     port: Option<u16>,
     path: Option<String>,
+    bearer_token: Option<String>,
+    basic_auth: Option<String>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1284,6 +1374,35 @@ impl FileConfig {
             c.prometheus_host = Some(parse_host(&h).map_err(|r| ConfigError::invalid(key("prometheus.host"), &h, r))?);
         }
         c.prometheus_port = self.prometheus.port;
+        if let Some(t) = self.prometheus.bearer_token {
+            c.prometheus_bearer_token = Some(
+                parse_token(&t).map_err(|r| ConfigError::invalid(key("prometheus.bearer_token"), "<redacted>", r))?,
+            );
+        }
+        if let Some(b) = self.prometheus.basic_auth {
+            c.prometheus_basic_auth = Some(
+                parse_basic_auth(&b)
+                    .map_err(|r| ConfigError::invalid(key("prometheus.basic_auth"), "<redacted>", r))?,
+            );
+        }
+        match (self.prometheus.tls_cert, self.prometheus.tls_key) {
+            (Some(cert), Some(k)) => c.prometheus_tls = Some((cert, k)),
+            (Some(cert), None) => {
+                return Err(ConfigError::invalid(
+                    key("prometheus.tls_cert"),
+                    cert.display().to_string(),
+                    "needs prometheus.tls_key too",
+                ))
+            }
+            (None, Some(k)) => {
+                return Err(ConfigError::invalid(
+                    key("prometheus.tls_key"),
+                    k.display().to_string(),
+                    "needs prometheus.tls_cert too",
+                ))
+            }
+            (None, None) => {}
+        }
         if let Some(p) = self.prometheus.path {
             c.prometheus_path = Some(parse_path(&p).map_err(|r| ConfigError::invalid(key("prometheus.path"), &p, r))?);
         }
@@ -1413,6 +1532,25 @@ fn parse_positive_millis(v: &str) -> Result<Duration, String> {
         0 => Err("must be greater than zero".into()),
         ms => Ok(Duration::from_millis(ms)),
     }
+}
+
+fn parse_token(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("a token must be non-empty visible ASCII without spaces".into());
+    }
+    Ok(v.to_string())
+}
+
+fn parse_basic_auth(v: &str) -> Result<(String, String), String> {
+    let (user, password) = v.split_once(':').ok_or("expected user:password")?;
+    if user.is_empty() || password.is_empty() {
+        return Err("expected user:password, both non-empty".into());
+    }
+    if v.chars().any(char::is_control) {
+        return Err("control characters are not allowed".into());
+    }
+    Ok((user.to_string(), password.to_string()))
 }
 
 const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);

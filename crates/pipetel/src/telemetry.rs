@@ -421,12 +421,14 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     #[cfg(feature = "prometheus")]
     let prometheus = match prometheus_render {
         Some(render) => {
-            let server = crate::export::prometheus::PrometheusServer::start(
-                config.prometheus_host(),
-                config.prometheus_port(),
-                config.prometheus_path(),
-                render.clone(),
-            );
+            let server = endpoint_options(&config).and_then(|options| {
+                crate::export::prometheus::PrometheusServer::start(
+                    config.prometheus_host(),
+                    config.prometheus_port(),
+                    options,
+                    render.clone(),
+                )
+            });
             match server {
                 Ok(server) => Some((server, render)),
                 Err(e) => {
@@ -539,4 +541,34 @@ fn discard(mp: &SdkMeterProvider, tp: Option<&SdkTracerProvider>, lp: Option<&Sd
     if let Some(lp) = lp {
         let _ = lp.shutdown_with_timeout(t);
     }
+}
+
+#[cfg(feature = "prometheus")]
+fn endpoint_options(config: &Config) -> Result<crate::export::prometheus::EndpointOptions, InitError> {
+    let mut options = crate::export::prometheus::EndpointOptions::new(config.prometheus_path());
+    if let Some(token) = config.prometheus_bearer_token() {
+        options = options.with_bearer_token(token);
+    }
+    if let Some((user, password)) = config.prometheus_basic_auth() {
+        options = options.with_basic_auth(user, password);
+    }
+    if let Some((cert, key)) = config.prometheus_tls() {
+        #[cfg(feature = "tls")]
+        {
+            let tls = crate::export::prometheus::tls_config(cert, key).map_err(|reason| {
+                crate::config::ConfigError::InvalidValue {
+                    origin: crate::config::Origin::Env(crate::config::PIPETEL_PROMETHEUS_TLS_CERT.into()),
+                    value: cert.display().to_string(),
+                    reason,
+                }
+            })?;
+            options.tls = Some(tls);
+        }
+        #[cfg(not(feature = "tls"))]
+        {
+            let _ = (cert, key);
+            return Err(InitError::FeatureDisabled { exporter: "TLS pull endpoint", feature: "tls" });
+        }
+    }
+    Ok(options)
 }

@@ -40,6 +40,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_PROMETHEUS_PATH, "metrics"),
         (PIPETEL_PROMETHEUS_PATH, "/me trics"),
         (PIPETEL_CONSOLE_LOG, "loud"),
+        (PIPETEL_PROMETHEUS_TLS_CERT, "/etc/cert.pem"),
         (PIPETEL_SHUTDOWN_TIMEOUT, "0"),
         (PIPETEL_CARDINALITY_LIMIT, "0"),
         (PIPETEL_CARDINALITY_LIMIT, "many"),
@@ -313,4 +314,22 @@ fn gpu_variables_are_the_gpu_crates() {
     assert_eq!(c.gpu().poll_interval, Duration::from_secs(2));
     assert_eq!(c.gpu().library_path.as_deref(), Some(Path::new("/opt/libnvidia-ml.so.1")));
     let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn credentials_are_refused_without_echoing_them() {
+    for (var, value) in [
+        (PIPETEL_PROMETHEUS_BASIC_AUTH, "no-colon-secret"),
+        (PIPETEL_PROMETHEUS_BASIC_AUTH, ":secret"),
+        (PIPETEL_PROMETHEUS_BEARER_TOKEN, "has space"),
+    ] {
+        let err = from(&[(var, value)]).expect_err(value).to_string();
+        assert!(err.contains(var) && err.contains("<redacted>") && !err.contains(value), "{err}");
+    }
+    let err = from(&[(PIPETEL_PROMETHEUS_TLS_KEY, "/k.pem")]).expect_err("key alone").to_string();
+    assert!(err.contains(PIPETEL_PROMETHEUS_TLS_KEY) && err.contains(PIPETEL_PROMETHEUS_TLS_CERT), "{err}");
+    let c = from(&[(PIPETEL_PROMETHEUS_BASIC_AUTH, "scraper:s3:cret"), (PIPETEL_PROMETHEUS_BEARER_TOKEN, "abc.def")])
+        .expect("valid");
+    assert_eq!(c.prometheus_basic_auth(), Some(("scraper", "s3:cret")));
+    assert_eq!(c.prometheus_bearer_token(), Some("abc.def"));
 }

@@ -1,0 +1,213 @@
+//! The OpenTelemetry Collector configurations (`otel-collector/config.yaml`, `agent.yaml`,
+//! `gateway.yaml`) name only components of the contrib distribution, their pipelines use only
+//! components they define (and every defined one is used), processors run in the recommended
+//! order, and their OTLP receivers listen on the ports pipetel exports to by default. The
+//! compose file and `prometheus.yml` agree with them.
+#![cfg(feature = "e2e")]
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use pipetel_e2e::workspace_root;
+use serde_yaml::Value;
+
+/// Component type names of the contrib distribution (`otelcol-contrib`) these files may use.
+const RECEIVERS: &[&str] = &["otlp", "prometheus", "hostmetrics", "filelog", "k8s_cluster", "kubeletstats"];
+const PROCESSORS: &[&str] = &[
+    "memory_limiter",
+    "batch",
+    "resource",
+    "attributes",
+    "resourcedetection",
+    "k8sattributes",
+    "filter",
+    "transform",
+    "tail_sampling",
+    "probabilistic_sampler",
+    "cumulativetodelta",
+    "deltatocumulative",
+];
+const EXPORTERS: &[&str] =
+    &["otlp", "otlphttp", "prometheus", "prometheusremotewrite", "loki", "debug", "loadbalancing", "file"];
+const EXTENSIONS: &[&str] = &["health_check", "pprof", "zpages", "basicauth", "bearertokenauth", "file_storage"];
+const CONNECTORS: &[&str] = &["spanmetrics", "forward", "routing", "count"];
+/// Routing keys the loadbalancing exporter accepts.
+const ROUTING_KEYS: &[&str] = &["traceID", "service", "resource", "metric", "streamID"];
+
+fn load(name: &str) -> Value {
+    let path = workspace_root().join("otel-collector").join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    v.as_mapping().map(|m| m.keys().filter_map(|k| k.as_str().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_sequence().map(|s| s.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
+}
+
+/// `type/name` → `type`.
+fn kind(id: &str) -> &str {
+    id.split('/').next().unwrap_or(id)
+}
+
+/// The port of an endpoint such as `0.0.0.0:4317`, `tempo:4317` or `http://localhost:4318`.
+fn port(endpoint: &str) -> u16 {
+    let tail = endpoint.rsplit(':').next().unwrap_or_default();
+    let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|_| panic!("no port in {endpoint:?}"))
+}
+
+/// Checks one configuration's structure; returns its components by section.
+fn check_structure(file: &str) -> Value {
+    let c = load(file);
+    for (section, known) in [
+        ("receivers", RECEIVERS),
+        ("processors", PROCESSORS),
+        ("exporters", EXPORTERS),
+        ("extensions", EXTENSIONS),
+        ("connectors", CONNECTORS),
+    ] {
+        for id in keys(&c[section]) {
+            assert!(known.contains(&kind(&id)), "{file}: {section} {id}: {} is not a contrib component", kind(&id));
+        }
+    }
+    let defined = |section: &str| -> BTreeSet<String> { keys(&c[section]).into_iter().collect() };
+    let mut used: BTreeSet<(String, String)> = BTreeSet::new();
+    for ext in names(&c["service"]["extensions"]) {
+        assert!(defined("extensions").contains(&ext), "{file}: service uses undefined extension {ext}");
+        used.insert(("extensions".into(), ext));
+    }
+    let pipelines = &c["service"]["pipelines"];
+    assert!(!keys(pipelines).is_empty(), "{file}: no pipelines");
+    let connectors = defined("connectors");
+    for p in keys(pipelines) {
+        assert!(["traces", "metrics", "logs"].contains(&kind(&p)), "{file}: pipeline {p} of unknown signal");
+        let pipe = &pipelines[p.as_str()];
+        for (role, section) in [("receivers", "receivers"), ("processors", "processors"), ("exporters", "exporters")] {
+            let list = names(&pipe[role]);
+            if role != "processors" {
+                assert!(!list.is_empty(), "{file}: pipeline {p} has no {role}");
+            }
+            for id in list {
+                let ok = defined(section).contains(&id) || (role != "processors" && connectors.contains(&id));
+                assert!(ok, "{file}: pipeline {p} uses undefined {role} {id}");
+                let sec = if connectors.contains(&id) { "connectors" } else { section };
+                used.insert((sec.to_string(), id));
+            }
+        }
+        // memory_limiter first (it refuses data before the collector runs out of memory),
+        // batch last (it batches what the other processors produced).
+        let procs = names(&pipe["processors"]);
+        assert_eq!(procs.first().map(|p| kind(p)), Some("memory_limiter"), "{file}: pipeline {p}: {procs:?}");
+        assert_eq!(procs.last().map(|p| kind(p)), Some("batch"), "{file}: pipeline {p}: {procs:?}");
+    }
+    for section in ["receivers", "processors", "exporters", "extensions", "connectors"] {
+        for id in defined(section) {
+            assert!(used.contains(&(section.to_string(), id.clone())), "{file}: {section} {id} is defined but unused");
+        }
+    }
+    // pipetel's OTLP exporters reach the receiver on the default ports.
+    let grpc = port(pipetel::config::DEFAULT_OTLP_GRPC_ENDPOINT);
+    let http = port(pipetel::config::DEFAULT_OTLP_HTTP_ENDPOINT);
+    assert_eq!((grpc, http), (4317, 4318));
+    let otlp = &c["receivers"]["otlp"]["protocols"];
+    assert_eq!(port(otlp["grpc"]["endpoint"].as_str().expect("grpc endpoint")), grpc, "{file}");
+    assert_eq!(port(otlp["http"]["endpoint"].as_str().expect("http endpoint")), http, "{file}");
+    c
+}
+
+#[test]
+fn single_collector_config_exports_metrics_traces_and_logs() {
+    let c = check_structure("config.yaml");
+    let pipelines = &c["service"]["pipelines"];
+    assert_eq!(names(&pipelines["metrics"]["exporters"]), ["prometheus"]);
+    assert_eq!(names(&pipelines["traces"]["exporters"]), ["otlp/tempo"]);
+    assert_eq!(names(&pipelines["logs"]["exporters"]), ["otlphttp/loki"]);
+    assert!(c["exporters"]["otlphttp/loki"]["endpoint"].as_str().is_some_and(|e| e.ends_with("/otlp")));
+    // The debug exporter is there, commented, for troubleshooting.
+    let text = std::fs::read_to_string(workspace_root().join("otel-collector/config.yaml")).expect("config");
+    assert!(text.contains("  # debug:\n  #   verbosity: detailed"), "commented debug exporter");
+
+    // Prometheus scrapes the collector's prometheus exporter and its own metrics.
+    let prom = load("prometheus.yml");
+    let targets: Vec<String> = prom["scrape_configs"]
+        .as_sequence()
+        .expect("scrape_configs")
+        .iter()
+        .flat_map(|s| s["static_configs"].as_sequence().cloned().unwrap_or_default())
+        .flat_map(|s| names(&s["targets"]))
+        .collect();
+    let exporter = port(c["exporters"]["prometheus"]["endpoint"].as_str().expect("prometheus endpoint"));
+    let telemetry = c["service"]["telemetry"]["metrics"]["readers"][0]["pull"]["exporter"]["prometheus"]["port"]
+        .as_u64()
+        .expect("telemetry port");
+    for p in [u64::from(exporter), telemetry] {
+        assert!(
+            targets.contains(&format!("otel-collector:{p}")),
+            "prometheus.yml does not scrape port {p}: {targets:?}"
+        );
+    }
+    assert!(targets.iter().any(|t| t.ends_with(":9464")), "prometheus.yml scrapes a pipetel pull endpoint");
+}
+
+#[test]
+fn agents_load_balance_to_the_gateway_pool() {
+    let agent = check_structure("agent.yaml");
+    let gateway = check_structure("gateway.yaml");
+    let gateway_grpc = port(gateway["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].as_str().expect("grpc"));
+    let pipelines = &agent["service"]["pipelines"];
+    for p in keys(pipelines) {
+        let exporters = names(&pipelines[p.as_str()]["exporters"]);
+        assert!(exporters.iter().all(|e| kind(e) == "loadbalancing"), "agent {p}: {exporters:?}");
+    }
+    for id in keys(&agent["exporters"]) {
+        let e = &agent["exporters"][id.as_str()];
+        let dns = &e["resolver"]["dns"];
+        assert_eq!(dns["port"].as_u64(), Some(u64::from(gateway_grpc)), "{id}: resolves the gateways' OTLP gRPC port");
+        assert!(dns["hostname"].is_string(), "{id}: DNS name of the gateway pool");
+        if let Some(key) = e["routing_key"].as_str() {
+            assert!(ROUTING_KEYS.contains(&key), "{id}: routing_key {key}");
+        }
+    }
+    assert_eq!(agent["exporters"]["loadbalancing/traces"]["routing_key"], "traceID");
+    let gp = &gateway["service"]["pipelines"];
+    assert_eq!(names(&gp["metrics"]["exporters"]), ["prometheusremotewrite"]);
+    assert_eq!(names(&gp["traces"]["exporters"]), ["otlp/tempo"]);
+    assert_eq!(names(&gp["logs"]["exporters"]), ["otlphttp/loki"]);
+    let readme = std::fs::read_to_string(workspace_root().join("otel-collector/README.md")).expect("README");
+    assert!(readme.contains("loadbalancing") && readme.contains("traceID"), "the README explains the topology");
+}
+
+#[test]
+fn compose_stack_mounts_existing_files_and_publishes_the_otlp_ports() {
+    let dir = workspace_root().join("otel-collector");
+    let compose = load("docker-compose.yaml");
+    let services = keys(&compose["services"]);
+    for s in ["otel-collector", "prometheus", "tempo", "loki", "grafana"] {
+        assert!(services.contains(&s.to_string()), "compose lacks {s}: {services:?}");
+    }
+    for s in &services {
+        for v in names(&compose["services"][s.as_str()]["volumes"]) {
+            let src = v.split(':').next().unwrap_or_default();
+            if src.starts_with('.') {
+                assert!(Path::new(&dir).join(src).exists(), "{s} mounts {src}, which does not exist");
+            }
+        }
+    }
+    let ports = names(&compose["services"]["otel-collector"]["ports"]);
+    for p in ["4317:4317", "4318:4318"] {
+        assert!(ports.contains(&p.to_string()), "collector publishes {p}: {ports:?}");
+    }
+    // Prometheus accepts the gateway's remote write.
+    let cmd = names(&compose["services"]["prometheus"]["command"]);
+    assert!(cmd.contains(&"--web.enable-remote-write-receiver".to_string()), "{cmd:?}");
+    // The collector sends traces where Tempo listens.
+    let tempo = load("tempo.yaml");
+    let tempo_grpc =
+        port(tempo["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].as_str().expect("grpc"));
+    let config = load("config.yaml");
+    assert_eq!(port(config["exporters"]["otlp/tempo"]["endpoint"].as_str().expect("tempo endpoint")), tempo_grpc);
+}

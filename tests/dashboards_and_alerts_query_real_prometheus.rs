@@ -1,0 +1,615 @@
+//! Every query of every dashboard panel, every template variable and every alert expression,
+//! evaluated by real Prometheus against data scraped from running examples: the pipeline example
+//! (stages, shards, functions, spans) on the fake NVML library (GPU gauges), and the inference
+//! service example (service metrics). Prometheus loads `otel-collector/rules/pipetel-alerts.yml`
+//! itself. Each panel query must parse and return at least one series with a finite value, with
+//! the template variables set to values Prometheus reports (and to "All"); a renamed metric or
+//! label then breaks this test, not a user's dashboard.
+#![cfg(feature = "e2e")]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use pipetel_e2e::{example_path, free_port, http, wait_for, workspace_root, Process};
+use pipetel_gpu::test_support::FakeNvml;
+use serde_json::Value;
+
+/// Two fake GPUs: an H200 reporting every field, an L4 reporting fewer.
+const GPUS: &str = "count=2
+0.uuid=GPU-00000000-1111-2222-3333-444444444444
+0.name=Fake H200
+0.util.gpu=42
+0.util.mem=10
+0.enc=5
+0.dec=7
+0.mem.total=143771533312
+0.mem.used=71885766656
+0.mem.free=71885766656
+0.power=350000
+0.energy=1000000
+0.temp=61
+0.ecc.corrected=3
+0.ecc.uncorrected=0
+0.clock.graphics=1980
+0.clock.sm=1980
+0.clock.mem=3201
+0.fans=1
+0.fan.0=30
+1.uuid=GPU-99999999-8888-7777-6666-555555555555
+1.name=Fake L4
+1.util.gpu=3
+1.util.mem=1
+1.mem.total=24000000000
+1.mem.used=6000000000
+1.mem.free=18000000000
+1.temp=70
+";
+
+/// The service example (default metric prefix `service`).
+const SERVICE_EXAMPLE: &str = "inference_service";
+/// Values for Grafana's built-in interval variables.
+const BUILTINS: [(&str, &str); 3] = [("$__rate_interval", "1m"), ("$__interval", "15s"), ("$__range", "5m")];
+/// Seconds the examples keep serving after their run: longer than this test takes.
+const LINGER_SECONDS: &str = "80";
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus with the project's alert rules loaded.
+
+struct RulesPrometheus {
+    url: String,
+    process: Process,
+    dir: PathBuf,
+}
+
+impl RulesPrometheus {
+    /// Scrapes each `(job, host:port)` every second and evaluates the alert rules every second.
+    fn start(jobs: &[(&str, String)]) -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("pipetel-dash-prom-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).expect("prometheus temp dir");
+        let rules = workspace_root().join("otel-collector/rules/pipetel-alerts.yml");
+        let mut config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files:\n  - '{}'\nscrape_configs:\n",
+            rules.display()
+        );
+        for (job, target) in jobs {
+            config.push_str(&format!("  - job_name: '{job}'\n    static_configs:\n      - targets: ['{target}']\n"));
+        }
+        std::fs::write(dir.join("prometheus.yml"), config).expect("write prometheus.yml");
+        let bin = std::env::var_os("PIPETEL_PROMETHEUS_BIN").unwrap_or_else(|| "prometheus".into());
+        let mut cmd = Command::new(bin);
+        cmd.arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn");
+        let process = Process::spawn("prometheus", cmd);
+        let url = format!("http://127.0.0.1:{port}");
+        let ready = format!("{url}/-/ready");
+        wait_for("prometheus to be ready", Duration::from_secs(30), || match http("GET", &ready) {
+            Ok((200, _)) => Some(()),
+            _ => None,
+        });
+        Self { url, process, dir }
+    }
+
+    fn api(&self, path: &str) -> Value {
+        let (_, body) = http("GET", &format!("{}{path}", self.url)).expect("prometheus API");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    }
+
+    /// An instant query: the result's series, or the error Prometheus gives (a parse error).
+    fn query(&self, promql: &str) -> Result<Vec<Value>, String> {
+        let (status, body) = http("GET", &format!("{}/api/v1/query?query={}", self.url, urlencode(promql)))?;
+        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("HTTP {status}: {}", v["error"].as_str().unwrap_or(&body)));
+        }
+        Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Waits until `promql` returns a series; false after `timeout`.
+    fn wait_for_series(&self, promql: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.query(promql).is_ok_and(|r| !r.is_empty()) {
+            if Instant::now() > deadline {
+                eprintln!("prometheus output:\n{}", self.process.output());
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        true
+    }
+}
+
+impl Drop for RulesPrometheus {
+    fn drop(&mut self) {
+        self.process.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Series whose value is a finite number (a panel of only NaN shows nothing).
+fn finite(series: &[Value]) -> usize {
+    series
+        .iter()
+        .filter(|s| s["value"][1].as_str().and_then(|v| v.parse::<f64>().ok()).is_some_and(f64::is_finite))
+        .count()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dashboards: variables, targets, substitution.
+
+struct Variable {
+    name: String,
+    /// `label_values(selector, label)` for query variables.
+    query: Option<(String, String)>,
+    /// The value of a textbox / constant variable.
+    fixed: Option<String>,
+    include_all: bool,
+}
+
+struct Target {
+    panel: String,
+    ref_id: String,
+    expr: String,
+}
+
+fn load_dashboard(path: &Path) -> (Vec<Variable>, Vec<Target>) {
+    let d: Value = serde_json::from_str(&std::fs::read_to_string(path).expect("dashboard")).expect("dashboard JSON");
+    let mut vars = Vec::new();
+    for v in d["templating"]["list"].as_array().expect("templating.list") {
+        let name = v["name"].as_str().expect("variable name").to_string();
+        match v["type"].as_str() {
+            Some("datasource") => {}
+            Some("query") => {
+                let q = v["query"]["query"].as_str().or(v["query"].as_str()).expect("variable query");
+                let inner = q
+                    .strip_prefix("label_values(")
+                    .and_then(|r| r.strip_suffix(')'))
+                    .unwrap_or_else(|| panic!("{}: variable {name} is not label_values(...): {q}", path.display()));
+                let (selector, label) = inner.rsplit_once(',').expect("label_values(selector, label)");
+                vars.push(Variable {
+                    name,
+                    query: Some((selector.trim().to_string(), label.trim().to_string())),
+                    fixed: None,
+                    include_all: v["includeAll"].as_bool().unwrap_or(false),
+                });
+            }
+            Some("textbox") | Some("constant") | Some("custom") => {
+                let value = v["current"]["value"].as_str().or(v["query"].as_str()).expect("value").to_string();
+                vars.push(Variable { name, query: None, fixed: Some(value), include_all: false });
+            }
+            other => panic!("{}: variable {name} of unexpected type {other:?}", path.display()),
+        }
+    }
+    let mut targets = Vec::new();
+    let mut stack: Vec<&Value> = d["panels"].as_array().expect("panels").iter().collect();
+    while let Some(p) = stack.pop() {
+        if let Some(nested) = p["panels"].as_array() {
+            stack.extend(nested);
+        }
+        for t in p["targets"].as_array().into_iter().flatten() {
+            targets.push(Target {
+                panel: p["title"].as_str().unwrap_or_default().to_string(),
+                ref_id: t["refId"].as_str().unwrap_or_default().to_string(),
+                expr: t["expr"].as_str().expect("target expr").to_string(),
+            });
+        }
+    }
+    (vars, targets)
+}
+
+/// Escapes a value as Grafana does for a multi-value variable inside a PromQL regex matcher.
+fn regex_escape(v: &str) -> String {
+    let mut out = String::new();
+    for c in v.chars() {
+        if "\\^$.|?*+()[]{}".contains(c) {
+            out.push_str("\\\\");
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Replaces `$name` / `${name}` (longest names first) and Grafana's interval variables.
+fn substitute(expr: &str, values: &BTreeMap<String, String>) -> String {
+    let mut out = expr.to_string();
+    for (k, v) in BUILTINS {
+        out = out.replace(k, v);
+    }
+    let mut names: Vec<&String> = values.keys().collect();
+    names.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for name in names {
+        out = out.replace(&format!("${{{name}}}"), &values[name]);
+        let pattern = format!("${name}");
+        let mut result = String::new();
+        let mut rest = out.as_str();
+        while let Some(i) = rest.find(&pattern) {
+            let after = rest[i + pattern.len()..].chars().next();
+            result.push_str(&rest[..i]);
+            if after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+                result.push_str(&pattern);
+            } else {
+                result.push_str(&values[name]);
+            }
+            rest = &rest[i + pattern.len()..];
+        }
+        result.push_str(rest);
+        out = result;
+    }
+    out
+}
+
+/// Evaluates every target; returns the failures ("panel / refId: why").
+fn evaluate(prom: &RulesPrometheus, targets: &[Target], values: &BTreeMap<String, String>) -> Vec<String> {
+    let mut failures = Vec::new();
+    for t in targets {
+        let q = substitute(&t.expr, values);
+        assert!(!q.contains('$'), "unsubstituted variable in {q}");
+        match prom.query(&q) {
+            Err(e) => failures.push(format!("{} / {}: {q}: {e}", t.panel, t.ref_id)),
+            Ok(r) if r.is_empty() => failures.push(format!("{} / {}: no series: {q}", t.panel, t.ref_id)),
+            Ok(r) if finite(&r) == 0 => {
+                failures.push(format!("{} / {}: no finite value: {q} -> {r:?}", t.panel, t.ref_id))
+            }
+            Ok(_) => {}
+        }
+    }
+    failures
+}
+
+/// Values of a `label_values(selector, label)` variable under the earlier variables' values.
+fn label_values(prom: &RulesPrometheus, selector: &str, label: &str, values: &BTreeMap<String, String>) -> Vec<String> {
+    let q = format!("group by ({label}) ({})", substitute(selector, values));
+    let r = prom.query(&q).unwrap_or_else(|e| panic!("variable query {q}: {e}"));
+    let mut out: Vec<String> = r.iter().filter_map(|s| s["metric"][label].as_str().map(str::to_string)).collect();
+    out.sort();
+    out
+}
+
+/// Depth-first over the variables' real values: the first assignment under which every target
+/// returns data, or the one with the fewest failures.
+fn search(
+    prom: &RulesPrometheus,
+    vars: &[Variable],
+    targets: &[Target],
+    values: &mut BTreeMap<String, String>,
+    best: &mut Option<(BTreeMap<String, String>, Vec<String>, bool)>,
+) -> bool {
+    let Some((var, rest)) = vars.split_first() else {
+        let failures = evaluate(prom, targets, values);
+        let ok = failures.is_empty();
+        let better = match best.as_ref() {
+            None => true,
+            Some((_, f, leaf)) => !leaf || failures.len() < f.len(),
+        };
+        if better {
+            *best = Some((values.clone(), failures, true));
+        }
+        return ok;
+    };
+    let candidates = match (&var.query, &var.fixed) {
+        (Some((selector, label)), _) => {
+            let found = label_values(prom, selector, label, values);
+            if found.is_empty() {
+                if best.is_none() {
+                    let why = format!("variable {} has no value: label_values({selector}, {label})", var.name);
+                    *best = Some((values.clone(), vec![why], false));
+                }
+                return false;
+            }
+            found.into_iter().take(4).map(|v| regex_escape(&v)).collect()
+        }
+        (None, Some(v)) => vec![v.clone()],
+        (None, None) => unreachable!("a variable is a query or a fixed value"),
+    };
+    for c in candidates {
+        values.insert(var.name.clone(), c);
+        if search(prom, rest, targets, values, best) {
+            return true;
+        }
+    }
+    values.remove(&var.name);
+    false
+}
+
+// ---------------------------------------------------------------------------------------------
+// Alert expressions: the metric selectors in them.
+
+/// The vector selectors of a PromQL expression (`name{...}` or `{...}`), without ranges or
+/// offsets: enough of PromQL's grammar for the rules file.
+fn selectors(expr: &str) -> Vec<String> {
+    const KEYWORDS: [&str; 22] = [
+        "and",
+        "or",
+        "unless",
+        "offset",
+        "bool",
+        "inf",
+        "nan",
+        "atan2",
+        "sum",
+        "min",
+        "max",
+        "avg",
+        "group",
+        "stddev",
+        "stdvar",
+        "count",
+        "count_values",
+        "bottomk",
+        "topk",
+        "quantile",
+        "limitk",
+        "limit_ratio",
+    ];
+    const LABEL_LISTS: [&str; 6] = ["by", "without", "on", "ignoring", "group_left", "group_right"];
+    let chars: Vec<char> = expr.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let take_braces = |i: &mut usize| -> String {
+        let start = *i;
+        let mut in_str = false;
+        while *i < chars.len() {
+            let c = chars[*i];
+            if c == '"' && (*i == 0 || chars[*i - 1] != '\\') {
+                in_str = !in_str;
+            }
+            *i += 1;
+            if c == '}' && !in_str {
+                break;
+            }
+        }
+        chars[start..*i].iter().collect()
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        if c == '"' || c == '\'' || c == '`' {
+            i += 1;
+            while i < chars.len() && chars[i] != c {
+                i += if chars[i] == '\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if c == '[' {
+            while i < chars.len() && chars[i] != ']' {
+                i += 1;
+            }
+            i += 1;
+        } else if c == '{' {
+            out.push(take_braces(&mut i));
+        } else if c.is_ascii_digit() || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit)) {
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
+                i += 1;
+            }
+        } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_' || chars[i] == ':') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            let mut j = i;
+            while j < chars.len() && chars[j].is_whitespace() {
+                j += 1;
+            }
+            let next = chars.get(j).copied();
+            if LABEL_LISTS.contains(&word.as_str()) {
+                if next == Some('(') {
+                    while j < chars.len() && chars[j] != ')' {
+                        j += 1;
+                    }
+                    i = j + 1;
+                }
+            } else if next == Some('(') || KEYWORDS.contains(&word.as_str()) {
+                // A function or aggregation, or an operator keyword.
+            } else if next == Some('{') {
+                i = j;
+                let matchers = take_braces(&mut i);
+                out.push(format!("{word}{matchers}"));
+            } else {
+                out.push(word);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn every_panel_variable_and_alert_query_returns_real_series() {
+    let started = Instant::now();
+    let root = workspace_root();
+    let fake = FakeNvml::new().expect("build the fake NVML library");
+    fake.write_state(GPUS).expect("fake NVML state");
+
+    // Build the examples first, then start Prometheus, so it scrapes the whole run.
+    let pipeline_exe = example_path("pipeline");
+    let service_exe = example_path(SERVICE_EXAMPLE);
+    let (pipeline_port, service_port) = (free_port(), free_port());
+    let prom = RulesPrometheus::start(&[
+        ("pipeline-example", format!("127.0.0.1:{pipeline_port}")),
+        ("inference-service", format!("127.0.0.1:{service_port}")),
+    ]);
+    // Scrapes start a few seconds after Prometheus is ready: wait for the first attempt at
+    // every target (down until the examples listen), so none of the run is missed.
+    wait_for("the first scrape of every target", Duration::from_secs(30), || {
+        let t = prom.api("/api/v1/targets");
+        let active = t["data"]["activeTargets"].as_array()?.clone();
+        (active.len() == 2 && active.iter().all(|a| a["health"] != "unknown")).then_some(())
+    });
+
+    // The inference service: tasks completed, failed and cancelled, queue gauges.
+    let mut cmd = Command::new(service_exe);
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", service_port.to_string())
+        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+        .args(["--seconds", "3", "--linger-seconds", LINGER_SECONDS]);
+    let service = Process::spawn(SERVICE_EXAMPLE, cmd);
+
+    // The pipeline example on two fake GPUs.
+    let mut cmd = Command::new(pipeline_exe);
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", pipeline_port.to_string())
+        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
+        .env("PIPETEL_SAMPLE_INTERVAL", "500")
+        .env("PIPETEL_GPU", "on")
+        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
+        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
+        .args(["--seconds", "2", "--linger-seconds", LINGER_SECONDS]);
+    let mut pipeline = Process::spawn("pipeline", cmd);
+
+    pipeline.wait_for_output("done: stages=3", Duration::from_secs(60));
+    // Everything the run produced has been scraped: three finished runs, GPU gauges, span
+    // metrics, the service's tasks, the recording rule and the alert it should raise.
+    let ready = [
+        "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
+        "count(hw_status_ratio{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
+        "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
+        "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
+        "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",
+        "pipetel:worker_memory_limit_bytes{job=\"pipeline-example\"}",
+    ];
+    for q in ready {
+        if !prom.wait_for_series(q, Duration::from_secs(40)) {
+            panic!(
+                "{q} returned nothing within 40 s; targets: {}\npipeline output:\n{}\nservice output:\n{}",
+                prom.api("/api/v1/targets"),
+                pipeline.output(),
+                service.output()
+            );
+        }
+    }
+    std::thread::sleep(Duration::from_secs(2));
+
+    // Prometheus loaded every rule of the file and evaluates them without error.
+    let rules_file: serde_yaml::Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root.join("otel-collector/rules/pipetel-alerts.yml")).expect("rules"),
+    )
+    .expect("rules YAML");
+    let mut rules = Vec::new();
+    for g in rules_file["groups"].as_sequence().expect("groups") {
+        for r in g["rules"].as_sequence().expect("rules") {
+            let name = r["alert"].as_str().or(r["record"].as_str()).expect("rule name").to_string();
+            rules.push((name, r["expr"].as_str().expect("expr").to_string()));
+        }
+    }
+    let loaded = prom.api("/api/v1/rules");
+    let loaded: Vec<Value> = loaded["data"]["groups"]
+        .as_array()
+        .expect("rule groups")
+        .iter()
+        .flat_map(|g| g["rules"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(loaded.len(), rules.len(), "Prometheus loaded {} rules, the file has {}", loaded.len(), rules.len());
+    for r in &loaded {
+        assert_eq!(r["health"], "ok", "rule {} evaluates with an error: {}", r["name"], r["lastError"]);
+    }
+
+    let mut checked = 0usize;
+    let mut failures = Vec::new();
+
+    // Alert and recording rule expressions: each parses, and each metric selector in it
+    // returns series from the examples (a renamed metric breaks here).
+    for (name, expr) in &rules {
+        checked += 1;
+        if let Err(e) = prom.query(expr) {
+            failures.push(format!("rule {name}: {e}"));
+        }
+        let sels = selectors(expr);
+        assert!(!sels.is_empty(), "rule {name}: no selector found in {expr}");
+        for s in sels {
+            checked += 1;
+            match prom.query(&s) {
+                Ok(r) if !r.is_empty() => {}
+                Ok(_) => failures.push(format!("rule {name}: selector {s} returns no series")),
+                Err(e) => failures.push(format!("rule {name}: selector {s}: {e}")),
+            }
+        }
+    }
+    // The example's failing stage raises PipetelStageFailed in this Prometheus.
+    let fired = prom
+        .query("ALERTS{alertname=\"PipetelStageFailed\", alertstate=\"firing\", job=\"pipeline-example\"}")
+        .expect("ALERTS");
+    let stages: BTreeSet<&str> = fired.iter().filter_map(|s| s["metric"]["pipeline_stage_name"].as_str()).collect();
+    assert_eq!(stages, BTreeSet::from(["tokenize"]), "firing PipetelStageFailed: {fired:?}");
+    // The service example fails 10 % of its tasks: the failure-ratio alert holds on real data
+    // (pending: it needs 5 minutes to fire).
+    let pending = prom
+        .query("ALERTS{alertname=\"PipetelTaskFailureRatioHigh\", alertstate=\"pending\", job=\"inference-service\"}")
+        .expect("ALERTS");
+    assert_eq!(pending.len(), 1, "PipetelTaskFailureRatioHigh pending for the service: {pending:?}");
+    // Nothing else fires.
+    let others = prom.query("ALERTS{alertname!=\"PipetelStageFailed\", alertstate=\"firing\"}").expect("ALERTS");
+    assert!(others.is_empty(), "unexpected alerts firing: {others:?}");
+
+    // Every panel query of every dashboard, with real variable values and with "All".
+    let dashboards = ["pipeline-stages", "workers-shards", "gpus", "service", "functions-spans"];
+    let mut per_dashboard = Vec::new();
+    for name in dashboards {
+        let path = root.join(format!("dashboards/{name}.json"));
+        let (vars, targets) = load_dashboard(&path);
+        assert!(!targets.is_empty(), "{name}: no targets");
+        let mut best = None;
+        let ok = search(&prom, &vars, &targets, &mut BTreeMap::new(), &mut best);
+        let (values, errs, _) = best.expect("one assignment evaluated");
+        if !ok {
+            failures.extend(errs.iter().map(|e| format!("{name} with {values:?}: {e}")));
+        }
+        let all: BTreeMap<String, String> = vars
+            .iter()
+            .map(|v| (v.name.clone(), if v.include_all { ".*".to_string() } else { values[&v.name].clone() }))
+            .collect();
+        failures.extend(evaluate(&prom, &targets, &all).into_iter().map(|e| format!("{name} with All: {e}")));
+        checked += 2 * targets.len() + vars.len();
+        per_dashboard.push(format!("{name}: {} queries, {} variables, values {values:?}", targets.len(), vars.len()));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of the queries fail:\n{}\n\npipeline output:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        pipeline.output()
+    );
+    eprintln!("checked {checked} queries in {:?}:\n{}", started.elapsed(), per_dashboard.join("\n"));
+}
+
+#[test]
+fn the_selector_scanner_finds_metric_selectors_only() {
+    let found = selectors(
+        "max by (job, instance) (rate(foo_total{a=\"b}\",c=~\"x|y\"}[5m] offset 10m)) > on (job) group_left () \
+         0.9 * rec:rule_bytes and {__name__=~\"service_.*\"} or sum without (le) (bar) * 1e9",
+    );
+    assert_eq!(
+        found,
+        vec![
+            "foo_total{a=\"b}\",c=~\"x|y\"}".to_string(),
+            "rec:rule_bytes".to_string(),
+            "{__name__=~\"service_.*\"}".to_string(),
+            "bar".to_string()
+        ]
+    );
+}
+
+#[test]
+fn variables_substitute_like_grafana() {
+    let values = BTreeMap::from([
+        ("job".to_string(), regex_escape("pipeline.example")),
+        ("job_name".to_string(), "x".to_string()),
+        ("prefix".to_string(), "service".to_string()),
+    ]);
+    assert_eq!(
+        substitute("rate(${prefix}_tasks_total{job=~\"$job\", n=\"$job_name\"}[$__rate_interval])", &values),
+        "rate(service_tasks_total{job=~\"pipeline\\\\.example\", n=\"x\"}[1m])"
+    );
+}
