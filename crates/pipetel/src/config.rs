@@ -130,6 +130,11 @@ pub const PIPETEL_SPAN_METRICS_ALLOW: &str = "PIPETEL_SPAN_METRICS_ALLOW";
 pub const PIPETEL_SPAN_METRICS_FILTER: &str = "PIPETEL_SPAN_METRICS_FILTER";
 /// Which duration `span.duration` records: `wall` (default) or `busy` (time entered).
 pub const PIPETEL_SPAN_METRICS_TIME: &str = "PIPETEL_SPAN_METRICS_TIME";
+/// `false` registers no stage/worker metrics (rows and spans still flow; default `true`).
+pub const PIPETEL_STAGE_METRICS: &str = "PIPETEL_STAGE_METRICS";
+pub use crate::service::{
+    PIPETEL_HISTOGRAM_BUCKETS, PIPETEL_HTTP_METRICS, PIPETEL_QUEUE_METRICS, PIPETEL_SERVICE_PREFIX,
+};
 /// The `tracing` filter directives (default `info`).
 pub const RUST_LOG: &str = "RUST_LOG";
 
@@ -190,6 +195,11 @@ pub const ENV_VARS: &[&str] = &[
     PIPETEL_SPAN_METRICS_ALLOW,
     PIPETEL_SPAN_METRICS_FILTER,
     PIPETEL_SPAN_METRICS_TIME,
+    PIPETEL_STAGE_METRICS,
+    PIPETEL_QUEUE_METRICS,
+    PIPETEL_HTTP_METRICS,
+    PIPETEL_SERVICE_PREFIX,
+    PIPETEL_HISTOGRAM_BUCKETS,
     RUST_LOG,
 ];
 
@@ -454,6 +464,8 @@ pub struct Config {
     #[cfg(feature = "gpu")]
     gpu: pipetel_gpu::GpuConfig,
     span_metrics: crate::span_metrics::SpanMetricsConfig,
+    stage_metrics: Option<bool>,
+    service: crate::service::ServiceMetricsConfig,
 }
 
 /// Default prefix of the stage and worker namespaces.
@@ -731,6 +743,23 @@ impl Config {
                 .map_err(|e| ConfigError::invalid(env(PIPETEL_SPAN_METRICS_TIME), &v, e.to_string()))?;
             self.span_metrics = self.span_metrics.clone().with_time(time);
         }
+        if let Some(v) = get(PIPETEL_STAGE_METRICS) {
+            self.stage_metrics =
+                Some(parse_bool(&v).map_err(|r| ConfigError::invalid(env(PIPETEL_STAGE_METRICS), &v, r))?);
+        }
+        let from_env = crate::service::ServiceMetricsConfig::from_lookup(get)?;
+        if get(PIPETEL_QUEUE_METRICS).is_some() {
+            self.service.queue_metrics = from_env.queue_metrics;
+        }
+        if get(PIPETEL_HTTP_METRICS).is_some() {
+            self.service.http_metrics = from_env.http_metrics;
+        }
+        if get(PIPETEL_SERVICE_PREFIX).is_some() {
+            self.service.prefix = from_env.prefix;
+        }
+        if get(PIPETEL_HISTOGRAM_BUCKETS).is_some() {
+            self.service.histogram_buckets = from_env.histogram_buckets;
+        }
         if let Some(v) = get(RUST_LOG) {
             check_filter(&v).map_err(|r| ConfigError::invalid(env(RUST_LOG), &v, r))?;
             self.log_filter = Some(v);
@@ -920,6 +949,16 @@ impl Config {
         self
     }
 
+    /// Registers the stage/worker metrics (or not; rows and spans flow either way).
+    pub fn with_stage_metrics(mut self, enabled: bool) -> Self {
+        self.stage_metrics = Some(enabled);
+        self
+    }
+    /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
+    pub fn with_service_metrics(mut self, service: crate::service::ServiceMetricsConfig) -> Self {
+        self.service = service;
+        self
+    }
     /// Sets which spans feed the `span.duration` histogram, and with which duration.
     pub fn with_span_metrics(mut self, span_metrics: crate::span_metrics::SpanMetricsConfig) -> Self {
         self.span_metrics = span_metrics;
@@ -1114,6 +1153,14 @@ impl Config {
         &self.gpu
     }
 
+    /// Whether the stage/worker metrics are registered.
+    pub fn stage_metrics(&self) -> bool {
+        self.stage_metrics.unwrap_or(true)
+    }
+    /// The service-metrics configuration ([`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config)).
+    pub fn service_metrics(&self) -> &crate::service::ServiceMetricsConfig {
+        &self.service
+    }
     /// The span-metrics configuration.
     pub fn span_metrics(&self) -> &crate::span_metrics::SpanMetricsConfig {
         &self.span_metrics
@@ -1178,6 +1225,22 @@ impl Config {
                 ));
             }
         }
+        if let Err(reason) = crate::service::parse_buckets(
+            &self.service.histogram_buckets.iter().map(f64::to_string).collect::<Vec<_>>().join(","),
+        ) {
+            return Err(ConfigError::invalid(
+                code("with_service_metrics"),
+                format!("{:?}", self.service.histogram_buckets),
+                reason,
+            ));
+        }
+        self.span_metrics.validate().map_err(|e| {
+            ConfigError::invalid(code("with_span_metrics"), self.span_metrics.filter.clone(), e.to_string())
+        })?;
+        #[cfg(feature = "gpu")]
+        self.gpu
+            .validate()
+            .map_err(|e| ConfigError::invalid(code("with_gpu"), format!("{:?}", self.gpu), e.to_string()))?;
         Ok(())
     }
 }
@@ -1211,7 +1274,17 @@ struct FileConfig {
     gpu: FileGpu,
     #[serde(default)]
     span_metrics: FileSpanMetrics,
+    #[serde(default)]
+    service: FileService,
     shutdown_timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileService {
+    prefix: Option<String>,
+    queue_metrics: Option<bool>,
+    http_metrics: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1238,6 +1311,7 @@ struct FileGpu {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FilePipeline {
+    metrics: Option<bool>,
     namespace: Option<String>,
     sample_interval_ms: Option<u64>,
     retention_ms: Option<u64>,
@@ -1289,6 +1363,7 @@ struct FilePrometheus {
 struct FileMetrics {
     export_interval_ms: Option<u64>,
     cardinality_limit: Option<usize>,
+    histogram_buckets: Option<Vec<f64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -1441,6 +1516,24 @@ impl FileConfig {
                 parse_sample_interval(&ms.to_string())
                     .map_err(|r| ConfigError::invalid(key("pipeline.sample_interval_ms"), ms.to_string(), r))?,
             );
+        }
+        c.stage_metrics = self.pipeline.metrics;
+        if let Some(b) = self.metrics.histogram_buckets {
+            let joined = b.iter().map(f64::to_string).collect::<Vec<_>>().join(",");
+            c.service.histogram_buckets = crate::service::parse_buckets(&joined)
+                .map_err(|r| ConfigError::invalid(key("metrics.histogram_buckets"), &joined, r))?;
+        }
+        if let Some(p) = self.service.prefix {
+            if crate::registry::Registry::new(p.trim()).is_err() || p.trim().is_empty() {
+                return Err(ConfigError::invalid(key("service.prefix"), &p, "expected a snake_case prefix"));
+            }
+            c.service.prefix = p.trim().to_string();
+        }
+        if let Some(b) = self.service.queue_metrics {
+            c.service.queue_metrics = b;
+        }
+        if let Some(b) = self.service.http_metrics {
+            c.service.http_metrics = b;
         }
         let sm = self.span_metrics;
         if let Some(on) = sm.enabled {

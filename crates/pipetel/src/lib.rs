@@ -42,6 +42,8 @@ mod export;
 pub mod hub;
 mod measure;
 pub mod pipeline;
+pub mod registry;
+pub mod service;
 pub mod span_metrics;
 mod telemetry;
 
@@ -56,6 +58,8 @@ pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 pub use export::{PrometheusRender, TEXT_CONTENT_TYPE};
 pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
+pub use registry::Registry;
+pub use service::ServiceMetrics;
 pub use telemetry::{init, Telemetry, SCOPE_NAME};
 
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.

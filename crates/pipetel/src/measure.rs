@@ -33,6 +33,8 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 /// right after it installs the global meter provider.
 pub(crate) fn on_init() {
     GENERATION.fetch_add(1, Ordering::AcqRel);
+    // Registry metrics registered before `init` hold no-op instruments too.
+    crate::registry::on_init();
 }
 
 /// Paths the macro's generated code refers to; not a public API.

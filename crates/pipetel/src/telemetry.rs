@@ -266,6 +266,8 @@ fn needs_grpc(config: &Config) -> Result<bool, InitError> {
 
 #[cfg_attr(not(feature = "otlp"), allow(unused_variables))]
 #[cfg_attr(not(any(feature = "otlp", feature = "console")), allow(unused_mut))]
+// Without some exporters compiled in, a loop arm returns at once.
+#[cfg_attr(not(all(feature = "otlp", feature = "console", feature = "prometheus")), allow(clippy::never_loop))]
 fn build(config: Config) -> Result<Telemetry, InitError> {
     let filter = tracing_subscriber::EnvFilter::builder()
         // Quiet defaults for the exporters' own crates first, so the user's directives can override them.
@@ -440,6 +442,11 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         None => None,
     };
 
+    // Registries created from now on use the configured default buckets.
+    if let Err(e) = crate::registry::global().set_default_buckets(&config.service_metrics().histogram_buckets) {
+        tracing::warn!(target: "pipetel", error = %e, "default histogram buckets not applied");
+    }
+
     // ----- stage and worker telemetry -----
     let settings = crate::pipeline::state::PipelineSettings {
         namespace: config.namespace().to_string(),
@@ -447,6 +454,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         retention: config.stage_retention(),
         rows_file: config.rows_file().map(std::path::Path::to_path_buf),
         cardinality_limit: config.cardinality_limit(),
+        metrics: config.stage_metrics(),
     };
     let logger = logger_provider.as_ref().map(|lp| opentelemetry::logs::LoggerProvider::logger(lp, SCOPE_NAME));
     let pipeline = match crate::pipeline::state::install(

@@ -53,6 +53,12 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_SPAN_METRICS, "perhaps"),
         (PIPETEL_SPAN_METRICS_FILTER, "info,hyper=loud"),
         (PIPETEL_SPAN_METRICS_TIME, "cpu"),
+        (PIPETEL_STAGE_METRICS, "sure"),
+        (PIPETEL_QUEUE_METRICS, "nope"),
+        (PIPETEL_HTTP_METRICS, "2"),
+        (PIPETEL_SERVICE_PREFIX, "Bad-Prefix"),
+        (PIPETEL_HISTOGRAM_BUCKETS, "1,0.5"),
+        (PIPETEL_HISTOGRAM_BUCKETS, "0.1,fast"),
         (PIPETEL_GPU, "sometimes"),
         (PIPETEL_GPU_POLL_INTERVAL, "fast"),
         (PIPETEL_GPU_PLATFORM, "intel"),
@@ -187,6 +193,9 @@ fn bad_file_values_name_the_key() {
         ("[pipeline]\nsample_interval_ms = 10", "pipeline.sample_interval_ms"),
         ("[pipeline]\nretention_ms = \"long\"", "retention_ms"),
         ("[gpu]\nenabled = \"sometimes\"", "gpu.enabled"),
+        ("[metrics]\nhistogram_buckets = [1.0, 0.5]", "metrics.histogram_buckets"),
+        ("[service]\nprefix = \"Bad Prefix\"", "service.prefix"),
+        ("[service]\nqueue = true", "queue"),
         ("[span_metrics]\ntime = \"cpu\"", "span_metrics.time"),
         ("[span_metrics]\nfilter = \"hyper=loud\"", "span_metrics.filter"),
         ("[gpu]\npoll_interval_ms = 10", "gpu.poll_interval_ms"),
@@ -332,4 +341,39 @@ fn credentials_are_refused_without_echoing_them() {
         .expect("valid");
     assert_eq!(c.prometheus_basic_auth(), Some(("scraper", "s3:cret")));
     assert_eq!(c.prometheus_bearer_token(), Some("abc.def"));
+}
+
+#[test]
+fn service_switches_layer_like_every_setting() {
+    let (path, p) = write_file("[service]\nprefix = \"telefuser\"\nqueue_metrics = false\n[metrics]\nhistogram_buckets = [0.1, 1.0]\n[pipeline]\nmetrics = false\n");
+    let c = from(&[(PIPETEL_CONFIG, &p), (PIPETEL_QUEUE_METRICS, "true")]).expect("valid");
+    assert_eq!(c.service_metrics().prefix, "telefuser");
+    assert!(c.service_metrics().queue_metrics, "env beats file");
+    assert_eq!(c.service_metrics().histogram_buckets, vec![0.1, 1.0]);
+    assert!(!c.stage_metrics());
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn bad_gpu_span_and_service_settings_set_in_code_name_their_setter() {
+    let cases: Vec<(Config, &str)> = vec![
+        (Config::default().with_gpu_poll_interval(Duration::from_millis(10)), "with_gpu"),
+        (Config::default().with_nvml_library(""), "with_gpu"),
+        (
+            Config::default()
+                .with_span_metrics(crate::span_metrics::SpanMetricsConfig::default().with_filter("x=loud")),
+            "with_span_metrics",
+        ),
+        (
+            Config::default().with_service_metrics(crate::service::ServiceMetricsConfig {
+                histogram_buckets: vec![2.0, 1.0],
+                ..Default::default()
+            }),
+            "with_service_metrics",
+        ),
+    ];
+    for (config, setter) in cases {
+        let err = config.validate().expect_err(setter);
+        assert!(err.to_string().contains(setter), "{err}");
+    }
 }

@@ -29,8 +29,6 @@ static SOURCES: RwLock<Vec<Weak<dyn ExpositionSource>>> = RwLock::new(Vec::new()
 
 /// Registers a source for as long as it lives (sources are held weakly: dropping the `Arc`
 /// removes it from later scrapes).
-// Callers arrive with the registry's summaries and text collectors.
-#[allow(dead_code)]
 pub(crate) fn add_exposition_source(source: &Arc<dyn ExpositionSource>) {
     if let Ok(mut sources) = SOURCES.write() {
         sources.retain(|s| s.strong_count() > 0);

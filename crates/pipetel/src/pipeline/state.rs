@@ -416,6 +416,8 @@ pub(crate) struct PipelineSettings {
     pub(crate) retention: Duration,
     pub(crate) rows_file: Option<std::path::PathBuf>,
     pub(crate) cardinality_limit: usize,
+    /// Whether the stage/worker instruments are registered (rows and spans flow either way).
+    pub(crate) metrics: bool,
 }
 
 pub(crate) fn install(
@@ -429,7 +431,9 @@ pub(crate) fn install(
         }
         None => None,
     };
-    super::metrics::register(meter);
+    if settings.metrics {
+        super::metrics::register(meter);
+    }
     let rt = Runtime {
         ns: Namespaces::from_prefix(&settings.namespace),
         logger,

@@ -1,5 +1,5 @@
 //! Compile-time behaviour of `#[pipetel::measure]`: what must compile (`tests/ui/pass`) and the
-//! error messages misuse gets (`tests/ui/fail/*.stderr`; regenerate with `TRYBUILD=overwrite`
+//! error messages misuse gets (`tests/ui/fail/*.stderr`; regenerate with `TRYBUILD=overwrite cargo test -p pipetel-macros --test ui`
 //! and review the diff).
 
 #[test]

@@ -1,0 +1,509 @@
+//! Service metrics for inference and task-queue services: tasks created / completed / failed /
+//! cancelled, task duration and queue wait, queue size / pending / processing.
+//!
+//! ```
+//! let service = pipetel::ServiceMetrics::new("service")?;
+//! let task = service.task_created();      // counted; the queue wait starts
+//! task.started();                         // queue wait recorded; the duration starts
+//! task.completed();                       // duration recorded (or `failed()` / `cancelled()`)
+//! service.update_queue_metrics(8, 5, 3);  // size, pending, processing
+//! # Ok::<(), pipetel::registry::RegistryError>(())
+//! ```
+//!
+//! | OTel name (prefix `service`) | unit | Prometheus name |
+//! |---|---|---|
+//! | `service.tasks.created` | `{task}` | `service_tasks_created_total` |
+//! | `service.tasks.completed` | `{task}` | `service_tasks_completed_total` |
+//! | `service.tasks.failed` | `{task}` | `service_tasks_failed_total` |
+//! | `service.tasks.cancelled` | `{task}` | `service_tasks_cancelled_total` |
+//! | `service.task.duration` | `s` | `service_task_duration_seconds` (histogram) |
+//! | `service.task.queue.wait` | `s` | `service_task_queue_wait_seconds` (histogram) |
+//! | `service.queue.size` | `{task}` | `service_queue_size` |
+//! | `service.queue.pending` | `{task}` | `service_queue_pending` |
+//! | `service.queue.processing` | `{task}` | `service_queue_processing` |
+//!
+//! The metrics live in a [`Registry`] with the prefix as its name prefix (one per prefix and
+//! process, shared by every `ServiceMetrics` of that prefix), so they reach every exporter and
+//! `registry().prometheus_text()` shows them alone.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::config::{ConfigError, Origin};
+use crate::registry::{CounterHandle, GaugeHandle, HistogramHandle, Opts, Registry, RegistryError};
+
+/// The default prefix.
+pub const DEFAULT_PREFIX: &str = "service";
+
+/// `false` turns the service (task and queue) metrics off: [`ServiceMetrics::from_config`]
+/// gives a handle that records nothing. Default `true`.
+pub const PIPETEL_QUEUE_METRICS: &str = "PIPETEL_QUEUE_METRICS";
+/// `false` turns the HTTP server metrics off (read by [`ServiceMetricsConfig::http_metrics`]
+/// for the program's HTTP middleware). Default `true`.
+pub const PIPETEL_HTTP_METRICS: &str = "PIPETEL_HTTP_METRICS";
+/// The service metrics' name prefix (snake_case). Default `service`.
+pub const PIPETEL_SERVICE_PREFIX: &str = "PIPETEL_SERVICE_PREFIX";
+/// Default histogram bucket bounds, comma-separated seconds (`0.01,0.1,1,10`). Default
+/// [`crate::SECONDS_BUCKETS`].
+pub const PIPETEL_HISTOGRAM_BUCKETS: &str = "PIPETEL_HISTOGRAM_BUCKETS";
+
+/// The variables [`ServiceMetricsConfig::from_lookup`] reads.
+pub const ENV_VARS: &[&str] =
+    &[PIPETEL_QUEUE_METRICS, PIPETEL_HTTP_METRICS, PIPETEL_SERVICE_PREFIX, PIPETEL_HISTOGRAM_BUCKETS];
+
+/// Switches and names of the service metrics.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServiceMetricsConfig {
+    /// Task and queue metrics on ([`PIPETEL_QUEUE_METRICS`]).
+    pub queue_metrics: bool,
+    /// HTTP server metrics on ([`PIPETEL_HTTP_METRICS`]).
+    pub http_metrics: bool,
+    /// Name prefix ([`PIPETEL_SERVICE_PREFIX`]).
+    pub prefix: String,
+    /// Histogram buckets ([`PIPETEL_HISTOGRAM_BUCKETS`]).
+    pub histogram_buckets: Vec<f64>,
+}
+
+impl Default for ServiceMetricsConfig {
+    fn default() -> Self {
+        ServiceMetricsConfig {
+            queue_metrics: true,
+            http_metrics: true,
+            prefix: DEFAULT_PREFIX.to_string(),
+            histogram_buckets: crate::SECONDS_BUCKETS.to_vec(),
+        }
+    }
+}
+
+impl ServiceMetricsConfig {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// As [`ServiceMetricsConfig::from_lookup`].
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the variables through `lookup`; unset ones keep their defaults.
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming the variable and the value: a switch that is not a
+    /// boolean, a prefix that is not snake_case, buckets that are not finite, strictly
+    /// increasing numbers.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut c = Self::default();
+        let invalid = |var: &str, value: &str, reason: String| ConfigError::InvalidValue {
+            origin: Origin::Env(var.to_string()),
+            value: value.to_string(),
+            reason,
+        };
+        let flag = |var: &str| -> Result<Option<bool>, ConfigError> {
+            match lookup(var) {
+                None => Ok(None),
+                Some(v) => match v.trim().to_ascii_lowercase().as_str() {
+                    "true" | "1" | "yes" | "on" => Ok(Some(true)),
+                    "false" | "0" | "no" | "off" => Ok(Some(false)),
+                    _ => Err(invalid(var, &v, "expected `true` or `false`".into())),
+                },
+            }
+        };
+        if let Some(v) = flag(PIPETEL_QUEUE_METRICS)? {
+            c.queue_metrics = v;
+        }
+        if let Some(v) = flag(PIPETEL_HTTP_METRICS)? {
+            c.http_metrics = v;
+        }
+        if let Some(v) = lookup(PIPETEL_SERVICE_PREFIX) {
+            Registry::new(v.trim()).map_err(|e| invalid(PIPETEL_SERVICE_PREFIX, &v, e.to_string()))?;
+            if v.trim().is_empty() {
+                return Err(invalid(PIPETEL_SERVICE_PREFIX, &v, "the prefix is empty".into()));
+            }
+            c.prefix = v.trim().to_string();
+        }
+        if let Some(v) = lookup(PIPETEL_HISTOGRAM_BUCKETS) {
+            c.histogram_buckets = parse_buckets(&v).map_err(|reason| invalid(PIPETEL_HISTOGRAM_BUCKETS, &v, reason))?;
+        }
+        Ok(c)
+    }
+}
+
+/// Parses comma-separated, finite, strictly increasing bucket bounds.
+///
+/// # Errors
+/// The reason, for the caller to pair with the variable or key it came from.
+pub fn parse_buckets(v: &str) -> Result<Vec<f64>, String> {
+    let bounds: Vec<f64> = v
+        .split(',')
+        .map(|s| s.trim().parse::<f64>().map_err(|_| format!("{:?} is not a number", s.trim())))
+        .collect::<Result<_, _>>()?;
+    if bounds.iter().any(|b| !b.is_finite()) {
+        return Err("bounds must be finite (+Inf is implied)".into());
+    }
+    if bounds.windows(2).any(|w| w[0] >= w[1]) {
+        return Err("bounds must be strictly increasing".into());
+    }
+    Ok(bounds)
+}
+
+struct Inner {
+    registry: Registry,
+    created: CounterHandle,
+    completed: CounterHandle,
+    failed: CounterHandle,
+    cancelled: CounterHandle,
+    duration: HistogramHandle,
+    queue_wait: HistogramHandle,
+    queue_size: GaugeHandle,
+    queue_pending: GaugeHandle,
+    queue_processing: GaugeHandle,
+}
+
+/// The task and queue metrics of a service. Cheap to clone.
+#[derive(Clone)]
+pub struct ServiceMetrics {
+    inner: Option<Arc<Inner>>,
+}
+
+impl std::fmt::Debug for ServiceMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceMetrics").field("enabled", &self.inner.is_some()).finish()
+    }
+}
+
+/// One registry per prefix and process, so several `ServiceMetrics` of one prefix (say, one per
+/// model, told apart by labels) share their families.
+fn registry_for(prefix: &str) -> Result<Registry, RegistryError> {
+    static REGISTRIES: Mutex<Option<HashMap<String, Registry>>> = Mutex::new(None);
+    let mut map = REGISTRIES.lock().unwrap_or_else(PoisonError::into_inner);
+    let map = map.get_or_insert_with(HashMap::new);
+    if let Some(r) = map.get(prefix) {
+        return Ok(r.clone());
+    }
+    let r = Registry::new(prefix)?;
+    map.insert(prefix.to_string(), r.clone());
+    Ok(r)
+}
+
+impl ServiceMetrics {
+    /// The service metrics under `prefix` (`service` gives `service_tasks_created_total`, ...).
+    ///
+    /// # Errors
+    /// [`RegistryError::InvalidName`] for a prefix that is empty or not snake_case.
+    pub fn new(prefix: &str) -> Result<Self, RegistryError> {
+        Self::build(prefix, &[] as &[(&str, &str)], crate::SECONDS_BUCKETS)
+    }
+
+    /// As [`ServiceMetrics::new`], with constant labels on every series (e.g. `model`). Every
+    /// `ServiceMetrics` of one prefix must use the same label names.
+    ///
+    /// # Errors
+    /// As [`ServiceMetrics::new`]; [`RegistryError::InvalidLabelName`] for an invalid label
+    /// name; [`RegistryError::Conflict`] when the prefix is in use with other label names.
+    pub fn with_labels(prefix: &str, labels: &[(&str, &str)]) -> Result<Self, RegistryError> {
+        Self::build(prefix, labels, crate::SECONDS_BUCKETS)
+    }
+
+    /// From a configuration: a handle that records nothing when `queue_metrics` is off.
+    ///
+    /// # Errors
+    /// As [`ServiceMetrics::new`].
+    pub fn from_config(config: &ServiceMetricsConfig) -> Result<Self, RegistryError> {
+        if !config.queue_metrics {
+            return Ok(Self::disabled());
+        }
+        Self::build(&config.prefix, &[] as &[(&str, &str)], &config.histogram_buckets)
+    }
+
+    /// A handle that records nothing.
+    pub fn disabled() -> Self {
+        ServiceMetrics { inner: None }
+    }
+
+    fn build(prefix: &str, labels: &[(&str, &str)], buckets: &[f64]) -> Result<Self, RegistryError> {
+        if prefix.is_empty() {
+            return Err(RegistryError::InvalidName { name: String::new(), reason: "the prefix is empty" });
+        }
+        let registry = registry_for(prefix)?;
+        let names: Vec<&str> = labels.iter().map(|(k, _)| *k).collect();
+        let opts = |otel: &str, unit: &str| Opts::new().labels(names.clone()).otel(format!("{prefix}.{otel}"), unit);
+        let counter =
+            |name: &str, otel: &str, help: &str| registry.counter_with(name, help, opts(otel, "{task}"))?.with(labels);
+        let gauge =
+            |name: &str, otel: &str, help: &str| registry.gauge_with(name, help, opts(otel, "{task}"))?.with(labels);
+        let histogram = |name: &str, otel: &str, help: &str| {
+            registry.histogram_with(name, help, opts(otel, "s").buckets(buckets.to_vec()))?.with(labels)
+        };
+        let inner = Inner {
+            created: counter("tasks_created", "tasks.created", "Tasks created (submitted to the queue)")?,
+            completed: counter("tasks_completed", "tasks.completed", "Tasks that completed successfully")?,
+            failed: counter("tasks_failed", "tasks.failed", "Tasks that failed")?,
+            cancelled: counter("tasks_cancelled", "tasks.cancelled", "Tasks cancelled or dropped unfinished")?,
+            duration: histogram(
+                "task_duration_seconds",
+                "task.duration",
+                "Time from a task's start to its completion or failure",
+            )?,
+            queue_wait: histogram(
+                "task_queue_wait_seconds",
+                "task.queue.wait",
+                "Time a task waited in the queue before it started",
+            )?,
+            queue_size: gauge("queue_size", "queue.size", "Tasks in the queue, pending and processing")?,
+            queue_pending: gauge("queue_pending", "queue.pending", "Tasks waiting to start")?,
+            queue_processing: gauge("queue_processing", "queue.processing", "Tasks being processed")?,
+            registry,
+        };
+        Ok(ServiceMetrics { inner: Some(Arc::new(inner)) })
+    }
+
+    /// Counts a new task and returns its guard, which measures the queue wait (until
+    /// [`Task::started`]) and the duration (until [`Task::completed`] or [`Task::failed`]).
+    pub fn task_created(&self) -> Task {
+        if let Some(inner) = &self.inner {
+            inner.created.inc();
+        }
+        Task { inner: self.inner.clone(), created: Instant::now(), started: Cell::new(None), done: false }
+    }
+
+    /// Sets the queue gauges, for callers that own the queue.
+    pub fn update_queue_metrics(&self, size: usize, pending: usize, processing: usize) {
+        if let Some(inner) = &self.inner {
+            inner.queue_size.set(size as f64);
+            inner.queue_pending.set(pending as f64);
+            inner.queue_processing.set(processing as f64);
+        }
+    }
+
+    /// The registry holding the metrics (`None` when disabled).
+    pub fn registry(&self) -> Option<&Registry> {
+        self.inner.as_ref().map(|i| &i.registry)
+    }
+
+    /// Counters so far: `(created, completed, failed, cancelled)` (zeros when disabled).
+    pub fn task_counts(&self) -> (u64, u64, u64, u64) {
+        self.inner.as_ref().map_or((0, 0, 0, 0), |i| {
+            (i.created.value() as u64, i.completed.value() as u64, i.failed.value() as u64, i.cancelled.value() as u64)
+        })
+    }
+
+    /// The duration histogram's readings (`count`, `sum`, ...), `None` when disabled.
+    pub fn task_duration(&self) -> Option<crate::registry::HistogramValue> {
+        self.inner.as_ref().map(|i| i.duration.value())
+    }
+
+    /// The queue-wait histogram's readings, `None` when disabled.
+    pub fn task_queue_wait(&self) -> Option<crate::registry::HistogramValue> {
+        self.inner.as_ref().map(|i| i.queue_wait.value())
+    }
+}
+
+/// The guard of one task. Finish it with [`Task::completed`], [`Task::failed`] or
+/// [`Task::cancelled`]; dropped unfinished (early return, panic) it counts as cancelled.
+///
+/// Queue wait is creation → [`Task::started`]. Duration is started → completed or failed
+/// (from creation when `started` was never called); cancelled tasks record no duration.
+#[derive(Debug)]
+#[must_use = "a task dropped at once counts as cancelled"]
+pub struct Task {
+    inner: Option<Arc<Inner>>,
+    created: Instant,
+    // A `Cell` so `started` takes `&self`, as in `let t = ...; t.started();`.
+    started: Cell<Option<Instant>>,
+    done: bool,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServiceMetrics").finish_non_exhaustive()
+    }
+}
+
+impl Task {
+    /// The task left the queue and starts running: records its queue wait. A second call is
+    /// ignored.
+    pub fn started(&self) {
+        if self.started.get().is_some() {
+            return;
+        }
+        let now = Instant::now();
+        self.started.set(Some(now));
+        if let Some(inner) = &self.inner {
+            inner.queue_wait.observe(now.saturating_duration_since(self.created).as_secs_f64());
+        }
+    }
+
+    /// The time spent in the queue, once started.
+    pub fn queue_wait(&self) -> Option<Duration> {
+        self.started.get().map(|s| s.saturating_duration_since(self.created))
+    }
+
+    /// The task succeeded.
+    pub fn completed(mut self) {
+        self.finish(Outcome::Completed);
+    }
+
+    /// The task failed.
+    pub fn failed(mut self) {
+        self.finish(Outcome::Failed);
+    }
+
+    /// The task was cancelled.
+    pub fn cancelled(mut self) {
+        self.finish(Outcome::Cancelled);
+    }
+
+    fn finish(&mut self, outcome: Outcome) {
+        if std::mem::replace(&mut self.done, true) {
+            return;
+        }
+        let Some(inner) = &self.inner else { return };
+        let since = self.started.get().unwrap_or(self.created);
+        match outcome {
+            Outcome::Completed => inner.completed.inc(),
+            Outcome::Failed => inner.failed.inc(),
+            Outcome::Cancelled => {
+                inner.cancelled.inc();
+                return;
+            }
+        }
+        inner.duration.observe(since.elapsed().as_secs_f64());
+    }
+}
+
+enum Outcome {
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.finish(Outcome::Cancelled);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guard_counts_each_outcome() {
+        let s = ServiceMetrics::new("svc_guard").expect("metrics");
+        let t = s.task_created();
+        t.started();
+        std::thread::sleep(Duration::from_millis(5));
+        t.completed();
+        let t = s.task_created();
+        t.started();
+        t.failed();
+        s.task_created().cancelled();
+        drop(s.task_created()); // dropped unfinished: cancelled
+        let t = s.task_created();
+        assert!(t.queue_wait().is_none());
+        t.started();
+        assert!(t.queue_wait().is_some());
+        std::mem::forget(t); // neither finished nor dropped: counted as created only
+        assert_eq!(s.task_counts(), (5, 1, 1, 2));
+        let d = s.task_duration().expect("enabled");
+        assert_eq!(d.count, 2);
+        assert!(d.sum >= 0.005, "{d:?}");
+        assert_eq!(s.task_queue_wait().expect("enabled").count, 3);
+    }
+
+    #[test]
+    fn exposition_names_are_the_agreed_ones() {
+        let s = ServiceMetrics::new("service").expect("metrics");
+        s.update_queue_metrics(8, 5, 3);
+        s.task_created().completed();
+        let text = s.registry().expect("enabled").prometheus_text();
+        for name in [
+            "service_tasks_created_total 1",
+            "service_tasks_completed_total 1",
+            "service_tasks_failed_total 0",
+            "service_tasks_cancelled_total 0",
+            "service_task_duration_seconds_count 1",
+            "service_task_queue_wait_seconds_count 0",
+            "service_queue_size 8",
+            "service_queue_pending 5",
+            "service_queue_processing 3",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(name)), "{name} missing from\n{text}");
+        }
+        // The same prefix shares the families.
+        let again = ServiceMetrics::new("service").expect("same prefix");
+        assert_eq!(again.task_counts().0, 1);
+    }
+
+    #[test]
+    fn labels_tell_services_apart() {
+        let a = ServiceMetrics::with_labels("svc_models", &[("model", "a")]).expect("a");
+        let b = ServiceMetrics::with_labels("svc_models", &[("model", "b")]).expect("b");
+        a.task_created().completed();
+        b.task_created().failed();
+        assert_eq!(a.task_counts(), (1, 1, 0, 0));
+        assert_eq!(b.task_counts(), (1, 0, 1, 0));
+        let text = a.registry().expect("enabled").prometheus_text();
+        assert!(text.contains("svc_models_tasks_failed_total{model=\"b\"} 1"), "{text}");
+        // Other label names under the same prefix conflict.
+        assert!(matches!(
+            ServiceMetrics::with_labels("svc_models", &[("region", "x")]),
+            Err(RegistryError::Conflict { .. })
+        ));
+    }
+
+    #[test]
+    fn bad_prefixes_are_refused() {
+        assert!(ServiceMetrics::new("").is_err());
+        assert!(ServiceMetrics::new("Bad-Prefix").is_err());
+    }
+
+    #[test]
+    fn disabled_records_nothing() {
+        let config =
+            ServiceMetricsConfig::from_lookup(|n| (n == PIPETEL_QUEUE_METRICS).then(|| "false".into())).expect("valid");
+        let s = ServiceMetrics::from_config(&config).expect("disabled");
+        s.task_created().completed();
+        s.update_queue_metrics(1, 1, 1);
+        assert_eq!(s.task_counts(), (0, 0, 0, 0));
+        assert!(s.registry().is_none());
+    }
+
+    #[test]
+    fn config_reads_and_names_bad_values() {
+        let c = ServiceMetricsConfig::from_lookup(|_| None).expect("defaults");
+        assert_eq!(c, ServiceMetricsConfig::default());
+        let env: HashMap<&str, &str> = [
+            (PIPETEL_QUEUE_METRICS, "on"),
+            (PIPETEL_HTTP_METRICS, "0"),
+            (PIPETEL_SERVICE_PREFIX, "telefuser"),
+            (PIPETEL_HISTOGRAM_BUCKETS, "0.1, 1,10"),
+        ]
+        .into();
+        let c = ServiceMetricsConfig::from_lookup(|n| env.get(n).map(|v| v.to_string())).expect("valid");
+        assert!(c.queue_metrics && !c.http_metrics);
+        assert_eq!(c.prefix, "telefuser");
+        assert_eq!(c.histogram_buckets, vec![0.1, 1.0, 10.0]);
+        let s = ServiceMetrics::from_config(&c).expect("metrics");
+        s.task_created().completed();
+        let text = s.registry().expect("enabled").prometheus_text();
+        assert!(text.contains("telefuser_task_duration_seconds_bucket{le=\"10\"} 1"), "{text}");
+
+        for (var, value, needle) in [
+            (PIPETEL_QUEUE_METRICS, "maybe", "PIPETEL_QUEUE_METRICS"),
+            (PIPETEL_HTTP_METRICS, "2", "PIPETEL_HTTP_METRICS"),
+            (PIPETEL_SERVICE_PREFIX, "Tele-Fuser", "PIPETEL_SERVICE_PREFIX"),
+            (PIPETEL_SERVICE_PREFIX, "", "PIPETEL_SERVICE_PREFIX"),
+            (PIPETEL_HISTOGRAM_BUCKETS, "1,0.5", "PIPETEL_HISTOGRAM_BUCKETS"),
+            (PIPETEL_HISTOGRAM_BUCKETS, "1,x", "PIPETEL_HISTOGRAM_BUCKETS"),
+            (PIPETEL_HISTOGRAM_BUCKETS, "1,inf", "PIPETEL_HISTOGRAM_BUCKETS"),
+        ] {
+            let err =
+                ServiceMetricsConfig::from_lookup(|n| (n == var).then(|| value.to_string())).expect_err("refused");
+            let msg = err.to_string();
+            assert!(msg.contains(needle) && msg.contains(&format!("{value:?}")), "{msg}");
+        }
+    }
+}
