@@ -23,9 +23,10 @@ const NAMES: &[(&str, &str)] = &[
     ("pipeline.transfer.count", "pipeline_transfer_count_total"),
     ("pipeline.transfer.tensors", "pipeline_transfer_tensors_total"),
     ("pipeline.transfer.duration", "pipeline_transfer_duration_seconds_total"),
-    ("task.duration.bucket", "task_duration_bucket_total"),
-    ("task.duration.count", "task_duration_count_total"),
-    ("task.duration.sum", "task_duration_sum_seconds_total"),
+    // Histograms are real Prometheus histograms on the pull endpoint.
+    ("task.duration.bucket", "task_duration_seconds_bucket"),
+    ("task.duration.count", "task_duration_seconds_count"),
+    ("task.duration.sum", "task_duration_seconds_sum"),
 ];
 
 /// `expected <family>{<labels>} <value>` lines → PromQL selector → value.

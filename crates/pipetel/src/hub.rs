@@ -57,11 +57,11 @@
 //!   an error naming the family. Nothing panics.
 //!
 //! # Representation
-//! | family kind | OTel instrument(s) | Prometheus (through the OTel exporter) |
+//! | family kind | OTel instrument(s) | Prometheus pull endpoint |
 //! | --- | --- | --- |
 //! | counter | `f64` observable counter `<name>` | `<name>_<unit>_total` |
 //! | gauge | `f64` observable gauge `<name>` (sum of live sources) | `<name>_<unit>` |
-//! | histogram ([`HistogramExport::Counters`]) | `u64` observable counter `<name>.bucket` with an extra `le` attribute (cumulative count per upper bound, `+Inf` last), `u64` observable counter `<name>.count`, `f64` observable counter `<name>.sum` (family unit) | `<name>_bucket_total{le=..}`, `<name>_count_total`, `<name>_sum_<unit>_total`: `histogram_quantile()` works on the `le` series |
+//! | histogram ([`HistogramExport::Counters`]) | for push exporters (OTLP, console) only: `u64` observable counter `<name>.bucket` with an extra `le` attribute (cumulative count per upper bound, `+Inf` last), `u64` observable counter `<name>.count`, `f64` observable counter `<name>.sum` (family unit) | a real histogram rendered by the hub itself: `<name>_<unit>_bucket{le=..}`, `<name>_<unit>_sum`, `<name>_<unit>_count` |
 //! | histogram ([`HistogramExport::SnapshotOnly`]) | none | whatever renders [`SnapshotHub::snapshot`] (a native histogram encoder) |
 //!
 //! OTel has no observable histogram, and recording synthetic observations into a synchronous
@@ -280,6 +280,11 @@ impl TransportReport {
 pub struct SnapshotHub {
     state: Arc<Mutex<State>>,
     meter: Meter,
+    /// Where histograms go as counters: push exporters only, since the pull endpoint renders
+    /// them natively through `exposition`.
+    push_meter: Meter,
+    #[cfg(feature = "prometheus")]
+    _exposition: Arc<dyn crate::export::ExpositionSource>,
     /// Families whose instruments are registered. Separate from `state` on purpose: the SDK
     /// runs callbacks (which lock `state`) under its own pipeline lock, and registering an
     /// instrument takes that pipeline lock, so registering while holding `state` could deadlock.
@@ -301,14 +306,26 @@ impl SnapshotHub {
     /// A hub exporting through [`crate::meter`] (the global meter [`crate::init`] installs; a
     /// no-op before it).
     pub fn new(config: HubConfig) -> SnapshotHub {
-        SnapshotHub::with_meter(config, crate::meter())
+        SnapshotHub::with_meters(config, crate::meter(), opentelemetry::global::meter(crate::export::PUSH_ONLY_SCOPE))
     }
 
     /// A hub exporting through `meter`.
     pub fn with_meter(config: HubConfig, meter: Meter) -> SnapshotHub {
+        SnapshotHub::with_meters(config, meter.clone(), meter)
+    }
+
+    fn with_meters(config: HubConfig, meter: Meter, push_meter: Meter) -> SnapshotHub {
+        let state = Arc::new(Mutex::new(State::new(config)));
+        #[cfg(feature = "prometheus")]
+        let exposition: Arc<dyn crate::export::ExpositionSource> = Arc::new(NativeHistograms(Arc::downgrade(&state)));
+        #[cfg(feature = "prometheus")]
+        crate::export::add_exposition_source(&exposition);
         SnapshotHub {
-            state: Arc::new(Mutex::new(State::new(config))),
+            state,
             meter,
+            push_meter,
+            #[cfg(feature = "prometheus")]
+            _exposition: exposition,
             registered: Arc::new(Mutex::new(HashSet::new())),
         }
     }
@@ -490,20 +507,20 @@ impl SnapshotHub {
             }
             Kind::Histogram if histograms == HistogramExport::Counters => {
                 let (n, w) = (name.clone(), weak.clone());
-                self.meter
+                self.push_meter
                     .u64_observable_counter(format!("{name}.bucket"))
                     .with_description(format!("{help} (cumulative count per bucket upper bound `le`)"))
                     .with_unit("{observation}")
                     .with_callback(move |o| observe(&w, &n, |view| view.observe_buckets(o)))
                     .build();
                 let (n, w) = (name.clone(), weak.clone());
-                self.meter
+                self.push_meter
                     .u64_observable_counter(format!("{name}.count"))
                     .with_description(format!("{help} (count of observations)"))
                     .with_unit("{observation}")
                     .with_callback(move |o| observe(&w, &n, |view| view.observe_counts(o)))
                     .build();
-                self.meter
+                self.push_meter
                     .f64_observable_counter(format!("{name}.sum"))
                     .with_description(format!("{help} (sum of observations)"))
                     .with_unit(unit)
@@ -511,6 +528,55 @@ impl SnapshotHub {
                     .build();
             }
             Kind::Histogram => {}
+        }
+    }
+}
+
+/// Renders the merged histograms as real Prometheus histograms on the pull endpoint
+/// (`<name>_bucket{le}`, `<name>_sum`, `<name>_count`), while push exporters get the counters.
+#[cfg(feature = "prometheus")]
+struct NativeHistograms(Weak<Mutex<State>>);
+
+#[cfg(feature = "prometheus")]
+impl crate::export::ExpositionSource for NativeHistograms {
+    fn write_exposition(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        let Some(state) = self.0.upgrade() else { return };
+        let mut state = lock(&state);
+        if state.config.histograms != HistogramExport::Counters {
+            return;
+        }
+        let now = Instant::now();
+        let names: Vec<String> =
+            state.families.iter().filter(|(_, e)| e.family.kind() == Kind::Histogram).map(|(n, _)| n.clone()).collect();
+        for name in names {
+            let Some(family) = state.families.get(&name).map(|e| e.family.clone()) else { continue };
+            let Some(view) = state.view(&name, now) else { continue };
+            let prom = crate::export::encode::histogram_name(family.name(), family.unit());
+            if !family.help().is_empty() {
+                let _ = writeln!(out, "# HELP {prom} {}", family.help().replace('\\', "\\\\").replace('\n', "\\n"));
+            }
+            let _ = writeln!(out, "# TYPE {prom} histogram");
+            let keys: Vec<String> = family.label_names().iter().map(|k| crate::export::encode::sanitize(k)).collect();
+            for series in view.snapshot.series() {
+                let mut labels = String::new();
+                for (k, v) in keys.iter().zip(series.labels.iter()) {
+                    labels.push_str(k);
+                    labels.push_str("=\"");
+                    crate::export::encode::escape_label_value(v.as_ref(), &mut labels);
+                    labels.push_str("\",");
+                }
+                labels.push_str("otel_scope_name=\"pipetel\"");
+                for (bound, count) in family.bounds().iter().chain(std::iter::once(&f64::INFINITY)).zip(series.bucket_counts.iter()) {
+                    let _ = write!(out, "{prom}_bucket{{{labels},le=\"");
+                    crate::export::encode::write_f64(*bound, out);
+                    let _ = writeln!(out, "\"}} {count}");
+                }
+                let _ = write!(out, "{prom}_sum{{{labels}}} ");
+                crate::export::encode::write_f64(series.sum, out);
+                out.push('\n');
+                let _ = writeln!(out, "{prom}_count{{{labels}}} {}", series.count());
+            }
         }
     }
 }

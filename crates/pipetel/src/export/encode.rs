@@ -107,6 +107,19 @@ fn label_key(key: &str) -> String {
     }
 }
 
+/// The exposition name of a histogram family named `name` with `unit` (for renderers of
+/// histograms that do not come from OTel instruments).
+pub(crate) fn histogram_name(name: &str, unit: &str) -> String {
+    let mut out = sanitize(name);
+    if let Some(word) = unit_word(unit, false) {
+        if !out.ends_with(&format!("_{word}")) && out != word {
+            out.push('_');
+            out.push_str(&word);
+        }
+    }
+    out
+}
+
 /// The exposition name of a metric and its Prometheus type.
 fn family_name(m: &Metric) -> Option<(String, &'static str)> {
     let (kind, gauge_like, counter) = match m.data() {
