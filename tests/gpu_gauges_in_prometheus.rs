@@ -44,16 +44,19 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(TWO_GPUS).expect("state");
     let port = free_port();
-    let mut cmd = Command::new(example_path("quickstart"));
+    // The inference service: GPU gauges beside its task and queue metrics.
+    let mut cmd = Command::new(example_path("inference_service"));
     cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
         .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
         .env("PIPETEL_GPU", "on")
         .env("PIPETEL_NVML_LIBRARY", fake.library_path())
         .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
         .env("PIPETEL_GPU_PCIE_THROUGHPUT", "true")
-        .args(["--batches", "2", "--interval-ms", "10", "--linger-seconds", "60"]);
-    let mut example = Process::spawn("quickstart", cmd);
-    example.wait_for_output("serving metrics at", Duration::from_secs(30));
+        .args(["--seconds", "2", "--linger-seconds", "60"]);
+    let _service = Process::spawn("inference_service", cmd);
+    pipetel_e2e::wait_for("the service's endpoint", Duration::from_secs(30), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
+    });
     let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")], "/metrics");
     let targets = prometheus.wait_until_up(Duration::from_secs(30));
     assert_eq!(targets[0]["lastError"], "", "{targets:?}");
@@ -63,6 +66,7 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
         Duration::from_secs(20),
         |v| (v - 0.42).abs() < 1e-9,
     );
+    prometheus.wait_for_value("sum(service_tasks_created_total)", Duration::from_secs(20), |v| v > 0.0);
     let labels = &general[0].0;
     assert_eq!(labels.get("hw_id").map(String::as_str), Some("GPU-00000000-1111-2222-3333-444444444444"), "{labels:?}");
     assert_eq!(labels.get("hw_vendor").map(String::as_str), Some("nvidia"), "{labels:?}");
