@@ -2,14 +2,16 @@
 //!
 //! ```text
 //! cargo run -p pipetel-gpu --example gpu_dump -- [--seconds 30] [--interval 1] \
-//!     [--library /path/to/libnvidia-ml.so.1] [--pcie] [--process-memory] [--csv]
+//!     [--library /path/to/libnvidia-ml.so.1] [--rocm-library /path/to/librocm_smi64.so] \
+//!     [--pcie] [--process-memory] [--csv]
 //! ```
 //!
 //! `--csv` prints one line per device and poll
 //! (`time,index,uuid,util,mem_used_mib,mem_total_mib,power_w,temp_c,sm_mhz,mem_mhz`) in the
 //! shape `nvidia-smi --query-gpu=timestamp,index,uuid,utilization.gpu,memory.used,
 //! memory.total,power.draw,temperature.gpu,clocks.sm,clocks.mem --format=csv` prints, so the
-//! two can be compared line by line. `PIPETEL_NVML_LIBRARY` is honoured like in pipetel.
+//! two can be compared line by line. `PIPETEL_NVML_LIBRARY`, `PIPETEL_ROCM_SMI_LIBRARY` and
+//! `PIPETEL_GPU_PLATFORM` are honoured like in pipetel; AMD GPUs need `--features amd`.
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -42,6 +44,7 @@ fn parse_args() -> Result<Args, String> {
                 config = config.with_poll_interval(interval);
             }
             "--library" => config = config.with_library_path(value("--library")?),
+            "--rocm-library" => config = config.with_rocm_library_path(value("--rocm-library")?),
             "--pcie" => config = config.with_pcie_throughput(true),
             "--process-memory" => config = config.with_process_memory(true),
             "--csv" => csv = true,

@@ -7,6 +7,10 @@ use crate::error::ConfigError;
 
 /// Environment variable: path or file name of the NVML library (default `libnvidia-ml.so.1`).
 pub const ENV_NVML_LIBRARY: &str = "PIPETEL_NVML_LIBRARY";
+/// Environment variable: path or file name of the ROCm SMI library (default: the first of
+/// `librocm_smi64.so.7`, `.so.6`, `.so.5`, `.so.1`, `.so`, `/opt/rocm/lib/librocm_smi64.so`
+/// that loads). Read also in builds without the `amd` feature, where it has no effect.
+pub const ENV_ROCM_SMI_LIBRARY: &str = "PIPETEL_ROCM_SMI_LIBRARY";
 /// Environment variable: `auto`, `on` or `off` ([`GpuMode`]).
 pub const ENV_GPU_MODE: &str = "PIPETEL_GPU";
 /// Environment variable: poll interval, e.g. `5s`, `1500ms` or `2` (seconds).
@@ -55,12 +59,13 @@ impl std::str::FromStr for GpuMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum GpuPlatform {
-    /// Whichever library loads (today: NVML).
+    /// Whichever library gives a device: NVML first, then ROCm SMI in builds with the `amd`
+    /// feature.
     #[default]
     Auto,
     /// NVIDIA, through NVML.
     Nvidia,
-    /// AMD, through ROCm SMI. Not in this build: selecting it is an error.
+    /// AMD, through ROCm SMI. Needs the `amd` feature: without it, selecting it is an error.
     Amd,
 }
 
@@ -90,6 +95,8 @@ pub struct GpuConfig {
     pub poll_interval: Duration,
     /// NVML library to load; `None` loads `libnvidia-ml.so.1` from the loader's search path.
     pub library_path: Option<PathBuf>,
+    /// ROCm SMI library to load (feature `amd`); `None` tries the usual names in order.
+    pub rocm_library_path: Option<PathBuf>,
     /// Report PCIe throughput (each read blocks about 20 ms per direction and device).
     pub pcie_throughput: bool,
     /// Report GPU memory used by this process and its descendants.
@@ -106,6 +113,7 @@ impl Default for GpuConfig {
             mode: GpuMode::Auto,
             poll_interval: DEFAULT_POLL_INTERVAL,
             library_path: None,
+            rocm_library_path: None,
             pcie_throughput: false,
             process_memory: false,
             platform: GpuPlatform::Auto,
@@ -115,7 +123,8 @@ impl Default for GpuConfig {
 }
 
 impl GpuConfig {
-    /// The defaults overridden by the `PIPETEL_GPU*` / `PIPETEL_NVML_LIBRARY` variables.
+    /// The defaults overridden by the `PIPETEL_GPU*`, `PIPETEL_NVML_LIBRARY` and
+    /// `PIPETEL_ROCM_SMI_LIBRARY` variables.
     ///
     /// # Errors
     ///
@@ -149,6 +158,9 @@ impl GpuConfig {
             // An empty variable means "unset", as shells make it easy to export one by mistake.
             self.library_path = (!v.is_empty()).then(|| PathBuf::from(v));
         }
+        if let Some(v) = get(ENV_ROCM_SMI_LIBRARY) {
+            self.rocm_library_path = (!v.is_empty()).then(|| PathBuf::from(v));
+        }
         if let Some(v) = get(ENV_GPU_PCIE_THROUGHPUT) {
             self.pcie_throughput =
                 parse_bool(&v).ok_or_else(|| invalid(ENV_GPU_PCIE_THROUGHPUT, &v, "expected true or false"))?;
@@ -178,6 +190,13 @@ impl GpuConfig {
     #[must_use]
     pub fn with_library_path(mut self, path: impl Into<PathBuf>) -> Self {
         self.library_path = Some(path.into());
+        self
+    }
+
+    /// Sets [`GpuConfig::rocm_library_path`].
+    #[must_use]
+    pub fn with_rocm_library_path(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rocm_library_path = Some(path.into());
         self
     }
 
@@ -214,13 +233,16 @@ impl GpuConfig {
     /// # Errors
     ///
     /// [`ConfigError::PollIntervalTooShort`] below [`MIN_POLL_INTERVAL`];
-    /// [`ConfigError::EmptyLibraryPath`] for `Some("")`.
+    /// [`ConfigError::EmptyLibraryPath`] / [`ConfigError::EmptyRocmLibraryPath`] for `Some("")`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.poll_interval < MIN_POLL_INTERVAL {
             return Err(ConfigError::PollIntervalTooShort(self.poll_interval));
         }
         if self.library_path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
             return Err(ConfigError::EmptyLibraryPath);
+        }
+        if self.rocm_library_path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+            return Err(ConfigError::EmptyRocmLibraryPath);
         }
         Ok(())
     }
@@ -284,6 +306,8 @@ mod tests {
     fn empty_library_path_is_an_error_naming_the_field() {
         let err = GpuConfig::default().with_library_path("").validate().expect_err("empty path must be rejected");
         assert!(err.to_string().contains("gpu.library_path"), "{err}");
+        let err = GpuConfig::default().with_rocm_library_path("").validate().expect_err("empty path must be rejected");
+        assert!(err.to_string().contains("gpu.rocm_library_path"), "{err}");
     }
 
     #[test]
@@ -293,6 +317,7 @@ mod tests {
             (ENV_GPU_POLL_INTERVAL, "1500ms"),
             (ENV_GPU_PLATFORM, "nvidia"),
             (ENV_NVML_LIBRARY, "/opt/nvml/libnvidia-ml.so.1"),
+            (ENV_ROCM_SMI_LIBRARY, "/opt/rocm/lib/librocm_smi64.so"),
             (ENV_GPU_PCIE_THROUGHPUT, "true"),
             (ENV_GPU_PROCESS_MEMORY, "1"),
         ]))?;
@@ -300,6 +325,7 @@ mod tests {
         assert_eq!(c.poll_interval, Duration::from_millis(1500));
         assert_eq!(c.platform, GpuPlatform::Nvidia);
         assert_eq!(c.library_path.as_deref(), Some(std::path::Path::new("/opt/nvml/libnvidia-ml.so.1")));
+        assert_eq!(c.rocm_library_path.as_deref(), Some(std::path::Path::new("/opt/rocm/lib/librocm_smi64.so")));
         assert!(c.pcie_throughput && c.process_memory);
         Ok(())
     }

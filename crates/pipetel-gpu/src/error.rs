@@ -13,6 +13,9 @@ pub enum ConfigError {
     /// `library_path` is set to an empty path.
     #[error("gpu.library_path is empty; leave it unset to use the default library name")]
     EmptyLibraryPath,
+    /// `rocm_library_path` is set to an empty path.
+    #[error("gpu.rocm_library_path is empty; leave it unset to look up librocm_smi64 by its usual names")]
+    EmptyRocmLibraryPath,
     /// An environment variable holds a value that does not parse.
     #[error("{variable}={value:?} is not valid: {reason}")]
     InvalidEnv {
@@ -61,6 +64,14 @@ pub enum GpuError {
         /// The library's error.
         reason: String,
     },
+    /// With `platform = auto`, every vendor library loaded but none gave a device: one error
+    /// per library, in the order tried. (A library that is not installed is left out: then
+    /// the other library's error is returned as is.)
+    #[error("no usable GPU: {}", join(errors))]
+    NoPlatform {
+        /// Why each library failed.
+        errors: Vec<GpuError>,
+    },
     /// The library works but reports no device.
     #[error("no GPU found by {library}")]
     NoDevice {
@@ -76,4 +87,8 @@ pub enum GpuError {
     /// A whole sample failed (not one field of one device).
     #[error("GPU sample failed: {0}")]
     Sample(String),
+}
+
+fn join(errors: &[GpuError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }

@@ -5,7 +5,9 @@
 //!
 //! - A [`GpuSource`] reads all devices of one vendor library at once into a [`GpuSample`].
 //!   [`NvmlSource`] does it for NVIDIA through `nvml-wrapper`, which loads
-//!   `libnvidia-ml.so.1` at run time: building needs no driver.
+//!   `libnvidia-ml.so.1` at run time: building needs no driver. `AmdSource` (feature
+//!   `amd`) does it for AMD through ROCm SMI, `librocm_smi64` opened at run time the same
+//!   way: building needs no ROCm. Both report under the same metric names.
 //! - A [`GpuPoller`] owns the source on its own thread (opening NVML can take seconds or
 //!   hang, so never on the caller's thread), polls every interval (default 5 s, minimum 1 s)
 //!   and swaps the latest sample in whole, so the values of one poll stay together.
@@ -40,9 +42,11 @@
 //!
 //! | feature | default | what |
 //! | --- | --- | --- |
-//! | `test-support` | no | `test_support`: builds a fake `libnvidia-ml` for tests without a GPU |
+//! | `amd` | no | AMD GPUs through ROCm SMI, loaded at run time (no ROCm needed to build) |
+//! | `test-support` | no | `test_support`: builds fake `libnvidia-ml` / `librocm_smi64` libraries for tests without a GPU |
 //!
-//! AMD (ROCm SMI) is not built in yet: `platform = amd` is an error saying so.
+//! Without `amd`, `platform = amd` is an error saying which feature to enable, and `auto`
+//! means NVML only.
 //!
 //! # Environment
 //!
@@ -54,6 +58,7 @@
 //! | `PIPETEL_GPU_POLL_INTERVAL` ([`ENV_GPU_POLL_INTERVAL`]) | `5s`, `1500ms`, `2` (s); at least 1 s | `5s` |
 //! | `PIPETEL_GPU_PLATFORM` ([`ENV_GPU_PLATFORM`]) | `auto`, `nvidia`, `amd` | `auto` |
 //! | `PIPETEL_NVML_LIBRARY` ([`ENV_NVML_LIBRARY`]) | file name or path of NVML | `libnvidia-ml.so.1` |
+//! | `PIPETEL_ROCM_SMI_LIBRARY` ([`ENV_ROCM_SMI_LIBRARY`]) | file name or path of ROCm SMI (`amd`) | `librocm_smi64.so.7`, `.6`, `.5`, `.1`, … |
 //! | `PIPETEL_GPU_PCIE_THROUGHPUT` ([`ENV_GPU_PCIE_THROUGHPUT`]) | `true`, `false` | `false` |
 //! | `PIPETEL_GPU_PROCESS_MEMORY` ([`ENV_GPU_PROCESS_MEMORY`]) | `true`, `false` | `false` |
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
@@ -65,6 +70,8 @@ pub mod names;
 mod nvml;
 mod poller;
 mod process;
+#[cfg(feature = "amd")]
+mod rocm;
 mod source;
 mod telemetry;
 #[cfg(feature = "test-support")]
@@ -73,11 +80,13 @@ pub mod test_support;
 pub use config::{
     GpuConfig, GpuMode, GpuPlatform, DEFAULT_INIT_TIMEOUT, DEFAULT_POLL_INTERVAL, ENV_GPU_MODE,
     ENV_GPU_PCIE_THROUGHPUT, ENV_GPU_PLATFORM, ENV_GPU_POLL_INTERVAL, ENV_GPU_PROCESS_MEMORY, ENV_NVML_LIBRARY,
-    MIN_POLL_INTERVAL,
+    ENV_ROCM_SMI_LIBRARY, MIN_POLL_INTERVAL,
 };
 pub use error::{ConfigError, GpuError};
 pub use metrics::register_metrics;
 pub use nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 pub use poller::{GpuPoller, GpuState, SampleReader};
+#[cfg(feature = "amd")]
+pub use rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
 pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource};
 pub use telemetry::{start, GpuTelemetry};

@@ -13,6 +13,14 @@
 //! - [`GPU_PROCESS_MEMORY_USAGE`] (`pipetel.gpu.process.memory.usage`, `By`): memory used on
 //!   a GPU by this process and its descendants; not a semantic-convention metric.
 //!
+//! AMD devices (ROCm SMI, feature `amd`) report under the same names: busy percent as
+//! `hw.gpu.utilization{hw.gpu.task="general"}`, VRAM as the memory metrics, average (or, where
+//! only that exists, current socket) power, the energy counter, the edge (or else junction)
+//! temperature, ECC counts summed over the RAS blocks, the system clock as
+//! `hw.gpu.clock.type="graphics"` and the memory clock as `"memory"`, fan 0 as a ratio of
+//! `RSMI_MAX_FAN_SPEED`. [`HW_ID`] is the unique id as `rocm-smi` prints it (`0x…`), else
+//! the PCI address.
+//!
 //! In Prometheus the names become e.g. `hw_gpu_utilization_ratio`,
 //! `hw_gpu_memory_usage_bytes`, `hw_energy_joules_total`.
 
@@ -61,7 +69,8 @@ pub const UNIT_HERTZ: &str = "Hz";
 /// Unit of error counts.
 pub const UNIT_ERRORS: &str = "{error}";
 
-/// Attribute: a stable identifier of the device (the NVML UUID, `GPU-…`).
+/// Attribute: a stable identifier of the device (the NVML UUID, `GPU-…`; for AMD the ROCm SMI
+/// unique id, `0x…`, or else the PCI address).
 pub const HW_ID: &str = "hw.id";
 /// Attribute: the device's product name.
 pub const HW_NAME: &str = "hw.name";
@@ -88,6 +97,8 @@ pub const NETWORK_IO_DIRECTION: &str = "network.io.direction";
 pub const HW_TYPE_GPU: &str = "gpu";
 /// Value of [`HW_VENDOR`] for NVML devices.
 pub const VENDOR_NVIDIA: &str = "nvidia";
+/// Value of [`HW_VENDOR`] for ROCm SMI devices.
+pub const VENDOR_AMD: &str = "amd";
 
 /// Values of [`GPU_TASK`].
 pub mod task {

@@ -1,5 +1,6 @@
 //! [`start`] and the [`GpuTelemetry`] handle: configuration in, a running poller out.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,7 +10,9 @@ use crate::config::{GpuConfig, GpuMode, GpuPlatform};
 use crate::error::GpuError;
 use crate::nvml::{NvmlOptions, NvmlSource};
 use crate::poller::{GpuPoller, GpuState, SampleReader};
-use crate::source::GpuSample;
+#[cfg(feature = "amd")]
+use crate::rocm::AmdSource;
+use crate::source::{GpuSample, GpuSource};
 
 /// Starts GPU telemetry as `config` says.
 ///
@@ -20,27 +23,36 @@ use crate::source::GpuSample;
 /// - [`GpuMode::On`]: as `Auto`, but waits up to [`GpuConfig::init_timeout`] for the library
 ///   and returns the failure instead of logging it.
 ///
+/// [`GpuPlatform::Auto`] opens NVML and, if that gives no device and the `amd` feature is
+/// built, ROCm SMI; [`GpuPlatform::Nvidia`] and [`GpuPlatform::Amd`] open only their own.
+///
 /// # Errors
 ///
 /// In `Auto` and `On`: [`GpuError::Config`] for an invalid configuration,
-/// [`GpuError::PlatformNotBuilt`] for `platform = amd`, [`GpuError::Thread`] when the thread
-/// cannot start. In `On` only: whatever opening the library returned, or
-/// [`GpuError::InitTimeout`].
+/// [`GpuError::PlatformNotBuilt`] for `platform = amd` without the `amd` feature,
+/// [`GpuError::Thread`] when the thread cannot start. In `On` only: whatever opening the
+/// library returned ([`GpuError::NoPlatform`] when `auto` found two libraries and no device),
+/// or [`GpuError::InitTimeout`].
 pub fn start(config: &GpuConfig) -> Result<GpuTelemetry, GpuError> {
     if config.mode == GpuMode::Off {
         return Ok(GpuTelemetry::disabled());
     }
     config.validate()?;
+    #[cfg(not(feature = "amd"))]
     if config.platform == GpuPlatform::Amd {
         return Err(GpuError::PlatformNotBuilt { platform: "amd", feature: "amd" });
     }
-    let library = config.library_path.clone();
-    let options = NvmlOptions::new(config.pcie_throughput, config.process_memory);
+    let opener = Opener {
+        platform: config.platform,
+        nvml_library: config.library_path.clone(),
+        rocm_library: config.rocm_library_path.clone(),
+        options: NvmlOptions::new(config.pcie_throughput, config.process_memory),
+    };
     let auto = config.mode == GpuMode::Auto;
     let poller = GpuPoller::spawn(config.poll_interval, move || {
-        let opened = NvmlSource::open(library.as_deref(), options);
+        let opened = opener.open();
         match &opened {
-            Ok(source) => tracing::info!(devices = source.devices().count(), "GPU metrics on (NVML)"),
+            Ok(source) => tracing::info!(devices = source.device_count(), "GPU metrics on ({})", source.library_kind()),
             // In `On` mode the caller gets the error instead.
             Err(e) if auto => tracing::info!("GPU metrics off: {e}"),
             Err(_) => {}
@@ -54,6 +66,103 @@ pub fn start(config: &GpuConfig) -> Result<GpuTelemetry, GpuError> {
         GpuState::Off(e) => Err(e),
         GpuState::Starting => Err(GpuError::InitTimeout(config.init_timeout)),
         _ => Ok(GpuTelemetry { poller: Some(poller) }),
+    }
+}
+
+/// What the poller thread needs to open a source.
+struct Opener {
+    platform: GpuPlatform,
+    nvml_library: Option<PathBuf>,
+    #[cfg_attr(not(feature = "amd"), allow(dead_code))]
+    rocm_library: Option<PathBuf>,
+    options: NvmlOptions,
+}
+
+impl Opener {
+    fn open(&self) -> Result<AnySource, GpuError> {
+        let nvml =
+            || NvmlSource::open(self.nvml_library.as_deref(), self.options).map(|s| AnySource::Nvml(Box::new(s)));
+        match self.platform {
+            GpuPlatform::Nvidia => nvml(),
+            #[cfg(feature = "amd")]
+            GpuPlatform::Amd => self.open_amd(),
+            #[cfg(feature = "amd")]
+            GpuPlatform::Auto => {
+                let nvidia = match nvml() {
+                    Ok(source) => return Ok(source),
+                    Err(e) => e,
+                };
+                self.open_amd().map_err(|amd| auto_error(nvidia, amd))
+            }
+            // `start` refuses `Amd` in builds without it, so this is `Auto`: NVML alone.
+            #[cfg(not(feature = "amd"))]
+            _ => nvml(),
+        }
+    }
+
+    #[cfg(feature = "amd")]
+    fn open_amd(&self) -> Result<AnySource, GpuError> {
+        let source = AmdSource::open(self.rocm_library.as_deref())?;
+        if self.options.pcie_throughput || self.options.process_memory {
+            tracing::info!("PCIe throughput and per-process GPU memory are not read from ROCm SMI");
+        }
+        Ok(AnySource::Amd(source))
+    }
+}
+
+/// The error of `platform = auto` when neither library gave a device. A library that is not
+/// installed says nothing about the machine, so the other one's error stands alone.
+#[cfg(feature = "amd")]
+fn auto_error(nvidia: GpuError, amd: GpuError) -> GpuError {
+    match (&nvidia, &amd) {
+        (_, GpuError::LibraryNotLoaded { .. }) => nvidia,
+        (GpuError::LibraryNotLoaded { .. }, _) => amd,
+        _ => GpuError::NoPlatform { errors: vec![nvidia, amd] },
+    }
+}
+
+/// The source the poller owns: one vendor's, chosen when it opened.
+#[derive(Debug)]
+enum AnySource {
+    // NVML's loaded function table makes the source about 12 KB; it is moved once, boxed.
+    Nvml(Box<NvmlSource>),
+    #[cfg(feature = "amd")]
+    Amd(AmdSource),
+}
+
+impl AnySource {
+    fn device_count(&self) -> usize {
+        match self {
+            Self::Nvml(s) => s.devices().count(),
+            #[cfg(feature = "amd")]
+            Self::Amd(s) => s.devices().count(),
+        }
+    }
+
+    fn library_kind(&self) -> &'static str {
+        match self {
+            Self::Nvml(_) => "NVML",
+            #[cfg(feature = "amd")]
+            Self::Amd(_) => "ROCm SMI",
+        }
+    }
+}
+
+impl GpuSource for AnySource {
+    fn platform(&self) -> &'static str {
+        match self {
+            Self::Nvml(s) => s.platform(),
+            #[cfg(feature = "amd")]
+            Self::Amd(s) => s.platform(),
+        }
+    }
+
+    fn sample(&mut self) -> Result<GpuSample, GpuError> {
+        match self {
+            Self::Nvml(s) => s.sample(),
+            #[cfg(feature = "amd")]
+            Self::Amd(s) => s.sample(),
+        }
     }
 }
 

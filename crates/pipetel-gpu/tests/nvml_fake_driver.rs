@@ -2,12 +2,13 @@
 //! `libnvidia-ml` built from `tests/fake_nvml/fake_nvml.c`, asserting on what the SDK's
 //! in-memory exporter collected.
 
-use std::collections::BTreeMap;
+mod common;
+
 use std::error::Error;
 use std::time::{Duration, Instant};
 
+use common::{assert_close, collect, find, value, Point};
 use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use pipetel_gpu::test_support::FakeNvml;
 use pipetel_gpu::{names, GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState, GpuTelemetry};
@@ -15,16 +16,6 @@ use pipetel_gpu::{names, GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState, Gp
 type TestResult = Result<(), Box<dyn Error>>;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-/// One collected data point, flattened.
-#[derive(Debug, Clone, PartialEq)]
-struct Point {
-    name: String,
-    unit: String,
-    kind: &'static str,
-    attrs: BTreeMap<String, String>,
-    value: f64,
-}
 
 struct Harness {
     fake: FakeNvml,
@@ -64,79 +55,6 @@ impl Harness {
     fn collect(&self) -> Result<Vec<Point>, Box<dyn Error>> {
         collect(&self.exporter, &self.provider)
     }
-}
-
-fn collect(exporter: &InMemoryMetricExporter, provider: &SdkMeterProvider) -> Result<Vec<Point>, Box<dyn Error>> {
-    exporter.reset();
-    provider.force_flush()?;
-    let mut points = Vec::new();
-    for rm in exporter.get_finished_metrics()? {
-        for sm in rm.scope_metrics() {
-            for m in sm.metrics() {
-                let mut push = |kind, attrs: BTreeMap<String, String>, value: f64| {
-                    points.push(Point { name: m.name().to_owned(), unit: m.unit().to_owned(), kind, attrs, value });
-                };
-                fn attrs<'a>(it: impl Iterator<Item = &'a opentelemetry::KeyValue>) -> BTreeMap<String, String> {
-                    it.map(|kv| (kv.key.as_str().to_owned(), kv.value.as_str().into_owned())).collect()
-                }
-                match m.data() {
-                    AggregatedMetrics::F64(MetricData::Gauge(g)) => {
-                        for p in g.data_points() {
-                            push("gauge", attrs(p.attributes()), p.value());
-                        }
-                    }
-                    AggregatedMetrics::U64(MetricData::Gauge(g)) => {
-                        for p in g.data_points() {
-                            push("gauge", attrs(p.attributes()), p.value() as f64);
-                        }
-                    }
-                    AggregatedMetrics::F64(MetricData::Sum(s)) => {
-                        let kind = if s.is_monotonic() { "counter" } else { "updown" };
-                        for p in s.data_points() {
-                            push(kind, attrs(p.attributes()), p.value());
-                        }
-                    }
-                    AggregatedMetrics::U64(MetricData::Sum(s)) => {
-                        let kind = if s.is_monotonic() { "counter" } else { "updown" };
-                        for p in s.data_points() {
-                            push(kind, attrs(p.attributes()), p.value() as f64);
-                        }
-                    }
-                    AggregatedMetrics::I64(MetricData::Sum(s)) => {
-                        let kind = if s.is_monotonic() { "counter" } else { "updown" };
-                        for p in s.data_points() {
-                            push(kind, attrs(p.attributes()), p.value() as f64);
-                        }
-                    }
-                    other => return Err(format!("unexpected data for {}: {other:?}", m.name()).into()),
-                }
-            }
-        }
-    }
-    Ok(points)
-}
-
-/// Points of `name` on device `index` whose attributes include every `extra` pair.
-fn find<'a>(points: &'a [Point], name: &str, index: u32, extra: &[(&str, &str)]) -> Vec<&'a Point> {
-    let index = index.to_string();
-    points
-        .iter()
-        .filter(|p| p.name == name)
-        .filter(|p| p.attrs.get(names::GPU_INDEX) == Some(&index))
-        .filter(|p| extra.iter().all(|(k, v)| p.attrs.get(*k).map(String::as_str) == Some(*v)))
-        .collect()
-}
-
-/// The single value of `name` on device `index` with `extra` attributes.
-fn value(points: &[Point], name: &str, index: u32, extra: &[(&str, &str)]) -> Result<f64, String> {
-    match find(points, name, index, extra).as_slice() {
-        [p] => Ok(p.value),
-        found => Err(format!("{name} gpu {index} {extra:?}: expected one point, got {found:?}")),
-    }
-}
-
-fn assert_close(actual: f64, expected: f64) {
-    assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
 }
 
 const FULL_DEVICE: &str = "\
@@ -378,7 +296,8 @@ fn driver_not_loaded_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
     let fake = FakeNvml::new()?;
     // NVML_ERROR_DRIVER_NOT_LOADED.
     fake.write_state("count=1\nerr.nvmlInit_v2=9\n")?;
-    let base = GpuConfig::default().with_library_path(fake.library_path());
+    // NVML alone: with the `amd` feature, `auto` would go on to ROCm SMI.
+    let base = GpuConfig::default().with_platform(GpuPlatform::Nvidia).with_library_path(fake.library_path());
 
     let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
     match gpu.wait_started(WAIT) {
@@ -398,7 +317,7 @@ fn driver_not_loaded_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
 #[test]
 fn bad_library_path_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
     let missing = std::env::temp_dir().join("pipetel-no-such-dir/libnvidia-ml.so.1");
-    let base = GpuConfig::default().with_library_path(&missing);
+    let base = GpuConfig::default().with_platform(GpuPlatform::Nvidia).with_library_path(&missing);
     let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
     assert!(matches!(gpu.wait_started(WAIT), GpuState::Off(GpuError::LibraryNotLoaded { .. })));
 
@@ -419,7 +338,7 @@ fn bad_library_path_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
 fn no_device_turns_gpu_off() -> TestResult {
     let fake = FakeNvml::new()?;
     fake.write_state("count=0\n")?;
-    let base = GpuConfig::default().with_library_path(fake.library_path());
+    let base = GpuConfig::default().with_platform(GpuPlatform::Nvidia).with_library_path(fake.library_path());
     let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
     assert!(matches!(gpu.wait_started(WAIT), GpuState::Off(GpuError::NoDevice { .. })));
     let err = pipetel_gpu::start(&base.with_mode(GpuMode::On)).expect_err("on must fail");
@@ -447,14 +366,20 @@ fn slow_driver_init_never_blocks_the_caller_in_auto() -> TestResult {
 }
 
 #[test]
-fn off_loads_nothing_and_amd_is_a_clear_error() -> TestResult {
+fn off_loads_nothing_and_amd_without_its_feature_is_a_clear_error() -> TestResult {
     let off = GpuConfig::default().with_mode(GpuMode::Off).with_library_path("/nonexistent/libnvidia-ml.so.1");
     let gpu = pipetel_gpu::start(&off)?;
     assert_eq!(gpu.state(), GpuState::Disabled);
     assert!(gpu.latest().is_none());
 
-    let err = pipetel_gpu::start(&GpuConfig::default().with_platform(GpuPlatform::Amd)).expect_err("amd is not built");
-    assert!(err.to_string().contains("not built with amd support"), "{err}");
+    // With the feature, `platform = amd` opens ROCm SMI: tests/rocm_fake_library.rs.
+    #[cfg(not(feature = "amd"))]
+    {
+        let err =
+            pipetel_gpu::start(&GpuConfig::default().with_platform(GpuPlatform::Amd)).expect_err("amd is not built");
+        assert!(err.to_string().contains("not built with amd support"), "{err}");
+        assert!(err.to_string().contains("`amd` feature"), "{err}");
+    }
 
     let err = pipetel_gpu::start(&GpuConfig::default().with_poll_interval(Duration::from_millis(100)))
         .expect_err("interval too short");

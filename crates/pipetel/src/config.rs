@@ -114,6 +114,8 @@ pub const PIPETEL_ROWS_FILE: &str = "PIPETEL_ROWS_FILE";
 pub const PIPETEL_GPU: &str = "PIPETEL_GPU";
 /// Path of the NVML library (default `libnvidia-ml.so.1` from the loader's search path).
 pub const PIPETEL_NVML_LIBRARY: &str = "PIPETEL_NVML_LIBRARY";
+/// Path of the ROCm SMI library for AMD GPUs (feature `amd`; default: the usual names).
+pub const PIPETEL_ROCM_SMI_LIBRARY: &str = "PIPETEL_ROCM_SMI_LIBRARY";
 /// GPU poll interval: `5s`, `1500ms` or plain seconds (default 5 s, at least 1 s).
 pub const PIPETEL_GPU_POLL_INTERVAL: &str = "PIPETEL_GPU_POLL_INTERVAL";
 /// GPU platform: `auto`, `nvidia`, `amd`.
@@ -187,6 +189,7 @@ pub const ENV_VARS: &[&str] = &[
     PIPETEL_ROWS_FILE,
     PIPETEL_GPU,
     PIPETEL_NVML_LIBRARY,
+    PIPETEL_ROCM_SMI_LIBRARY,
     PIPETEL_GPU_POLL_INTERVAL,
     PIPETEL_GPU_PLATFORM,
     PIPETEL_GPU_PCIE_THROUGHPUT,
@@ -1303,6 +1306,7 @@ struct FileGpu {
     enabled: Option<String>,
     poll_interval_ms: Option<u64>,
     nvml_library: Option<PathBuf>,
+    rocm_smi_library: Option<PathBuf>,
     platform: Option<String>,
     pcie_throughput: Option<bool>,
     process_memory: Option<bool>,
@@ -1581,6 +1585,12 @@ impl FileConfig {
                     ));
                 }
                 c.gpu.library_path = Some(p);
+            }
+            if let Some(p) = g.rocm_smi_library {
+                if p.as_os_str().is_empty() {
+                    return Err(ConfigError::invalid(key("gpu.rocm_smi_library"), "", "empty path; leave it out for the default names"));
+                }
+                c.gpu.rocm_library_path = Some(p);
             }
             if let Some(v) = g.platform {
                 c.gpu.platform = v.parse().map_err(|r: &str| ConfigError::invalid(key("gpu.platform"), &v, r))?;

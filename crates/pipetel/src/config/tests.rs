@@ -312,6 +312,7 @@ fn every_variable_is_listed_once() {
 fn gpu_variables_are_the_gpu_crates() {
     assert_eq!(PIPETEL_GPU, pipetel_gpu::ENV_GPU_MODE);
     assert_eq!(PIPETEL_NVML_LIBRARY, pipetel_gpu::ENV_NVML_LIBRARY);
+    assert_eq!(PIPETEL_ROCM_SMI_LIBRARY, pipetel_gpu::ENV_ROCM_SMI_LIBRARY);
     assert_eq!(PIPETEL_GPU_POLL_INTERVAL, pipetel_gpu::ENV_GPU_POLL_INTERVAL);
     assert_eq!(PIPETEL_GPU_PLATFORM, pipetel_gpu::ENV_GPU_PLATFORM);
     assert_eq!(PIPETEL_GPU_PCIE_THROUGHPUT, pipetel_gpu::ENV_GPU_PCIE_THROUGHPUT);
