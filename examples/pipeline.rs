@@ -6,10 +6,12 @@
 //! cargo run --example pipeline -- --seconds 20 --linger-seconds 30
 //! ```
 //! Flags: `--seconds N` (how long each stage runs, default 6), `--shards N` (default 8),
-//! `--linger-seconds N` (keep serving after the run, default 0). Every `pipetel::Config`
-//! variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per second,
-//! `PIPETEL_ROWS_FILE=rows.jsonl` to keep the rows, `OTEL_EXPORTER_OTLP_ENDPOINT` to push).
+//! `--linger-seconds N` (keep serving after the run, default 0), `--report-record-latency` (time
+//! every `shard.record` call and print the longest, and the peak resident memory, at the end).
+//! Every `pipetel::Config` variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per
+//! second, `PIPETEL_ROWS_FILE=rows.jsonl` to keep the rows, `OTEL_EXPORTER_OTLP_ENDPOINT` to push).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use pipetel::pipeline::{CounterKey, StageStat};
@@ -26,19 +28,31 @@ struct Args {
     seconds: u64,
     shards: u32,
     linger: u64,
+    report_record_latency: bool,
 }
 
+/// The longest `shard.record` call so far, in nanoseconds (with `--report-record-latency`).
+static MAX_RECORD_NS: AtomicU64 = AtomicU64::new(0);
+
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args { seconds: 6, shards: 8, linger: 0 };
+    let mut args = Args { seconds: 6, shards: 8, linger: 0, report_record_latency: false };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
+        if flag == "--report-record-latency" {
+            args.report_record_latency = true;
+            continue;
+        }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let n: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
         match flag.as_str() {
             "--seconds" => args.seconds = n,
             "--shards" => args.shards = u32::try_from(n).map_err(|_| format!("--shards {n} is too large"))?,
             "--linger-seconds" => args.linger = n,
-            _ => return Err(format!("unknown flag {flag}; expected --seconds, --shards, --linger-seconds")),
+            _ => {
+                return Err(format!(
+                    "unknown flag {flag}; expected --seconds, --shards, --linger-seconds, --report-record-latency"
+                ))
+            }
         }
     }
     Ok(args)
@@ -72,7 +86,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             let workers: Vec<_> = (0..args.shards)
                 .map(|i| {
                     let (stage, retries) = (&stage, &retries);
-                    s.spawn(move || run_shard(stage, stage_no, i, deadline, retries))
+                    let timed = args.report_record_latency;
+                    s.spawn(move || run_shard(stage, stage_no, i, deadline, retries, timed))
                 })
                 .collect();
             workers.into_iter().map(|w| w.join()).filter(|r| !matches!(r, Ok(true))).count()
@@ -87,13 +102,27 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     if let Err(e) = telemetry.shutdown() {
         eprintln!("shutdown: {e}");
     }
+    if args.report_record_latency {
+        println!("max record call: {} ns", MAX_RECORD_NS.load(Ordering::Relaxed));
+        match peak_rss_kib() {
+            Some(kib) => println!("peak rss: {kib} kB"),
+            None => println!("peak rss: unknown"),
+        }
+    }
     Ok(())
 }
 
 /// Runs one shard until the deadline; false when it failed. Its span feeds the span-derived
 /// `span.duration` histogram.
 #[tracing::instrument(skip_all, fields(stage = stage_no, shard = index))]
-fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, deadline: Instant, retries: &CounterKey) -> bool {
+fn run_shard(
+    stage: &pipetel::Stage,
+    stage_no: usize,
+    index: u32,
+    deadline: Instant,
+    retries: &CounterKey,
+    timed: bool,
+) -> bool {
     let shard = stage.shard(index).start();
     // Work done under the shard's span nests under it in traces.
     let span = shard.span().clone();
@@ -105,7 +134,14 @@ fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, deadline: Inst
             return false;
         }
         process(stage_no, index, batch);
-        shard.record(BATCH_ITEMS, BATCH_BYTES);
+        if timed {
+            let t = Instant::now();
+            shard.record(BATCH_ITEMS, BATCH_BYTES);
+            let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            MAX_RECORD_NS.fetch_max(ns, Ordering::Relaxed);
+        } else {
+            shard.record(BATCH_ITEMS, BATCH_BYTES);
+        }
         if batch % 50 == 49 {
             shard.add(retries, 1);
         }
@@ -127,6 +163,13 @@ fn process(stage_no: usize, index: u32, batch: u64) {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     }
     std::hint::black_box(x);
+}
+
+/// The process's peak resident memory (`VmHWM`), in KiB; Linux only.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 fn print_table(rows: &[StageStat]) {

@@ -4,6 +4,7 @@
 use std::sync::atomic::Ordering;
 
 use opentelemetry::metrics::Meter;
+use opentelemetry::KeyValue;
 
 use super::state::{check_overflow, registry, FAILED, RUNNING, SUCCEEDED};
 
@@ -40,26 +41,56 @@ fn desc(name: &str) -> &'static str {
     METRICS.iter().find(|(n, _, _)| *n == name).map(|(_, _, d)| *d).unwrap_or("")
 }
 
+/// Observes one value per shard, at most `limit - 1` shard series: past that, counters fold the
+/// rest into one series marked `otel.metric.overflow=true` holding their sum (the SDK's own
+/// overflow series would keep only one of the observed values), and gauges drop them.
 macro_rules! observe_shards {
-    ($meter:expr, $kind:ident, $name:literal, |$shard:ident| $value:expr) => {
+    ($meter:expr, $kind:ident, $name:literal, $fold:ident, |$shard:ident| $value:expr) => {
         $meter
             .$kind($name)
             .with_unit(unit($name))
             .with_description(desc($name))
             .with_callback(|obs| {
+                let room = shard_series_room();
                 let mut series = 0usize;
+                let mut overflow = None;
                 for stage in registry().stages() {
                     for $shard in stage.shards() {
-                        series += 1;
-                        if let Some(v) = $value {
+                        let Some(v) = $value else { continue };
+                        if series < room {
                             obs.observe(v, &$shard.attrs);
+                        } else {
+                            overflow = fold!($fold, overflow, v);
                         }
+                        series += 1;
                     }
+                }
+                if let Some(v) = overflow {
+                    obs.observe(v, &[KeyValue::new("otel.metric.overflow", true)]);
                 }
                 check_overflow(series);
             })
             .build()
     };
+}
+
+macro_rules! fold {
+    (sum, $acc:expr, $v:expr) => {
+        Some($acc.unwrap_or_default() + $v)
+    };
+    (drop, $acc:expr, $v:expr) => {{
+        let _ = $v;
+        $acc
+    }};
+}
+
+/// Shard series an instrument may carry before the rest fold: one slot stays for the overflow.
+fn shard_series_room() -> usize {
+    super::state::runtime()
+        .map(|r| r.cardinality_limit)
+        .unwrap_or(crate::config::DEFAULT_CARDINALITY_LIMIT)
+        .saturating_sub(1)
+        .max(1)
 }
 
 /// Registers every observable instrument on `meter`. The SDK keeps the callbacks for the
@@ -148,42 +179,42 @@ pub(crate) fn register(meter: &Meter) {
         })
         .build();
 
-    let _ = observe_shards!(meter, u64_observable_counter, "pipeline.worker.items", |s| Some(
+    let _ = observe_shards!(meter, u64_observable_counter, "pipeline.worker.items", sum, |s| Some(
         s.cells.items.load(Ordering::Relaxed)
     ));
-    let _ = observe_shards!(meter, u64_observable_counter, "pipeline.worker.bytes", |s| Some(
+    let _ = observe_shards!(meter, u64_observable_counter, "pipeline.worker.bytes", sum, |s| Some(
         s.cells.bytes.load(Ordering::Relaxed)
     ));
-    let _ = observe_shards!(meter, f64_observable_counter, "pipeline.worker.cpu.time", |s| s
+    let _ = observe_shards!(meter, f64_observable_counter, "pipeline.worker.cpu.time", sum, |s| s
         .sample
         .lock()
         .ok()
         .map(|g| g.last.cpu_time.as_secs_f64()));
-    let _ = observe_shards!(meter, f64_observable_gauge, "pipeline.worker.cpu.utilization", |s| s
+    let _ = observe_shards!(meter, f64_observable_gauge, "pipeline.worker.cpu.utilization", drop, |s| s
         .sample
         .lock()
         .ok()
         .and_then(|g| g.last.cpu_percent)
         .map(|p| p / 100.0));
-    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.usage", |s| s
+    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.usage", drop, |s| s
         .sample
         .lock()
         .ok()
         .map(|g| g.last.memory_current)
         .filter(|m| *m > 0));
-    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.average", |s| s
+    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.average", drop, |s| s
         .sample
         .lock()
         .ok()
         .map(|g| g.last.memory_avg)
         .filter(|m| *m > 0));
-    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.peak", |s| s
+    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.peak", drop, |s| s
         .sample
         .lock()
         .ok()
         .map(|g| g.last.memory_peak)
         .filter(|m| *m > 0));
-    let _ = observe_shards!(meter, f64_observable_gauge, "pipeline.worker.heartbeat", |s| s
+    let _ = observe_shards!(meter, f64_observable_gauge, "pipeline.worker.heartbeat", drop, |s| s
         .sample
         .lock()
         .ok()
