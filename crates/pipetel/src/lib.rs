@@ -33,12 +33,15 @@
 //! | `otlp` | yes | OTLP push over gRPC and HTTP/protobuf |
 //! | `console` | yes | human-readable exporters on stdout |
 //! | `gpu` | yes | GPU gauges from NVML (loaded at run time; building needs no driver) |
+//! | `http` | no | [`http`]: HTTP server request metrics for tower/axum/hyper services |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod config;
 pub mod error;
 mod export;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod hub;
 mod measure;
 pub mod pipeline;

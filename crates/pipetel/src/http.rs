@@ -1,0 +1,294 @@
+//! HTTP server request metrics for services built on tower (axum, hyper, tonic), named as the
+//! OTel HTTP semantic conventions name them. Cargo feature `http` (off by default).
+//!
+//! ```no_run
+//! # async fn infer() -> &'static str { "ok" }
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = pipetel::Config::from_env()?.with_service_name("inference");
+//! let _telemetry = pipetel::init(config.clone())?;
+//! // Built after `init`: the middleware takes its meter from the provider `init` installed.
+//! // Added with `Router::layer` after the routes, so `http.route` is the matched template.
+//! let app: axum::Router = axum::Router::new()
+//!     .route("/v1/infer", axum::routing::post(infer))
+//!     .layer(pipetel::http::layer_for(&config));
+//! # let _ = app; Ok(()) }
+//! ```
+//!
+//! | OTel name | unit | kind | Prometheus name |
+//! |---|---|---|---|
+//! | `http.server.request.duration` | `s` | histogram | `http_server_request_duration_seconds` |
+//! | `http.server.active_requests` | `{request}` | up-down counter | `http_server_active_requests` |
+//! | `http.server.request.body.size` | `By` | histogram | `http_server_request_body_size_bytes` |
+//! | `http.server.response.body.size` | `By` | histogram | `http_server_response_body_size_bytes` |
+//!
+//! Finished requests carry `http.request.method`, `http.response.status_code`, `http.route` (the
+//! matched axum route template; absent for unmatched paths, so a scan of random URLs cannot
+//! grow the series), `url.scheme`, `network.protocol.name` and `network.protocol.version`;
+//! `http.server.active_requests` carries `http.request.method` and `url.scheme` only, as the
+//! conventions say. The request body size is the `Content-Length` the client sent; the response
+//! body size is recorded when the body's length is known up front. The duration buckets are
+//! the conventions' advice (5 ms to 10 s), fixed by the middleware, so
+//! [`PIPETEL_HISTOGRAM_BUCKETS`](crate::service::PIPETEL_HISTOGRAM_BUCKETS) does not apply.
+//!
+//! The measuring itself is the kept `opentelemetry-instrumentation-tower` middleware (built
+//! against the same OTel crates as pipetel); it also opens a server span per request on the
+//! global tracer, exported when a trace exporter is configured, and continues the caller's
+//! trace from W3C `traceparent` headers. pipetel adds two things around it: the switch
+//! ([`PIPETEL_HTTP_METRICS`](crate::service::PIPETEL_HTTP_METRICS), `service.http_metrics` in
+//! the file; when off the layer is the identity and costs nothing per request), and
+//! `url.scheme`: an HTTP/1.1 server receives targets in origin form (`/v1/infer`, no scheme),
+//! which would leave the attribute empty, so the layer shows the middleware the request with
+//! the scheme the server serves ([`HttpMetricsLayer::with_scheme`], default `http`) and hands
+//! the application the request target exactly as it arrived.
+
+use std::task::{Context, Poll};
+
+use http::uri::{Authority, Scheme, Uri};
+use opentelemetry_instrumentation_tower::http::server as otel;
+use tower::util::Either;
+use tower::{Layer, Service};
+
+use crate::config::{Config, ConfigError};
+
+/// `http.server.request.duration`: duration of finished requests, seconds (histogram).
+pub const REQUEST_DURATION: &str = "http.server.request.duration";
+/// `http.server.active_requests`: requests being served now.
+pub const ACTIVE_REQUESTS: &str = "http.server.active_requests";
+/// `http.server.request.body.size`: request body sizes, bytes (histogram).
+pub const REQUEST_BODY_SIZE: &str = "http.server.request.body.size";
+/// `http.server.response.body.size`: response body sizes, bytes (histogram).
+pub const RESPONSE_BODY_SIZE: &str = "http.server.response.body.size";
+
+/// The HTTP metrics layer for the switch in the configuration `init` reads: the file named by
+/// `PIPETEL_CONFIG`, then the environment. Build it after [`crate::init`].
+///
+/// # Errors
+/// As [`Config::from_env`]: a bad value of a variable or file key, named in the error.
+pub fn layer() -> Result<HttpMetricsLayer, ConfigError> {
+    Ok(layer_for(&Config::from_env()?))
+}
+
+/// The HTTP metrics layer for `config`'s switch ([`Config::service_metrics`]`.http_metrics`,
+/// so a value set in code counts too). Build it after [`crate::init`].
+pub fn layer_for(config: &Config) -> HttpMetricsLayer {
+    if config.service_metrics().http_metrics {
+        HttpMetricsLayer::enabled()
+    } else {
+        HttpMetricsLayer::disabled()
+    }
+}
+
+/// A tower [`Layer`] measuring every request of the service it wraps (see the [module
+/// docs](self)), or the identity when HTTP metrics are off.
+#[derive(Clone)]
+pub struct HttpMetricsLayer {
+    middleware: Option<otel::Layer>,
+    scheme: Scheme,
+}
+
+impl HttpMetricsLayer {
+    /// A measuring layer. Its instruments come from the global meter provider as it is now, so
+    /// build it after [`crate::init`]; one built before records into a no-op meter.
+    pub fn enabled() -> Self {
+        HttpMetricsLayer { middleware: Some(otel::Layer::new()), scheme: Scheme::HTTP }
+    }
+
+    /// The identity layer: requests pass through unmeasured.
+    pub fn disabled() -> Self {
+        HttpMetricsLayer { middleware: None, scheme: Scheme::HTTP }
+    }
+
+    /// The `url.scheme` of requests that arrive without one (HTTP/1.1 origin-form targets):
+    /// `Scheme::HTTPS` for a server that terminates TLS itself. Default `http`.
+    pub fn with_scheme(mut self, scheme: Scheme) -> Self {
+        self.scheme = scheme;
+        self
+    }
+
+    /// Whether this layer measures requests.
+    pub fn is_enabled(&self) -> bool {
+        self.middleware.is_some()
+    }
+}
+
+impl std::fmt::Debug for HttpMetricsLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpMetricsLayer").field("enabled", &self.is_enabled()).field("scheme", &self.scheme).finish()
+    }
+}
+
+/// The service [`HttpMetricsLayer`] wraps around `S`: the measured stack, or `S` itself.
+pub type HttpMetricsService<S> = Either<WithScheme<otel::Service<RestoreTarget<S>>>, S>;
+
+impl<S> Layer<S> for HttpMetricsLayer {
+    type Service = HttpMetricsService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        match &self.middleware {
+            Some(middleware) => Either::Left(WithScheme {
+                inner: middleware.layer(RestoreTarget { inner }),
+                scheme: self.scheme.clone(),
+            }),
+            None => Either::Right(inner),
+        }
+    }
+}
+
+/// The request target as the client sent it, carried past the middleware in the request's
+/// extensions so [`RestoreTarget`] can put it back.
+#[derive(Clone)]
+struct OriginalTarget(Uri);
+
+/// Outermost part of the measured stack: gives an origin-form request target the server's
+/// scheme (and the `Host` header's authority, which an absolute URI needs) so the middleware
+/// reads `url.scheme`.
+#[derive(Clone, Debug)]
+pub struct WithScheme<S> {
+    inner: S,
+    scheme: Scheme,
+}
+
+impl<S, B> Service<http::Request<B>> for WithScheme<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        if req.uri().scheme().is_none() {
+            if let Some(absolute) = absolute_target(&req, &self.scheme) {
+                let original = std::mem::replace(req.uri_mut(), absolute);
+                req.extensions_mut().insert(OriginalTarget(original));
+            }
+        }
+        self.inner.call(req)
+    }
+}
+
+/// `scheme://host/path?query` for an origin-form target; `None` when it cannot be formed (an
+/// asterisk-form `OPTIONS *`, say), and the request then goes on unchanged.
+fn absolute_target<B>(req: &http::Request<B>, scheme: &Scheme) -> Option<Uri> {
+    let path_and_query = req.uri().path_and_query()?.clone();
+    if !path_and_query.as_str().starts_with('/') {
+        return None;
+    }
+    // The authority only makes the URI well-formed; the middleware does not report it.
+    let authority = req
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.parse::<Authority>().ok())
+        .unwrap_or_else(|| Authority::from_static("localhost"));
+    Uri::builder().scheme(scheme.clone()).authority(authority).path_and_query(path_and_query).build().ok()
+}
+
+/// Innermost part of the measured stack: hands the application the request target exactly as
+/// it arrived, undoing [`WithScheme`].
+#[derive(Clone, Debug)]
+pub struct RestoreTarget<S> {
+    inner: S,
+}
+
+impl<S, B> Service<http::Request<B>> for RestoreTarget<S>
+where
+    S: Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        if let Some(OriginalTarget(original)) = req.extensions_mut().remove::<OriginalTarget>() {
+            *req.uri_mut() = original;
+        }
+        self.inner.call(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+    use tower::ServiceExt;
+
+    /// A service that remembers the target each request reached it with.
+    fn recorder(
+        seen: Arc<Mutex<Vec<String>>>,
+    ) -> impl Service<http::Request<()>, Response = http::Response<String>, Error = Infallible, Future: Send> + Clone
+    {
+        tower::service_fn(move |req: http::Request<()>| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().map(|mut s| s.push(req.uri().to_string())).ok();
+                Ok::<_, Infallible>(http::Response::new(String::from("ok")))
+            }
+        })
+    }
+
+    fn request(target: &str, host: Option<&str>) -> http::Request<()> {
+        let mut b = http::Request::builder().uri(target);
+        if let Some(h) = host {
+            b = b.header(http::header::HOST, h);
+        }
+        b.body(()).expect("a valid test request")
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_middleware_sees_the_scheme_and_the_application_the_original_target() {
+        let (before, after) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+        let (b, a) = (before.clone(), after.clone());
+        // Stand-in for the middleware: records what it is shown, then calls the restorer.
+        let svc = WithScheme {
+            inner: tower::service_fn(move |req: http::Request<()>| {
+                b.lock().map(|mut s| s.push(req.uri().to_string())).ok();
+                RestoreTarget { inner: recorder(a.clone()) }.oneshot(req)
+            }),
+            scheme: Scheme::HTTPS,
+        };
+        for (target, host) in [("/v1/infer?x=1", Some("api.example:8080")), ("/healthz", None), ("http://h/abs", None)]
+        {
+            svc.clone().oneshot(request(target, host)).await.expect("infallible");
+        }
+        assert_eq!(
+            *before.lock().expect("lock"),
+            ["https://api.example:8080/v1/infer?x=1", "https://localhost/healthz", "http://h/abs"]
+        );
+        assert_eq!(*after.lock().expect("lock"), ["/v1/infer?x=1", "/healthz", "http://h/abs"]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_unformable_target_passes_unchanged() {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let svc = WithScheme { inner: RestoreTarget { inner: recorder(seen.clone()) }, scheme: Scheme::HTTP };
+        svc.oneshot(request("*", None)).await.expect("infallible");
+        assert_eq!(*seen.lock().expect("lock"), ["*"]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_switch_picks_the_identity_or_the_measured_stack() {
+        let on = layer_for(&Config::default());
+        assert!(on.is_enabled());
+        assert!(matches!(on.layer(recorder(Default::default())), Either::Left(_)));
+        let off_config = Config::default()
+            .with_service_metrics(crate::service::ServiceMetricsConfig { http_metrics: false, ..Default::default() });
+        let off = layer_for(&off_config);
+        assert!(!off.is_enabled());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let svc = off.layer(recorder(seen.clone()));
+        assert!(matches!(svc, Either::Right(_)));
+        let resp = svc.oneshot(request("/v1/infer", None)).await.expect("infallible");
+        assert_eq!(resp.into_body(), "ok");
+        assert_eq!(*seen.lock().expect("lock"), ["/v1/infer"]);
+    }
+}
