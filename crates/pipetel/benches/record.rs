@@ -1,6 +1,9 @@
 //! The hot path, `Shard::record(items, bytes)`, beside its anchors in the same group: two padded
-//! `AtomicU64::fetch_add` (the floor) and the OTel SDK's `Counter::add` with 3 attributes (what a
-//! user would write without pipetel). Then 2 threads on 2 shards against 1 thread, per thread.
+//! `AtomicU64::fetch_add` (the floor), and what a user would write without pipetel: the OTel
+//! SDK's `Counter::add` with 3 attributes, a `prometheus-client` family's
+//! `get_or_create(&labels).inc()`, and the `metrics` facade's `counter!` with 3 labels (on the
+//! `metrics-exporter-prometheus` recorder). Then 2 threads on 2 shards against 1 thread, per
+//! thread.
 //!
 //! `cargo bench -p pipetel --bench record`
 
@@ -15,6 +18,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+use prometheus_client::metrics::counter::Counter as PcCounter;
+use prometheus_client::metrics::family::Family as PcFamily;
 
 #[repr(align(128))]
 struct Padded(AtomicU64, AtomicU64);
@@ -39,6 +44,29 @@ fn one_thread(c: &mut Criterion) {
         KeyValue::new("pipeline.shard.index", 0),
     ];
     g.bench_function("otel_sdk_counter_add_3_attrs", |b| b.iter(|| counter.add(black_box(1), &attrs)));
+    let family = PcFamily::<Vec<(String, String)>, PcCounter>::default();
+    let labels = vec![
+        ("pipeline_stage_name".to_string(), "bench".to_string()),
+        ("pipeline_execution_id".to_string(), "x".to_string()),
+        ("pipeline_shard_index".to_string(), "0".to_string()),
+    ];
+    g.bench_function("prometheus_client_family_get_or_create_inc", |b| {
+        b.iter(|| family.get_or_create(black_box(&labels)).inc())
+    });
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    metrics::with_local_recorder(&recorder, || {
+        g.bench_function("metrics_counter_macro_3_labels", |b| {
+            b.iter(|| {
+                metrics::counter!(
+                    "pipeline_worker_items",
+                    "pipeline_stage_name" => "bench",
+                    "pipeline_execution_id" => "x",
+                    "pipeline_shard_index" => "0"
+                )
+                .increment(black_box(1))
+            })
+        });
+    });
     g.finish();
     shard.finish();
     stage.finish();

@@ -1,6 +1,11 @@
 //! What a span costs through each layer of pipetel's `tracing` stack, and what
 //! `#[pipetel::measure]` adds to a function call.
 //!
+//! Group `span`: (a) the `tracing` registry alone, (b) + bare `tracing-opentelemetry`, (c) the full
+//! stack (b + span metrics), (d) the full stack as `init` composes it for the `always_off`
+//! sampler, and a span dropped by the sampler with the OTel layer in place (what ratio and
+//! parent-based samplers pay for a sampled-out span).
+//!
 //! Run: `cargo bench -p pipetel --bench spans -- --warm-up-time 1 --measurement-time 2`
 
 // `criterion_group!` generates an undocumented public function.
@@ -45,23 +50,24 @@ fn spans(c: &mut Criterion) {
             ),
         ),
         (
-            "c_registry_otel_span_metrics",
+            "c_full_stack",
             Dispatch::new(
                 tracing_subscriber::registry()
                     .with(tracing_opentelemetry::layer().with_tracer(on.tracer("c")))
                     .with(metrics()),
             ),
         ),
+        // What `init` composes when the sampler is `always_off`: the OTel layer is left out.
+        ("d_full_stack_always_off", Dispatch::new(tracing_subscriber::registry().with(metrics()))),
+        // A span the sampler drops while the OTel layer stays (ratio and parent-based samplers).
         (
-            "d_c_sampler_always_off",
+            "d_otel_layer_sampler_drops",
             Dispatch::new(
                 tracing_subscriber::registry()
                     .with(tracing_opentelemetry::layer().with_tracer(off.tracer("d")))
                     .with(metrics()),
             ),
         ),
-        // What `init` can do when the sampler is `AlwaysOff`: leave the OTel layer out.
-        ("e_registry_span_metrics", Dispatch::new(tracing_subscriber::registry().with(metrics()))),
     ];
     let mut group = c.benchmark_group("span");
     for (name, dispatch) in &stacks {

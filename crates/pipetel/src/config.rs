@@ -1588,7 +1588,11 @@ impl FileConfig {
             }
             if let Some(p) = g.rocm_smi_library {
                 if p.as_os_str().is_empty() {
-                    return Err(ConfigError::invalid(key("gpu.rocm_smi_library"), "", "empty path; leave it out for the default names"));
+                    return Err(ConfigError::invalid(
+                        key("gpu.rocm_smi_library"),
+                        "",
+                        "empty path; leave it out for the default names",
+                    ));
                 }
                 c.gpu.rocm_library_path = Some(p);
             }

@@ -567,7 +567,9 @@ impl crate::export::ExpositionSource for NativeHistograms {
                     labels.push_str("\",");
                 }
                 labels.push_str("otel_scope_name=\"pipetel\"");
-                for (bound, count) in family.bounds().iter().chain(std::iter::once(&f64::INFINITY)).zip(series.bucket_counts.iter()) {
+                for (bound, count) in
+                    family.bounds().iter().chain(std::iter::once(&f64::INFINITY)).zip(series.bucket_counts.iter())
+                {
                     let _ = write!(out, "{prom}_bucket{{{labels},le=\"");
                     crate::export::encode::write_f64(*bound, out);
                     let _ = writeln!(out, "\"}} {count}");

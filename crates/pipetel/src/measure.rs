@@ -24,6 +24,14 @@
 //! | return | `function.duration`, `function.in_flight` −1, `function.output.size` (with `output_size`, on `Ok` for a `Result`), `function.errors` +1 with `error.type=err` on `Err` |
 //! | panic | `function.duration`, `function.in_flight` −1, `function.errors` +1 with `error.type=panic`; the panic goes on unchanged |
 //! | future dropped before completion | `function.in_flight` −1 only |
+//!
+//! # Cost of a call
+//! Calls, errors and in-flight are relaxed atomic adds on the site's own cells; observable
+//! instruments (one set per meter provider, registered with the first site resolved after
+//! `init`) read every site's cells when a reader collects. Only the histograms go through the
+//! SDK, each bound once to the site's attribute set, so a call pays no attribute lookup. As the
+//! cells live in the `static` site, calls made before `init` are counted too and show up in the
+//! first collection after it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -43,12 +51,12 @@ pub mod __private {
     use std::future::Future;
     use std::pin::Pin;
     use std::ptr;
-    use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
-    use std::sync::OnceLock;
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
+    use std::sync::{Mutex, OnceLock};
     use std::task::{Context, Poll};
     use std::time::Instant;
 
-    use opentelemetry::metrics::{Counter, Histogram, UpDownCounter};
+    use opentelemetry::metrics::{BoundHistogram, ObservableCounter, ObservableUpDownCounter};
     use opentelemetry::KeyValue;
 
     pub use tracing;
@@ -112,29 +120,119 @@ pub mod __private {
         pub mark_span: bool,
     }
 
-    /// One measured function: its compile-time facts and its resolved handles.
+    /// One measured function: its compile-time facts, its counting cells and its resolved handles.
     #[derive(Debug)]
     pub struct Site {
         info: SiteInfo,
         handles: AtomicPtr<Handles>,
+        cells: Cells,
+        attrs: OnceLock<Attrs>,
+    }
+
+    /// The counters of one site, read by the observable instruments at collection.
+    #[derive(Debug)]
+    struct Cells {
+        calls: AtomicU64,
+        errors_err: AtomicU64,
+        errors_panic: AtomicU64,
+        in_flight: AtomicI64,
+    }
+
+    /// A site's attribute sets, built once.
+    #[derive(Debug)]
+    struct Attrs {
+        base: Box<[KeyValue]>,
+        err: Box<[KeyValue]>,
+        panic: Box<[KeyValue]>,
+    }
+
+    impl Attrs {
+        fn new(info: &SiteInfo) -> Self {
+            let mut base = vec![KeyValue::new(ATTR_FUNCTION, info.function), KeyValue::new(ATTR_MODULE, info.module)];
+            if let Some(stage) = info.stage {
+                base.push(KeyValue::new(ATTR_STAGE, stage));
+            }
+            let with = |extra: &'static str| {
+                let mut v = base.clone();
+                v.push(KeyValue::new(ATTR_ERROR_TYPE, extra));
+                v.into_boxed_slice()
+            };
+            let (err, panic) = (with("err"), with("panic"));
+            Attrs { base: base.into_boxed_slice(), err, panic }
+        }
+    }
+
+    /// Every site resolved so far: what the observable instruments' callbacks read.
+    static SITES: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
+
+    /// The observable instruments of the current meter provider, and the generation they belong to.
+    type Observers = (ObservableCounter<u64>, ObservableCounter<u64>, ObservableUpDownCounter<i64>);
+    static OBSERVERS: Mutex<Option<(u64, Observers)>> = Mutex::new(None);
+
+    fn each_site(mut f: impl FnMut(&'static Site, &Attrs)) {
+        let sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+        for site in sites.iter() {
+            if let Some(attrs) = site.attrs.get() {
+                f(site, attrs);
+            }
+        }
+    }
+
+    /// Registers `function.calls`, `function.errors` and `function.in_flight` on the current
+    /// global meter, once per generation.
+    fn observe(generation: u64) {
+        let mut observers = OBSERVERS.lock().unwrap_or_else(|e| e.into_inner());
+        if observers.as_ref().is_some_and(|(g, _)| *g == generation) {
+            return;
+        }
+        let meter = crate::meter();
+        let calls = meter
+            .u64_observable_counter(FUNCTION_CALLS)
+            .with_unit("{call}")
+            .with_description("Calls started")
+            .with_callback(|o| {
+                each_site(|site, attrs| o.observe(site.cells.calls.load(Ordering::Relaxed), &attrs.base))
+            })
+            .build();
+        let errors = meter
+            .u64_observable_counter(FUNCTION_ERRORS)
+            .with_unit("{error}")
+            .with_description("Calls that returned an error or panicked")
+            .with_callback(|o| {
+                each_site(|site, attrs| {
+                    // Only kinds that happened: a function that never failed has no error series.
+                    for (cell, attrs) in
+                        [(&site.cells.errors_err, &attrs.err), (&site.cells.errors_panic, &attrs.panic)]
+                    {
+                        let n = cell.load(Ordering::Relaxed);
+                        if n > 0 {
+                            o.observe(n, attrs);
+                        }
+                    }
+                })
+            })
+            .build();
+        let in_flight = meter
+            .i64_observable_up_down_counter(FUNCTION_IN_FLIGHT)
+            .with_unit("{call}")
+            .with_description("Calls running now")
+            .with_callback(|o| {
+                each_site(|site, attrs| o.observe(site.cells.in_flight.load(Ordering::Relaxed), &attrs.base))
+            })
+            .build();
+        *observers = Some((generation, (calls, errors, in_flight)));
     }
 
     #[derive(Debug)]
     struct Handles {
         generation: u64,
-        calls: Counter<u64>,
-        errors: Counter<u64>,
-        in_flight: UpDownCounter<i64>,
-        duration: Histogram<f64>,
-        input: Option<Histogram<u64>>,
-        output: Option<Histogram<u64>>,
-        attrs: Box<[KeyValue]>,
-        attrs_err: Box<[KeyValue]>,
-        attrs_panic: Box<[KeyValue]>,
+        duration: BoundHistogram<f64>,
+        input: Option<BoundHistogram<u64>>,
+        output: Option<BoundHistogram<u64>>,
     }
 
     impl Handles {
-        fn resolve(info: &SiteInfo, generation: u64) -> Self {
+        fn resolve(info: &SiteInfo, attrs: &Attrs, generation: u64) -> Self {
             let meter = crate::meter();
             // OTel keeps one bucket layout per metric: the first function to resolve
             // `function.duration` decides it. Say so when another one asks for a different one.
@@ -148,16 +246,7 @@ pub mod __private {
                     "`buckets` differ from those `function.duration` was first created with; the first ones apply"
                 );
             }
-            let mut attrs = vec![KeyValue::new(ATTR_FUNCTION, info.function), KeyValue::new(ATTR_MODULE, info.module)];
-            if let Some(stage) = info.stage {
-                attrs.push(KeyValue::new(ATTR_STAGE, stage));
-            }
-            let with = |extra: &'static str| {
-                let mut v = attrs.clone();
-                v.push(KeyValue::new(ATTR_ERROR_TYPE, extra));
-                v.into_boxed_slice()
-            };
-            let (attrs_err, attrs_panic) = (with("err"), with("panic"));
+            observe(generation);
             let size = |name: &'static str, description: &'static str| {
                 meter
                     .u64_histogram(name)
@@ -165,31 +254,19 @@ pub mod __private {
                     .with_description(description)
                     .with_boundaries(SIZE_BUCKETS.to_vec())
                     .build()
+                    .bind(&attrs.base)
             };
             Handles {
                 generation,
-                calls: meter.u64_counter(FUNCTION_CALLS).with_unit("{call}").with_description("Calls started").build(),
-                errors: meter
-                    .u64_counter(FUNCTION_ERRORS)
-                    .with_unit("{error}")
-                    .with_description("Calls that returned an error or panicked")
-                    .build(),
-                in_flight: meter
-                    .i64_up_down_counter(FUNCTION_IN_FLIGHT)
-                    .with_unit("{call}")
-                    .with_description("Calls running now")
-                    .build(),
                 duration: meter
                     .f64_histogram(FUNCTION_DURATION)
                     .with_unit("s")
                     .with_description("Wall time of completed calls")
                     .with_boundaries(layout.to_vec())
-                    .build(),
+                    .build()
+                    .bind(&attrs.base),
                 input: info.input_size.then(|| size(FUNCTION_INPUT_SIZE, "Size of a call's input")),
                 output: info.output_size.then(|| size(FUNCTION_OUTPUT_SIZE, "Size of a call's output")),
-                attrs: attrs.into_boxed_slice(),
-                attrs_err,
-                attrs_panic,
             }
         }
     }
@@ -197,7 +274,17 @@ pub mod __private {
     impl Site {
         /// A site whose handles are resolved on its first call.
         pub const fn new(info: SiteInfo) -> Self {
-            Site { info, handles: AtomicPtr::new(ptr::null_mut()) }
+            Site {
+                info,
+                handles: AtomicPtr::new(ptr::null_mut()),
+                cells: Cells {
+                    calls: AtomicU64::new(0),
+                    errors_err: AtomicU64::new(0),
+                    errors_panic: AtomicU64::new(0),
+                    in_flight: AtomicI64::new(0),
+                },
+                attrs: OnceLock::new(),
+            }
         }
 
         #[inline]
@@ -217,7 +304,15 @@ pub mod __private {
         #[cold]
         #[inline(never)]
         fn resolve(&'static self, seen: *mut Handles, generation: u64) -> &'static Handles {
-            let fresh = Box::into_raw(Box::new(Handles::resolve(&self.info, generation)));
+            let mut first = false;
+            let attrs = self.attrs.get_or_init(|| {
+                first = true;
+                Attrs::new(&self.info)
+            });
+            if first {
+                SITES.lock().unwrap_or_else(|e| e.into_inner()).push(self);
+            }
+            let fresh = Box::into_raw(Box::new(Handles::resolve(&self.info, attrs, generation)));
             match self.handles.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
                 // SAFETY: `fresh` is a live allocation we just published and never free.
                 Ok(_) => unsafe { &*fresh },
@@ -239,6 +334,7 @@ pub mod __private {
     /// drop when the call panicked or its future was dropped.
     #[derive(Debug)]
     pub struct Call {
+        site: &'static Site,
         handles: &'static Handles,
         mark_span: bool,
         start: Instant,
@@ -253,9 +349,16 @@ pub mod __private {
         #[inline]
         pub fn start(site: &'static Site, span: tracing::Span) -> Self {
             let handles = site.handles();
-            handles.calls.add(1, &handles.attrs);
-            handles.in_flight.add(1, &handles.attrs);
-            Call { handles, mark_span: site.info.mark_span, start: Instant::now(), done: AtomicBool::new(false), span }
+            site.cells.calls.fetch_add(1, Ordering::Relaxed);
+            site.cells.in_flight.fetch_add(1, Ordering::Relaxed);
+            Call {
+                site,
+                handles,
+                mark_span: site.info.mark_span,
+                start: Instant::now(),
+                done: AtomicBool::new(false),
+                span,
+            }
         }
 
         /// The call's span.
@@ -268,7 +371,7 @@ pub mod __private {
         #[inline]
         pub fn input_size<N: Size>(&self, size: N) {
             if let Some(histogram) = &self.handles.input {
-                histogram.record(size.into_size(), &self.handles.attrs);
+                histogram.record(size.into_size());
             }
         }
 
@@ -276,7 +379,7 @@ pub mod __private {
         #[inline]
         pub fn output_size<N: Size>(&self, size: N) {
             if let Some(histogram) = &self.handles.output {
-                histogram.record(size.into_size(), &self.handles.attrs);
+                histogram.record(size.into_size());
             }
         }
 
@@ -297,12 +400,12 @@ pub mod __private {
             if self.done.swap(true, Ordering::Relaxed) {
                 return;
             }
-            let h = self.handles;
-            h.in_flight.add(-1, &h.attrs);
-            h.duration.record(self.start.elapsed().as_secs_f64(), &h.attrs);
+            let cells = &self.site.cells;
+            cells.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.handles.duration.record(self.start.elapsed().as_secs_f64());
             if let Some(kind) = error {
-                let attrs = if kind == "panic" { &h.attrs_panic } else { &h.attrs_err };
-                h.errors.add(1, attrs);
+                let cell = if kind == "panic" { &cells.errors_panic } else { &cells.errors_err };
+                cell.fetch_add(1, Ordering::Relaxed);
                 if self.mark_span {
                     self.span.record("error", true);
                 }
@@ -320,7 +423,7 @@ pub mod __private {
             } else {
                 // A future dropped before completion: not an error, no duration.
                 self.done.store(true, Ordering::Relaxed);
-                self.handles.in_flight.add(-1, &self.handles.attrs);
+                self.site.cells.in_flight.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }

@@ -442,6 +442,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         None => None,
     };
 
+    crate::registry::set_cardinality_limit(config.cardinality_limit());
     // Registries created from now on use the configured default buckets.
     if let Err(e) = crate::registry::global().set_default_buckets(&config.service_metrics().histogram_buckets) {
         tracing::warn!(target: "pipetel", error = %e, "default histogram buckets not applied");
@@ -490,8 +491,13 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     };
 
     // ----- the tracing subscriber -----
-    let otel_layer =
-        tracer_provider.as_ref().map(|tp| tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME)));
+    // With `always_off` no span is ever sampled, so the bridge is left out: building span data
+    // only for the sampler to drop it would cost about as much as exporting it. Trace and span
+    // ids then no longer reach log records and `Stage::traceparent` returns `None`.
+    let otel_layer = tracer_provider
+        .as_ref()
+        .filter(|_| !matches!(config.sampler(), SamplerConfig::AlwaysOff))
+        .map(|tp| tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME)));
     let log_layer = logger_provider.as_ref().map(|lp| {
         opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp)
             .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target())))

@@ -6,10 +6,10 @@
 //! exactly (nothing lost) and a second flood of 100,000 new ids adds no series and no memory;
 //! pipetel warns once about the worker series.
 //!
-//! Worker series past the limit fold into one overflow series holding their sum (pipetel caps
-//! them before the SDK does). Known gaps, printed but not asserted here: the registry keeps every
-//! label set it is given (its own series map is not capped) and its overflow series carries one
-//! observed value rather than the sum; the OTel counter's overflow is not warned about.
+//! Worker series and registry label sets past the limit fold into one overflow series holding
+//! their sum (pipetel caps them before the SDK does), and the registry's memory stays bounded.
+//! Known gap, printed but not asserted: an OTel counter's own overflow is not warned about (the
+//! SDK does not report it).
 //!
 //! The scenario runs in a child process (this test binary, re-run with an environment variable)
 //! so its stderr — where `init`'s console layer writes warnings — can be counted.
@@ -98,7 +98,10 @@ fn flood() {
         by_id.with([("request_id", format!("req-{i:08}").as_str())]).expect("label").inc();
     }
     let text = render.render();
-    let (series, sum, overflow) = check_bounded(&text, "flood_by_id_total", None);
+    // The registry caps its own series too: the overflow series holds the excess exactly.
+    let (series, sum, overflow) = check_bounded(&text, "flood_by_id_total", Some(FLOOD as f64));
+    let grown = resident_kib().saturating_sub(before);
+    assert!(grown < 8 * 1024, "a flood of {FLOOD} label values grew the registry by {grown} KiB");
     println!(
         "registry: series={series} sum={sum} overflow={overflow} rss_kib: before={before} after={}",
         resident_kib()
@@ -141,6 +144,12 @@ fn request_ids_in_labels_stay_bounded_with_overflow_and_one_warning() {
     }
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains(" WARN ")).collect();
     let cardinality: Vec<&&str> = warnings.iter().filter(|l| l.contains("cardinality limit")).collect();
-    assert_eq!(cardinality.len(), 1, "one cardinality warning, not one per series or per scrape:\n{stderr}");
-    assert!(cardinality[0].contains("PIPETEL_CARDINALITY_LIMIT"), "the warning says what to do: {}", cardinality[0]);
+    // One warning per flooded source (the registry counter, the worker series), not one per
+    // series or per scrape.
+    assert_eq!(cardinality.len(), 2, "one cardinality warning per flooded metric:\n{stderr}");
+    assert_eq!(cardinality.iter().filter(|l| l.contains("flood_by_id_total")).count(), 1, "{stderr}");
+    assert_eq!(cardinality.iter().filter(|l| l.contains("worker series")).count(), 1, "{stderr}");
+    for w in &cardinality {
+        assert!(w.contains("PIPETEL_CARDINALITY_LIMIT"), "the warning says what to do: {w}");
+    }
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use opentelemetry::metrics::{Histogram as OtelHistogram, Meter};
+use opentelemetry::metrics::{BoundHistogram, Histogram as OtelHistogram, Meter};
 use opentelemetry::KeyValue;
 
 use super::summary::Window;
@@ -93,6 +93,10 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
 }
 
 /// One labelled series.
+/// The label values of a family's overflow series (no real label value starts with NUL and
+/// matches this); rendered as `otel_metric_overflow="true"`.
+pub(crate) const OVERFLOW_MARK: &str = "\u{0}otel.metric.overflow";
+
 pub(crate) struct Series<C> {
     values: Box<[String]>,
     attrs: Box<[KeyValue]>,
@@ -155,16 +159,26 @@ impl<C: Cell> Family<C> {
                 _ => return Err(mismatch()),
             }
         }
-        let values = values.into_boxed_slice();
+        let mut values = values.into_boxed_slice();
         if let Some(s) = self.series.read().unwrap_or_else(PoisonError::into_inner).get(&values) {
             return Ok(s.clone());
         }
         let mut map = self.series.write().unwrap_or_else(PoisonError::into_inner);
+        // A flood of label values (a request id in a label) stops at the cardinality limit: new
+        // label sets share one overflow series, so memory stays bounded and nothing is lost.
+        let overflow = !map.contains_key(&values) && map.len() >= super::series_limit();
+        if overflow {
+            super::warn_overflow_once(&self.meta.exposed_name());
+            values = vec![OVERFLOW_MARK.to_string(); declared.len()].into_boxed_slice();
+        }
         let series = map
             .entry(values.clone())
             .or_insert_with(|| {
-                let attrs =
-                    declared.iter().zip(values.iter()).map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
+                let attrs = if overflow {
+                    vec![KeyValue::new("otel.metric.overflow", true)].into_boxed_slice()
+                } else {
+                    declared.iter().zip(values.iter()).map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect()
+                };
                 Arc::new(Series { values, attrs, cell: C::new(&self.spec) })
             })
             .clone();
@@ -533,6 +547,52 @@ pub(crate) struct HistogramCell {
     /// Per bucket (not cumulative); the last one is `+Inf`.
     buckets: Box<[AtomicU64]>,
     sum: AtomicU64,
+    /// The family's current OTel histogram bound to this series' attributes, so an observation
+    /// pays no attribute lookup; bound again when `init` replaces the histogram.
+    bound: AtomicPtr<BoundSeries>,
+    // Boxed so published pointers stay valid when the vector grows; at most one per `init`.
+    #[allow(clippy::vec_box)]
+    bound_owned: Mutex<Vec<Box<BoundSeries>>>,
+}
+
+/// A series' bound handle on one of its family's OTel histograms (`key`: that histogram's address).
+pub(crate) struct BoundSeries {
+    key: usize,
+    handle: BoundHistogram<f64>,
+}
+
+impl HistogramCell {
+    /// This series' handle on `histogram`, bound on first use.
+    #[inline]
+    fn bound_to(&self, histogram: &OtelHistogram<f64>, attrs: &[KeyValue]) -> &BoundHistogram<f64> {
+        let key = ptr::from_ref(histogram) as usize;
+        // SAFETY: a non-null pointer points into a box `bound_owned` keeps until the cell drops
+        // (boxes are never removed), and the caller borrows the cell.
+        if let Some(b) = unsafe { self.bound.load(Ordering::Acquire).as_ref() } {
+            if b.key == key {
+                return &b.handle;
+            }
+        }
+        self.bind(histogram, key, attrs)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn bind(&self, histogram: &OtelHistogram<f64>, key: usize, attrs: &[KeyValue]) -> &BoundHistogram<f64> {
+        let mut owned = self.bound_owned.lock().unwrap_or_else(PoisonError::into_inner);
+        let p = match owned.iter().find(|b| b.key == key) {
+            Some(b) => &**b as *const BoundSeries as *mut BoundSeries,
+            None => {
+                let boxed = Box::new(BoundSeries { key, handle: histogram.bind(attrs) });
+                let p = &*boxed as *const BoundSeries as *mut BoundSeries;
+                owned.push(boxed);
+                p
+            }
+        };
+        self.bound.store(p, Ordering::Release);
+        // SAFETY: `p` points into a box `bound_owned` keeps until the cell drops.
+        unsafe { &(*p).handle }
+    }
 }
 
 impl HistogramCell {
@@ -564,6 +624,8 @@ impl Cell for HistogramCell {
         HistogramCell {
             buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
             sum: AtomicU64::new(0f64.to_bits()),
+            bound: AtomicPtr::new(ptr::null_mut()),
+            bound_owned: Mutex::new(Vec::new()),
         }
     }
     fn reset(&self) {
@@ -644,7 +706,7 @@ fn observe_histogram(family: &Family<HistogramCell>, series: &Series<HistogramCe
     }
     series.cell.observe(&family.spec, v);
     if let Some(h) = family.otel_histogram() {
-        h.record(v, &series.attrs);
+        series.cell.bound_to(h, &series.attrs).record(v);
     }
 }
 

@@ -380,6 +380,31 @@ static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 /// Registers every live registry's instruments with the meter provider `init` just installed:
 /// instruments taken from the global provider before then are no-ops forever. `init` calls it
 /// right after `opentelemetry::global::set_meter_provider`.
+static SERIES_LIMIT: AtomicU64 = AtomicU64::new(crate::config::DEFAULT_CARDINALITY_LIMIT as u64);
+
+/// Sets the most label sets a registry family keeps (from `PIPETEL_CARDINALITY_LIMIT`, at `init`).
+pub(crate) fn set_cardinality_limit(limit: usize) {
+    SERIES_LIMIT.store(limit as u64, Ordering::Relaxed);
+}
+
+/// Label sets a family keeps before new ones share its overflow series (one slot stays for it).
+pub(crate) fn series_limit() -> usize {
+    usize::try_from(SERIES_LIMIT.load(Ordering::Relaxed)).unwrap_or(usize::MAX).saturating_sub(1).max(1)
+}
+
+/// Warns once per metric that its label sets reached the limit.
+pub(crate) fn warn_overflow_once(metric: &str) {
+    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    if WARNED.lock().unwrap_or_else(PoisonError::into_inner).insert(metric.to_string()) {
+        tracing::warn!(
+            target: "pipetel",
+            metric,
+            limit = series_limit() + 1,
+            "label sets reached the cardinality limit; new ones share one series marked otel_metric_overflow=\"true\" (raise PIPETEL_CARDINALITY_LIMIT, or keep unbounded values such as request ids out of labels)"
+        );
+    }
+}
+
 pub(crate) fn on_init() {
     let generation = GENERATION.fetch_add(1, Ordering::AcqRel) + 1;
     let live: Vec<Arc<Inner>> = {

@@ -67,6 +67,11 @@ pub(crate) fn write_sample(
     if !label_names.is_empty() || extra.is_some() {
         out.push('{');
         let mut first = true;
+        if label_values.first().map(String::as_str) == Some(super::metric::OVERFLOW_MARK) {
+            out.push_str("otel_metric_overflow=\"true\"");
+            first = false;
+        }
+        let label_values = if first { label_values } else { &[] };
         for (k, v) in label_names.iter().zip(label_values) {
             if !first {
                 out.push(',');
