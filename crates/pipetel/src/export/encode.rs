@@ -14,6 +14,7 @@
 //! - families with one name from several scopes share one `# HELP`/`# TYPE`; a name whose type
 //!   conflicts with an earlier family is dropped with one warning.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -186,6 +187,29 @@ pub(crate) fn write_f64(v: f64, out: &mut String) {
     }
 }
 
+/// Appends an unsigned integer without going through `fmt` (this runs once per sample).
+fn push_u64(mut v: u64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+fn push_i64(v: i64, out: &mut String) {
+    if v < 0 {
+        out.push('-');
+    }
+    push_u64(v.unsigned_abs(), out);
+}
+
 trait Num: Copy {
     fn write(self, out: &mut String);
 }
@@ -196,12 +220,12 @@ impl Num for f64 {
 }
 impl Num for u64 {
     fn write(self, out: &mut String) {
-        let _ = write!(out, "{self}");
+        push_u64(self, out);
     }
 }
 impl Num for i64 {
     fn write(self, out: &mut String) {
-        let _ = write!(out, "{self}");
+        push_i64(self, out);
     }
 }
 
@@ -209,31 +233,61 @@ fn value_str(v: &Value) -> String {
     v.as_str().into_owned()
 }
 
-/// The label block, without braces: the point's attributes (sanitised, collisions joined with
-/// `;`, sorted) followed by the scope labels.
-fn labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope: &str, scope_version: &str) -> String {
-    let mut map: BTreeMap<String, String> = BTreeMap::new();
-    for kv in attrs {
-        let k = label_key(kv.key.as_str());
-        let v = value_str(&kv.value);
-        map.entry(k)
-            .and_modify(|e: &mut String| {
-                e.push(';');
-                e.push_str(&v);
-            })
-            .or_insert(v);
+/// A label key as it appears in the exposition; borrowed when it needs no change (the usual
+/// case), so a scrape does not allocate per data point.
+fn label_key_cow(key: &str) -> Cow<'_, str> {
+    let valid = !key.is_empty()
+        && !key.starts_with(|c: char| c.is_ascii_digit())
+        && !key.starts_with("__")
+        && !key.contains("__")
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':');
+    if valid {
+        Cow::Borrowed(key)
+    } else {
+        Cow::Owned(label_key(key))
     }
-    let mut out = String::new();
-    for (k, v) in &map {
-        if k == "otel_scope_name" || k == "otel_scope_version" {
+}
+
+fn write_value(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) => escape_label_value(s.as_str(), out),
+        Value::I64(i) => push_i64(*i, out),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        other => escape_label_value(&other.as_str(), out),
+    }
+}
+
+/// The label block, without braces: the point's attributes (sanitised, collisions joined with
+/// `;`, sorted) followed by the scope labels (`scope_labels`, already formatted).
+fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &str, out: &mut String) {
+    let mut pairs: Vec<(Cow<'a, str>, &'a Value)> =
+        attrs.map(|kv| (label_key_cow(kv.key.as_str()), &kv.value)).collect();
+    pairs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut i = 0;
+    while i < pairs.len() {
+        let key = &pairs[i].0;
+        if key == "otel_scope_name" || key == "otel_scope_version" {
+            i += 1;
             continue;
         }
-        out.push_str(k);
+        out.push_str(key);
         out.push_str("=\"");
-        escape_label_value(v, &mut out);
+        write_value(pairs[i].1, out);
+        // Keys that collide after sanitising share one label, their values joined with `;`.
+        let mut j = i + 1;
+        while j < pairs.len() && pairs[j].0 == *key {
+            out.push(';');
+            write_value(pairs[j].1, out);
+            j += 1;
+        }
         out.push_str("\",");
+        i = j;
     }
-    out.push_str("otel_scope_name=\"");
+    out.push_str(scope_labels);
+}
+
+fn scope_labels(scope: &str, scope_version: &str) -> String {
+    let mut out = String::from("otel_scope_name=\"");
     escape_label_value(scope, &mut out);
     out.push('"');
     if !scope_version.is_empty() {
@@ -250,37 +304,74 @@ struct Family {
     body: String,
 }
 
-fn write_points<T: Num>(name: &str, d: &MetricData<T>, scope: &str, version: &str, out: &mut String) {
+fn write_points<T: Num>(name: &str, d: &MetricData<T>, scope_labels: &str, out: &mut String) {
     match d {
         MetricData::Gauge(g) => {
             for p in g.data_points() {
-                let _ = write!(out, "{name}{{{}}} ", labels(p.attributes(), scope, version));
+                out.push_str(name);
+                out.push('{');
+                write_labels(p.attributes(), scope_labels, out);
+                out.push_str("} ");
                 p.value().write(out);
                 out.push('\n');
             }
         }
         MetricData::Sum(s) => {
             for p in s.data_points() {
-                let _ = write!(out, "{name}{{{}}} ", labels(p.attributes(), scope, version));
+                out.push_str(name);
+                out.push('{');
+                write_labels(p.attributes(), scope_labels, out);
+                out.push_str("} ");
                 p.value().write(out);
                 out.push('\n');
             }
         }
         MetricData::Histogram(h) => {
+            let mut l = String::new();
+            let mut bounds: Vec<(f64, String)> = Vec::new();
             for p in h.data_points() {
-                let l = labels(p.attributes(), scope, version);
+                l.clear();
+                write_labels(p.attributes(), scope_labels, &mut l);
                 let mut cumulative = 0u64;
                 for (bound, count) in p.bounds().zip(p.bucket_counts()) {
                     cumulative = cumulative.saturating_add(count);
-                    let _ = write!(out, "{name}_bucket{{{l},le=\"");
-                    write_f64(bound, out);
-                    let _ = writeln!(out, "\"}} {cumulative}");
+                    // Bound strings are formatted once per instrument, not once per point.
+                    let pos = match bounds.iter().position(|(b, _)| *b == bound || (b.is_nan() && bound.is_nan())) {
+                        Some(pos) => pos,
+                        None => {
+                            let mut text = String::new();
+                            write_f64(bound, &mut text);
+                            bounds.push((bound, text));
+                            bounds.len() - 1
+                        }
+                    };
+                    out.push_str(name);
+                    out.push_str("_bucket{");
+                    out.push_str(&l);
+                    out.push_str(",le=\"");
+                    out.push_str(&bounds[pos].1);
+                    out.push_str("\"} ");
+                    push_u64(cumulative, out);
+                    out.push('\n');
                 }
-                let _ = writeln!(out, "{name}_bucket{{{l},le=\"+Inf\"}} {}", p.count());
-                let _ = write!(out, "{name}_sum{{{l}}} ");
+                out.push_str(name);
+                out.push_str("_bucket{");
+                out.push_str(&l);
+                out.push_str(",le=\"+Inf\"} ");
+                push_u64(p.count(), out);
+                out.push('\n');
+                out.push_str(name);
+                out.push_str("_sum{");
+                out.push_str(&l);
+                out.push_str("} ");
                 p.sum().write(out);
                 out.push('\n');
-                let _ = writeln!(out, "{name}_count{{{l}}} {}", p.count());
+                out.push_str(name);
+                out.push_str("_count{");
+                out.push_str(&l);
+                out.push_str("} ");
+                push_u64(p.count(), out);
+                out.push('\n');
             }
         }
         MetricData::ExponentialHistogram(_) => {}
@@ -296,6 +387,7 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
             continue;
         }
         let version = sm.scope().version().unwrap_or("");
+        let scope_labels = scope_labels(scope, version);
         for m in sm.metrics() {
             let Some((name, kind)) = family_name(m) else { continue };
             let fam = families.entry(name.clone()).or_insert_with(|| Family {
@@ -312,9 +404,9 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
                 continue;
             }
             match m.data() {
-                AggregatedMetrics::F64(d) => write_points(&name, d, scope, version, &mut fam.body),
-                AggregatedMetrics::U64(d) => write_points(&name, d, scope, version, &mut fam.body),
-                AggregatedMetrics::I64(d) => write_points(&name, d, scope, version, &mut fam.body),
+                AggregatedMetrics::F64(d) => write_points(&name, d, &scope_labels, &mut fam.body),
+                AggregatedMetrics::U64(d) => write_points(&name, d, &scope_labels, &mut fam.body),
+                AggregatedMetrics::I64(d) => write_points(&name, d, &scope_labels, &mut fam.body),
             }
         }
     }
