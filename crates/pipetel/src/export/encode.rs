@@ -19,6 +19,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use opentelemetry::{KeyValue, Value};
+
+pub(crate) use super::format::{escape_help, escape_label_value, write_f64};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 /// The Prometheus word a unit adds to a name, per the compatibility specification.
@@ -149,41 +151,6 @@ fn kind_of<T>(d: &MetricData<T>) -> Option<(&'static str, bool, bool)> {
         MetricData::Histogram(_) => Some(("histogram", false, false)),
         // Not representable in the classic text format.
         MetricData::ExponentialHistogram(_) => None,
-    }
-}
-
-/// Escapes a label value (`\`, `"`, newline).
-pub(crate) fn escape_label_value(v: &str, out: &mut String) {
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-fn escape_help(v: &str, out: &mut String) {
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Writes a sample value the way Prometheus parses it.
-pub(crate) fn write_f64(v: f64, out: &mut String) {
-    if v.is_nan() {
-        out.push_str("NaN");
-    } else if v == f64::INFINITY {
-        out.push_str("+Inf");
-    } else if v == f64::NEG_INFINITY {
-        out.push_str("-Inf");
-    } else {
-        let _ = write!(out, "{v}");
     }
 }
 

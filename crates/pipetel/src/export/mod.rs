@@ -2,6 +2,7 @@
 
 #[cfg(feature = "prometheus")]
 pub(crate) mod encode;
+pub(crate) mod format;
 #[cfg(feature = "otlp")]
 pub(crate) mod otlp;
 #[cfg(feature = "prometheus")]
