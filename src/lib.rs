@@ -184,6 +184,41 @@ fn binary(var: &str, default: &str) -> PathBuf {
 /// One series of a PromQL result: its labels and its value.
 pub type Series = (BTreeMap<String, String>, f64);
 
+/// The fake NVML driver state the end-to-end tests share (the format is documented at the top
+/// of `crates/pipetel-gpu/tests/fake_nvml/fake_nvml.c`): an H200 reporting every field and an
+/// almost idle L4 reporting fewer (no encoder, power, ECC or clocks).
+pub const FAKE_GPUS: &str = "count=2
+0.uuid=GPU-00000000-1111-2222-3333-444444444444
+0.name=Fake H200
+0.util.gpu=42
+0.util.mem=10
+0.enc=5
+0.dec=7
+0.mem.total=143771533312
+0.mem.used=71885766656
+0.mem.free=71885766656
+0.power=350000
+0.energy=1000000
+0.temp=61
+0.ecc.corrected=3
+0.ecc.uncorrected=0
+0.clock.graphics=1980
+0.clock.sm=1980
+0.clock.mem=3201
+0.fans=1
+0.fan.0=30
+0.pcie.tx=1000
+0.pcie.rx=2000
+1.uuid=GPU-99999999-8888-7777-6666-555555555555
+1.name=Fake L4
+1.util.gpu=3
+1.util.mem=1
+1.mem.total=24000000000
+1.mem.used=6000000000
+1.mem.free=18000000000
+1.temp=70
+";
+
 /// A real Prometheus server with its own temporary storage, scraping every second.
 pub struct Prometheus {
     /// Base URL, e.g. `http://127.0.0.1:41234`.
@@ -196,12 +231,31 @@ impl Prometheus {
     /// Starts Prometheus scraping `targets` (`host:port` strings) under the job `pipetel`, with
     /// `metrics_path` as the scrape path. Waits until it is ready.
     pub fn start(targets: &[String], metrics_path: &str) -> Self {
+        let targets = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+        Self::start_with(
+            &format!("  - job_name: pipetel\n    metrics_path: '{metrics_path}'\n    static_configs:\n      - targets: [{targets}]\n"),
+            &[],
+        )
+    }
+
+    /// Starts Prometheus scraping each `(job, host:port)` on `/metrics` and evaluating `rule_files`
+    /// every second. Waits until it is ready.
+    pub fn start_jobs(jobs: &[(&str, String)], rule_files: &[PathBuf]) -> Self {
+        let scrape: String = jobs
+            .iter()
+            .map(|(job, target)| format!("  - job_name: '{job}'\n    static_configs:\n      - targets: ['{target}']\n"))
+            .collect();
+        Self::start_with(&scrape, rule_files)
+    }
+
+    fn start_with(scrape_configs: &str, rule_files: &[PathBuf]) -> Self {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("pipetel-prom-{}-{port}", std::process::id()));
         std::fs::create_dir_all(dir.join("data")).expect("prometheus temp dir");
-        let targets = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+        let rules: String = rule_files.iter().map(|r| format!("  - '{}'\n", r.display())).collect();
+        let rules = if rules.is_empty() { String::new() } else { format!("rule_files:\n{rules}") };
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: pipetel\n    metrics_path: '{metrics_path}'\n    static_configs:\n      - targets: [{targets}]\n"
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n{rules}scrape_configs:\n{scrape_configs}"
         );
         std::fs::write(dir.join("prometheus.yml"), config).expect("write prometheus.yml");
         let mut cmd = Command::new(binary("PIPETEL_PROMETHEUS_BIN", "prometheus"));
@@ -219,10 +273,38 @@ impl Prometheus {
         Self { url, process, dir }
     }
 
+    /// Any GET API path (`/api/v1/rules`, ...), as JSON.
+    pub fn api(&self, path: &str) -> serde_json::Value {
+        let (_, body) = http("GET", &format!("{}{path}", self.url)).expect("prometheus API");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    }
+
+    /// An instant query's raw result series, or the error Prometheus gives (a parse error).
+    pub fn query_raw(&self, promql: &str) -> Result<Vec<serde_json::Value>, String> {
+        let (status, body) = http("GET", &format!("{}/api/v1/query?query={}", self.url, urlencode(promql)))?;
+        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("HTTP {status}: {}", v["error"].as_str().unwrap_or(&body)));
+        }
+        Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Waits until `promql` returns a series; false (printing Prometheus's output) after `timeout`.
+    pub fn wait_for_series(&self, promql: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.query_raw(promql).is_ok_and(|r| !r.is_empty()) {
+            if Instant::now() > deadline {
+                eprintln!("prometheus output:\n{}", self.process.output());
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        true
+    }
+
     /// The scrape targets as `/api/v1/targets` reports them.
     pub fn targets(&self) -> serde_json::Value {
-        let (_, body) = http("GET", &format!("{}/api/v1/targets", self.url)).expect("targets API");
-        serde_json::from_str(&body).expect("targets JSON")
+        self.api("/api/v1/targets")
     }
 
     /// Waits until every active target has been scraped with `health == "up"`; returns the targets.

@@ -8,44 +8,13 @@
 #![cfg(feature = "e2e")]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use pipetel_e2e::{example_path, free_port, http, wait_for, workspace_root, Process};
+use pipetel_e2e::{example_path, free_port, wait_for, workspace_root, Process, Prometheus, FAKE_GPUS};
 use pipetel_gpu::test_support::FakeNvml;
 use serde_json::Value;
-
-/// Two fake GPUs: an H200 reporting every field, an L4 reporting fewer.
-const GPUS: &str = "count=2
-0.uuid=GPU-00000000-1111-2222-3333-444444444444
-0.name=Fake H200
-0.util.gpu=42
-0.util.mem=10
-0.enc=5
-0.dec=7
-0.mem.total=143771533312
-0.mem.used=71885766656
-0.mem.free=71885766656
-0.power=350000
-0.energy=1000000
-0.temp=61
-0.ecc.corrected=3
-0.ecc.uncorrected=0
-0.clock.graphics=1980
-0.clock.sm=1980
-0.clock.mem=3201
-0.fans=1
-0.fan.0=30
-1.uuid=GPU-99999999-8888-7777-6666-555555555555
-1.name=Fake L4
-1.util.gpu=3
-1.util.mem=1
-1.mem.total=24000000000
-1.mem.used=6000000000
-1.mem.free=18000000000
-1.temp=70
-";
 
 /// The service example (default metric prefix `service`).
 const SERVICE_EXAMPLE: &str = "inference_service";
@@ -56,88 +25,6 @@ const LINGER_SECONDS: &str = "80";
 
 // ---------------------------------------------------------------------------------------------
 // Prometheus with the project's alert rules loaded.
-
-struct RulesPrometheus {
-    url: String,
-    process: Process,
-    dir: PathBuf,
-}
-
-impl RulesPrometheus {
-    /// Scrapes each `(job, host:port)` every second and evaluates the alert rules every second.
-    fn start(jobs: &[(&str, String)]) -> Self {
-        let port = free_port();
-        let dir = std::env::temp_dir().join(format!("pipetel-dash-prom-{}-{port}", std::process::id()));
-        std::fs::create_dir_all(dir.join("data")).expect("prometheus temp dir");
-        let rules = workspace_root().join("otel-collector/rules/pipetel-alerts.yml");
-        let mut config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\nrule_files:\n  - '{}'\nscrape_configs:\n",
-            rules.display()
-        );
-        for (job, target) in jobs {
-            config.push_str(&format!("  - job_name: '{job}'\n    static_configs:\n      - targets: ['{target}']\n"));
-        }
-        std::fs::write(dir.join("prometheus.yml"), config).expect("write prometheus.yml");
-        let bin = std::env::var_os("PIPETEL_PROMETHEUS_BIN").unwrap_or_else(|| "prometheus".into());
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=warn");
-        let process = Process::spawn("prometheus", cmd);
-        let url = format!("http://127.0.0.1:{port}");
-        let ready = format!("{url}/-/ready");
-        wait_for("prometheus to be ready", Duration::from_secs(30), || match http("GET", &ready) {
-            Ok((200, _)) => Some(()),
-            _ => None,
-        });
-        Self { url, process, dir }
-    }
-
-    fn api(&self, path: &str) -> Value {
-        let (_, body) = http("GET", &format!("{}{path}", self.url)).expect("prometheus API");
-        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
-    }
-
-    /// An instant query: the result's series, or the error Prometheus gives (a parse error).
-    fn query(&self, promql: &str) -> Result<Vec<Value>, String> {
-        let (status, body) = http("GET", &format!("{}/api/v1/query?query={}", self.url, urlencode(promql)))?;
-        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
-        if status != 200 || v["status"] != "success" {
-            return Err(format!("HTTP {status}: {}", v["error"].as_str().unwrap_or(&body)));
-        }
-        Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
-    }
-
-    /// Waits until `promql` returns a series; false after `timeout`.
-    fn wait_for_series(&self, promql: &str, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        while !self.query(promql).is_ok_and(|r| !r.is_empty()) {
-            if Instant::now() > deadline {
-                eprintln!("prometheus output:\n{}", self.process.output());
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(300));
-        }
-        true
-    }
-}
-
-impl Drop for RulesPrometheus {
-    fn drop(&mut self) {
-        self.process.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
 
 /// Series whose value is a finite number (a panel of only NaN shows nothing).
 fn finite(series: &[Value]) -> usize {
@@ -252,12 +139,12 @@ fn substitute(expr: &str, values: &BTreeMap<String, String>) -> String {
 }
 
 /// Evaluates every target; returns the failures ("panel / refId: why").
-fn evaluate(prom: &RulesPrometheus, targets: &[Target], values: &BTreeMap<String, String>) -> Vec<String> {
+fn evaluate(prom: &Prometheus, targets: &[Target], values: &BTreeMap<String, String>) -> Vec<String> {
     let mut failures = Vec::new();
     for t in targets {
         let q = substitute(&t.expr, values);
         assert!(!q.contains('$'), "unsubstituted variable in {q}");
-        match prom.query(&q) {
+        match prom.query_raw(&q) {
             Err(e) => failures.push(format!("{} / {}: {q}: {e}", t.panel, t.ref_id)),
             Ok(r) if r.is_empty() => failures.push(format!("{} / {}: no series: {q}", t.panel, t.ref_id)),
             Ok(r) if finite(&r) == 0 => {
@@ -270,9 +157,9 @@ fn evaluate(prom: &RulesPrometheus, targets: &[Target], values: &BTreeMap<String
 }
 
 /// Values of a `label_values(selector, label)` variable under the earlier variables' values.
-fn label_values(prom: &RulesPrometheus, selector: &str, label: &str, values: &BTreeMap<String, String>) -> Vec<String> {
+fn label_values(prom: &Prometheus, selector: &str, label: &str, values: &BTreeMap<String, String>) -> Vec<String> {
     let q = format!("group by ({label}) ({})", substitute(selector, values));
-    let r = prom.query(&q).unwrap_or_else(|e| panic!("variable query {q}: {e}"));
+    let r = prom.query_raw(&q).unwrap_or_else(|e| panic!("variable query {q}: {e}"));
     let mut out: Vec<String> = r.iter().filter_map(|s| s["metric"][label].as_str().map(str::to_string)).collect();
     out.sort();
     out
@@ -281,7 +168,7 @@ fn label_values(prom: &RulesPrometheus, selector: &str, label: &str, values: &BT
 /// Depth-first over the variables' real values: the first assignment under which every target
 /// returns data, or the one with the fewest failures.
 fn search(
-    prom: &RulesPrometheus,
+    prom: &Prometheus,
     vars: &[Variable],
     targets: &[Target],
     values: &mut BTreeMap<String, String>,
@@ -433,16 +320,19 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
     let started = Instant::now();
     let root = workspace_root();
     let fake = FakeNvml::new().expect("build the fake NVML library");
-    fake.write_state(GPUS).expect("fake NVML state");
+    fake.write_state(FAKE_GPUS).expect("fake NVML state");
 
     // Build the examples first, then start Prometheus, so it scrapes the whole run.
     let pipeline_exe = example_path("pipeline");
     let service_exe = example_path(SERVICE_EXAMPLE);
     let (pipeline_port, service_port) = (free_port(), free_port());
-    let prom = RulesPrometheus::start(&[
-        ("pipeline-example", format!("127.0.0.1:{pipeline_port}")),
-        ("inference-service", format!("127.0.0.1:{service_port}")),
-    ]);
+    let prom = Prometheus::start_jobs(
+        &[
+            ("pipeline-example", format!("127.0.0.1:{pipeline_port}")),
+            ("inference-service", format!("127.0.0.1:{service_port}")),
+        ],
+        &[workspace_root().join("otel-collector/rules/pipetel-alerts.yml")],
+    );
     // Scrapes start a few seconds after Prometheus is ready: wait for the first attempt at
     // every target (down until the examples listen), so none of the run is missed.
     wait_for("the first scrape of every target", Duration::from_secs(30), || {
@@ -523,14 +413,14 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
     // returns series from the examples (a renamed metric breaks here).
     for (name, expr) in &rules {
         checked += 1;
-        if let Err(e) = prom.query(expr) {
+        if let Err(e) = prom.query_raw(expr) {
             failures.push(format!("rule {name}: {e}"));
         }
         let sels = selectors(expr);
         assert!(!sels.is_empty(), "rule {name}: no selector found in {expr}");
         for s in sels {
             checked += 1;
-            match prom.query(&s) {
+            match prom.query_raw(&s) {
                 Ok(r) if !r.is_empty() => {}
                 Ok(_) => failures.push(format!("rule {name}: selector {s} returns no series")),
                 Err(e) => failures.push(format!("rule {name}: selector {s}: {e}")),
@@ -539,18 +429,20 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
     }
     // The example's failing stage raises PipetelStageFailed in this Prometheus.
     let fired = prom
-        .query("ALERTS{alertname=\"PipetelStageFailed\", alertstate=\"firing\", job=\"pipeline-example\"}")
+        .query_raw("ALERTS{alertname=\"PipetelStageFailed\", alertstate=\"firing\", job=\"pipeline-example\"}")
         .expect("ALERTS");
     let stages: BTreeSet<&str> = fired.iter().filter_map(|s| s["metric"]["pipeline_stage_name"].as_str()).collect();
     assert_eq!(stages, BTreeSet::from(["tokenize"]), "firing PipetelStageFailed: {fired:?}");
     // The service example fails 10 % of its tasks: the failure-ratio alert holds on real data
     // (pending: it needs 5 minutes to fire).
     let pending = prom
-        .query("ALERTS{alertname=\"PipetelTaskFailureRatioHigh\", alertstate=\"pending\", job=\"inference-service\"}")
+        .query_raw(
+            "ALERTS{alertname=\"PipetelTaskFailureRatioHigh\", alertstate=\"pending\", job=\"inference-service\"}",
+        )
         .expect("ALERTS");
     assert_eq!(pending.len(), 1, "PipetelTaskFailureRatioHigh pending for the service: {pending:?}");
     // Nothing else fires.
-    let others = prom.query("ALERTS{alertname!=\"PipetelStageFailed\", alertstate=\"firing\"}").expect("ALERTS");
+    let others = prom.query_raw("ALERTS{alertname!=\"PipetelStageFailed\", alertstate=\"firing\"}").expect("ALERTS");
     assert!(others.is_empty(), "unexpected alerts firing: {others:?}");
 
     // Every panel query of every dashboard, with real variable values and with "All".

@@ -6,43 +6,13 @@
 use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, http, promtool_check_metrics, Process, Prometheus};
+use pipetel_e2e::{example_path, free_port, http, promtool_check_metrics, Process, Prometheus, FAKE_GPUS};
 use pipetel_gpu::test_support::FakeNvml;
-
-const TWO_GPUS: &str = "count=2
-0.uuid=GPU-00000000-1111-2222-3333-444444444444
-0.name=Fake H200
-0.util.gpu=42
-0.util.mem=10
-0.enc=5
-0.dec=7
-0.mem.total=143771533312
-0.mem.used=71885766656
-0.mem.free=71885766656
-0.power=350000
-0.energy=1000000
-0.temp=61
-0.ecc.corrected=3
-0.ecc.uncorrected=0
-0.clock.graphics=1980
-0.clock.mem=3201
-0.fans=1
-0.fan.0=30
-0.pcie.tx=1000
-0.pcie.rx=2000
-1.uuid=GPU-99999999-8888-7777-6666-555555555555
-1.name=Fake L4
-1.util.gpu=90
-1.mem.total=24000000000
-1.mem.used=6000000000
-1.mem.free=18000000000
-1.temp=70
-";
 
 #[test]
 fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
     let fake = FakeNvml::new().expect("build the fake NVML library");
-    fake.write_state(TWO_GPUS).expect("state");
+    fake.write_state(FAKE_GPUS).expect("state");
     let port = free_port();
     // The inference service: GPU gauges beside its task and queue metrics.
     let mut cmd = Command::new(example_path("inference_service"));
@@ -94,7 +64,7 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
         .is_empty());
 
     // The driver's values change; the next polls and scrapes follow.
-    fake.write_state(&TWO_GPUS.replace("0.util.gpu=42", "0.util.gpu=77").replace("0.temp=61", "0.temp=66"))
+    fake.write_state(&FAKE_GPUS.replace("0.util.gpu=42", "0.util.gpu=77").replace("0.temp=61", "0.temp=66"))
         .expect("state");
     prometheus.wait_for_value(
         "hw_gpu_utilization_ratio{hw_gpu_task=\"general\",hw_name=\"Fake H200\"}",
@@ -151,7 +121,7 @@ fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
 #[test]
 fn the_standalone_exporter_serves_the_gpu_gauges() {
     let fake = FakeNvml::new().expect("build the fake NVML library");
-    fake.write_state(TWO_GPUS).expect("state");
+    fake.write_state(FAKE_GPUS).expect("state");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
         .current_dir(pipetel_e2e::workspace_root())

@@ -477,17 +477,28 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     };
 
     // ----- GPU gauges: NVML opens on the poller thread, never here -----
+    // A required GPU (`on`) is checked before anything global is installed, so its failure leaves
+    // nothing behind. `auto` starts after the subscriber: its poller logs why GPU metrics are off,
+    // and a line logged before the subscriber exists would be lost.
     #[cfg(feature = "gpu")]
-    let gpu = match pipetel_gpu::start(config.gpu()) {
-        Ok(gpu) => {
-            gpu.register_metrics(&opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME));
-            Some(gpu)
+    let gpu_meter = opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME);
+    #[cfg(feature = "gpu")]
+    let gpu_now = config.gpu().mode == pipetel_gpu::GpuMode::On;
+    #[cfg(feature = "gpu")]
+    let mut gpu = if gpu_now {
+        match pipetel_gpu::start(config.gpu()) {
+            Ok(gpu) => {
+                gpu.register_metrics(&gpu_meter);
+                Some(gpu)
+            }
+            Err(e) => {
+                drop(pipeline);
+                discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
+                return Err(InitError::Gpu(e));
+            }
         }
-        Err(e) => {
-            drop(pipeline);
-            discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
-            return Err(InitError::Gpu(e));
-        }
+    } else {
+        None
     };
 
     // ----- the tracing subscriber -----
@@ -520,6 +531,17 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         drop(pipeline);
         discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
         return Err(InitError::Subscriber(e.to_string()));
+    }
+    #[cfg(feature = "gpu")]
+    if !gpu_now {
+        match pipetel_gpu::start(config.gpu()) {
+            Ok(g) => {
+                g.register_metrics(&gpu_meter);
+                gpu = Some(g);
+            }
+            // Not required: the program runs on without GPU metrics.
+            Err(error) => tracing::info!(target: "pipetel", %error, "GPU metrics off"),
+        }
     }
     opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
     opentelemetry::global::set_meter_provider(meter_provider.clone());
