@@ -2,9 +2,10 @@
 //! `#[pipetel::measure]` adds to a function call.
 //!
 //! Group `span`: (a) the `tracing` registry alone, (b) + bare `tracing-opentelemetry`, (c) the full
-//! stack (b + span metrics), (d) the full stack as `init` composes it for the `always_off`
-//! sampler, and a span dropped by the sampler with the OTel layer in place (what ratio and
-//! parent-based samplers pay for a sampled-out span).
+//! stack as `init` composes it (the sampling gate around the bridge, + span metrics), (d) spans
+//! the sampler drops: every span under `always_off` (the bridge left out), a root span under a
+//! ratio sampler (built, then dropped), and a child of a dropped span (held back by the gate).
+//! `c_full_stack_child` is (c) for a child of a kept span, the same shape as the last (d) row.
 //!
 //! Run: `cargo bench -p pipetel --bench spans -- --warm-up-time 1 --measurement-time 2`
 
@@ -16,6 +17,7 @@ use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use pipetel::sampling::SamplingGate;
 use pipetel::span_metrics::{SpanMetricsConfig, SpanMetricsLayer};
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
@@ -35,12 +37,28 @@ fn one_span() {
     black_box(&span);
 }
 
+/// A root span the stack drops or keeps, entered; `work` runs inside it.
+fn under_root(dispatch: &Dispatch, work: impl FnOnce()) {
+    tracing::dispatcher::with_default(dispatch, || {
+        let root = tracing::info_span!("root");
+        let _in_root = root.enter();
+        work();
+    });
+}
+
 fn spans(c: &mut Criterion) {
     let mp = meter_provider();
     let meter = mp.meter("bench");
     let metrics = || SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid");
     let on = tracer_provider(Sampler::AlwaysOn);
-    let off = tracer_provider(Sampler::AlwaysOff);
+    let drop_all = tracer_provider(Sampler::TraceIdRatioBased(0.0));
+    let full = |tp: &SdkTracerProvider| {
+        Dispatch::new(
+            tracing_subscriber::registry()
+                .with(SamplingGate::new(tracing_opentelemetry::layer().with_tracer(tp.tracer("c")), false))
+                .with(metrics()),
+        )
+    };
     let stacks: Vec<(&str, Dispatch)> = vec![
         ("a_registry", Dispatch::new(tracing_subscriber::registry())),
         (
@@ -49,30 +67,27 @@ fn spans(c: &mut Criterion) {
                 tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(on.tracer("b"))),
             ),
         ),
-        (
-            "c_full_stack",
-            Dispatch::new(
-                tracing_subscriber::registry()
-                    .with(tracing_opentelemetry::layer().with_tracer(on.tracer("c")))
-                    .with(metrics()),
-            ),
-        ),
+        ("c_full_stack", full(&on)),
         // What `init` composes when the sampler is `always_off`: the OTel layer is left out.
         ("d_full_stack_always_off", Dispatch::new(tracing_subscriber::registry().with(metrics()))),
-        // A span the sampler drops while the OTel layer stays (ratio and parent-based samplers).
-        (
-            "d_otel_layer_sampler_drops",
-            Dispatch::new(
-                tracing_subscriber::registry()
-                    .with(tracing_opentelemetry::layer().with_tracer(off.tracer("d")))
-                    .with(metrics()),
-            ),
-        ),
+        // A root span a ratio sampler drops: the bridge must still build it (a `set_parent` may
+        // follow), so only the sampler's decision is saved.
+        ("d_ratio_sampler_drops_root", full(&drop_all)),
     ];
     let mut group = c.benchmark_group("span");
     for (name, dispatch) in &stacks {
         tracing::dispatcher::with_default(dispatch, || group.bench_function(*name, |b| b.iter(one_span)));
     }
+    // Child spans inside an entered root: kept (c) or dropped by a ratio sampler (d), where the
+    // gate decides at creation and the bridge never builds them.
+    let kept = full(&on);
+    under_root(&kept, || {
+        group.bench_function("c_full_stack_child", |b| b.iter(one_span));
+    });
+    let dropped = full(&drop_all);
+    under_root(&dropped, || {
+        group.bench_function("d_ratio_sampler_drops_child", |b| b.iter(one_span));
+    });
     group.finish();
 }
 

@@ -46,6 +46,7 @@ pub mod hub;
 mod measure;
 pub mod pipeline;
 pub mod registry;
+pub mod sampling;
 pub mod service;
 pub mod span_metrics;
 mod telemetry;

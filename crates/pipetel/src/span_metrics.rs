@@ -21,10 +21,14 @@
 //!
 //! # Cost
 //! Each callsite is resolved once: the filter and allow list are evaluated and the histogram is
-//! bound to the two attribute sets (`ok` and `error`), then cached by callsite. Per span the layer
-//! does a cache read, a clock read at creation, a clock read and one record on a pre-bound
-//! histogram at close (no attribute lookup). Spans that the filter or allow list leave out cost
-//! the cache read only.
+//! bound to the two attribute sets (`ok` and `error`), then cached by callsite in a table read
+//! without locks. An open span's timing lives in a fixed table of atomics keyed by span id, not
+//! in the span's extensions, so per span the layer does a cache read, a clock read and a slot
+//! claim at creation, and a slot lookup, a clock read and one record on a pre-bound histogram
+//! at close: no allocation, no lock, no lookup of the span. Spans that the filter or allow list
+//! leave out cost the cache read and a table probe. When more than about a thousand spans are
+//! open at once, the rest keep their timing in their extensions (an allocation each) and are
+//! counted all the same.
 //!
 //! # Which spans count
 //! Only spans that reach the layer: the subscriber's global filter (`RUST_LOG`) applies first.
@@ -33,10 +37,11 @@
 //! library's spans do not flood the metrics.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::ptr;
 use std::str::FromStr;
-use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError, RwLock};
+use std::time::Instant;
 
 use opentelemetry::metrics::{BoundHistogram, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -193,13 +198,27 @@ pub(crate) fn layer(config: &SpanMetricsConfig, meter: &Meter) -> Result<Option<
 /// The span-metrics `tracing` layer; see the [module documentation](self).
 ///
 /// Needs a subscriber with span storage (`tracing_subscriber::registry()`).
-#[derive(Debug)]
 pub struct SpanMetricsLayer {
     histogram: Histogram<f64>,
     targets: Targets,
     allow: Vec<String>,
     busy: bool,
-    sites: RwLock<HashMap<usize, Option<Arc<Site>>, BuildHasherDefault<AddressHasher>>>,
+    sites: SiteCache,
+    open: OpenSpans,
+    /// Spans whose timing went to their extensions and has not been read at close yet: while
+    /// zero, a span missing from the table is one that does not count, with nothing to look up.
+    boxed: AtomicUsize,
+    epoch: Instant,
+}
+
+impl std::fmt::Debug for SpanMetricsLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpanMetricsLayer")
+            .field("targets", &self.targets)
+            .field("allow", &self.allow)
+            .field("busy", &self.busy)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What is resolved once per callsite.
@@ -209,16 +228,6 @@ struct Site {
     error: BoundHistogram<f64>,
     /// The callsite declares `error` or `otel.status_code`, so records must be looked at.
     status_fields: bool,
-}
-
-/// Kept in the span's extensions from creation to close.
-struct Timing {
-    site: Arc<Site>,
-    start: Instant,
-    busy: Duration,
-    entered_at: Option<Instant>,
-    depth: u32,
-    failed: bool,
 }
 
 impl SpanMetricsLayer {
@@ -240,21 +249,26 @@ impl SpanMetricsLayer {
             targets: config.targets()?,
             allow: config.allow.iter().map(|n| n.trim().to_string()).collect(),
             busy: config.time == SpanTime::Busy,
-            sites: RwLock::new(HashMap::default()),
+            sites: SiteCache::default(),
+            open: OpenSpans::new(),
+            boxed: AtomicUsize::new(0),
+            epoch: Instant::now(),
         })
     }
 
-    /// The callsite's cached entry, resolving it on first sight; `None` when it does not count.
-    fn site(&self, meta: &'static Metadata<'static>) -> Option<Arc<Site>> {
-        let key = std::ptr::from_ref(meta) as usize;
-        if let Some(entry) = self.sites.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return entry.clone();
-        }
-        let entry = self.resolve(meta);
-        self.sites.write().unwrap_or_else(|e| e.into_inner()).entry(key).or_insert(entry).clone()
+    /// Nanoseconds since the layer was built: what the open-span table stores.
+    #[inline]
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn resolve(&self, meta: &'static Metadata<'static>) -> Option<Arc<Site>> {
+    /// The callsite's resolved entry, `None` when its spans do not count.
+    #[inline]
+    fn site(&self, meta: &'static Metadata<'static>) -> Option<&Site> {
+        self.sites.get(meta, |meta| self.resolve(meta))
+    }
+
+    fn resolve(&self, meta: &'static Metadata<'static>) -> Option<Site> {
         if !self.targets.would_enable(meta.target(), meta.level()) {
             return None;
         }
@@ -269,11 +283,30 @@ impl SpanMetricsLayer {
             ])
         };
         let fields = meta.fields();
-        Some(Arc::new(Site {
+        Some(Site {
             ok: bound("ok"),
             error: bound("error"),
             status_fields: fields.field("error").is_some() || fields.field("otel.status_code").is_some(),
-        }))
+        })
+    }
+
+    /// Runs `f` on the span's timing, wherever it is kept.
+    fn with_timing<S>(&self, id: &Id, ctx: &Context<'_, S>, f: impl FnOnce(TimingRef<'_>))
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(slot) = self.open.find(id.into_u64()) {
+            f(TimingRef::Slot(slot));
+            return;
+        }
+        if self.boxed.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let Some(span) = ctx.span(id) else { return };
+        let mut extensions = span.extensions_mut();
+        if let Some(timing) = extensions.get_mut::<Timing>() {
+            f(TimingRef::Boxed(timing));
+        }
     }
 }
 
@@ -283,28 +316,42 @@ where
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(site) = self.site(attrs.metadata()) else { return };
-        let Some(span) = ctx.span(id) else { return };
         let failed = site.status_fields && {
             let mut status = StatusVisitor(None);
             attrs.record(&mut status);
             status.0.unwrap_or(false)
         };
-        let timing = Timing { site, start: Instant::now(), busy: Duration::ZERO, entered_at: None, depth: 0, failed };
+        let start = self.now();
+        if self.open.insert(id.into_u64(), site, start, failed) {
+            return;
+        }
+        // The table is full (thousands of spans open at once): the span's extensions hold it.
+        let Some(span) = ctx.span(id) else { return };
+        let timing = Timing {
+            site: ptr::from_ref(site),
+            start,
+            busy: 0,
+            entered_at: 0,
+            depth: 0,
+            failed: AtomicBool::new(failed),
+        };
         // `replace`, not `insert`: a second copy of this layer must not make the first panic.
-        span.extensions_mut().replace(timing);
+        if span.extensions_mut().replace(timing).is_none() {
+            self.boxed.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let mut extensions = span.extensions_mut();
-        let Some(timing) = extensions.get_mut::<Timing>() else { return };
-        if timing.site.status_fields {
-            let mut status = StatusVisitor(None);
-            values.record(&mut status);
-            if let Some(failed) = status.0 {
-                timing.failed = failed;
+        self.with_timing(id, &ctx, |timing| {
+            // SAFETY: sites live as long as the layer, which outlives the call.
+            if unsafe { &*timing.site() }.status_fields {
+                let mut status = StatusVisitor(None);
+                values.record(&mut status);
+                if let Some(failed) = status.0 {
+                    timing.failed().store(failed, Ordering::Relaxed);
+                }
             }
-        }
+        });
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
@@ -312,54 +359,362 @@ where
             return;
         }
         let Some(span) = ctx.event_span(event) else { return };
-        let mut extensions = span.extensions_mut();
-        if let Some(timing) = extensions.get_mut::<Timing>() {
-            timing.failed = true;
-        }
+        self.with_timing(&span.id(), &ctx, |timing| timing.failed().store(true, Ordering::Relaxed));
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if !self.busy {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
-        let mut extensions = span.extensions_mut();
-        if let Some(timing) = extensions.get_mut::<Timing>() {
-            if timing.depth == 0 {
-                timing.entered_at = Some(Instant::now());
-            }
-            timing.depth = timing.depth.saturating_add(1);
-        }
+        let now = self.now();
+        self.with_timing(id, &ctx, |timing| timing.enter(now));
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if !self.busy {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
-        let mut extensions = span.extensions_mut();
-        if let Some(timing) = extensions.get_mut::<Timing>() {
-            timing.depth = timing.depth.saturating_sub(1);
-            if timing.depth == 0 {
-                if let Some(at) = timing.entered_at.take() {
-                    timing.busy += at.elapsed();
+        let now = self.now();
+        self.with_timing(id, &ctx, |timing| timing.exit(now));
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let now = self.now();
+        let key = id.into_u64();
+        let reading = match self.open.find(key) {
+            Some(slot) => {
+                let reading = Reading::from(TimingRef::Slot(slot), now, self.busy);
+                self.open.remove(slot);
+                reading
+            }
+            None => {
+                if self.boxed.load(Ordering::Relaxed) == 0 {
+                    return;
                 }
+                let Some(span) = ctx.span(&id) else { return };
+                let mut extensions = span.extensions_mut();
+                let Some(mut timing) = extensions.remove::<Timing>() else { return };
+                self.boxed.fetch_sub(1, Ordering::Relaxed);
+                Reading::from(TimingRef::Boxed(&mut timing), now, self.busy)
+            }
+        };
+        // SAFETY: sites live as long as the layer, which outlives the call.
+        let site = unsafe { &*reading.site };
+        let histogram = if reading.failed { &site.error } else { &site.ok };
+        histogram.record(reading.nanos as f64 / 1e9);
+    }
+}
+
+/// A closed span's numbers.
+struct Reading {
+    site: *const Site,
+    nanos: u64,
+    failed: bool,
+}
+
+impl Reading {
+    fn from(timing: TimingRef<'_>, now: u64, busy: bool) -> Self {
+        let nanos = if busy {
+            let (total, depth, entered_at) = timing.busy_state();
+            if depth > 0 {
+                total.saturating_add(now.saturating_sub(entered_at))
+            } else {
+                total
+            }
+        } else {
+            now.saturating_sub(timing.start())
+        };
+        Reading { site: timing.site(), nanos, failed: timing.failed().load(Ordering::Relaxed) }
+    }
+}
+
+/// A span's timing in the spans' extensions, when the open-span table was full at its creation.
+struct Timing {
+    site: *const Site,
+    start: u64,
+    busy: u64,
+    entered_at: u64,
+    depth: u32,
+    failed: AtomicBool,
+}
+
+// SAFETY: `site` points into the layer's site cache, which never frees a site before the layer
+// drops; the pointer is only read through `&SpanMetricsLayer`.
+unsafe impl Send for Timing {}
+// SAFETY: as above.
+unsafe impl Sync for Timing {}
+
+/// A span's timing, in the table or in its extensions.
+enum TimingRef<'a> {
+    Slot(&'a Slot),
+    Boxed(&'a mut Timing),
+}
+
+impl TimingRef<'_> {
+    fn site(&self) -> *const Site {
+        match self {
+            TimingRef::Slot(s) => s.site.load(Ordering::Relaxed),
+            TimingRef::Boxed(t) => t.site,
+        }
+    }
+
+    fn start(&self) -> u64 {
+        match self {
+            TimingRef::Slot(s) => s.start.load(Ordering::Relaxed),
+            TimingRef::Boxed(t) => t.start,
+        }
+    }
+
+    fn failed(&self) -> &AtomicBool {
+        match self {
+            TimingRef::Slot(s) => &s.failed,
+            TimingRef::Boxed(t) => &t.failed,
+        }
+    }
+
+    /// `(busy so far, entry depth, when the outermost entry began)`.
+    fn busy_state(&self) -> (u64, u32, u64) {
+        match self {
+            TimingRef::Slot(s) => {
+                (s.busy.load(Ordering::Relaxed), s.depth.load(Ordering::Relaxed), s.entered_at.load(Ordering::Relaxed))
+            }
+            TimingRef::Boxed(t) => (t.busy, t.depth, t.entered_at),
+        }
+    }
+
+    fn enter(self, now: u64) {
+        match self {
+            TimingRef::Slot(s) => {
+                if s.depth.fetch_add(1, Ordering::Relaxed) == 0 {
+                    s.entered_at.store(now, Ordering::Relaxed);
+                }
+            }
+            TimingRef::Boxed(t) => {
+                if t.depth == 0 {
+                    t.entered_at = now;
+                }
+                t.depth = t.depth.saturating_add(1);
             }
         }
     }
 
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
-        let extensions = span.extensions();
-        let Some(timing) = extensions.get::<Timing>() else { return };
-        let seconds = if self.busy {
-            let open = timing.entered_at.map_or(Duration::ZERO, |at| at.elapsed());
-            (timing.busy + open).as_secs_f64()
-        } else {
-            timing.start.elapsed().as_secs_f64()
+    fn exit(self, now: u64) {
+        match self {
+            TimingRef::Slot(s) => {
+                let was = s.depth.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |d| Some(d.saturating_sub(1)));
+                if was == Ok(1) {
+                    s.busy.fetch_add(now.saturating_sub(s.entered_at.load(Ordering::Relaxed)), Ordering::Relaxed);
+                }
+            }
+            TimingRef::Boxed(t) => {
+                t.depth = t.depth.saturating_sub(1);
+                if t.depth == 0 {
+                    t.busy = t.busy.saturating_add(now.saturating_sub(t.entered_at));
+                }
+            }
+        }
+    }
+}
+
+/// Slots in the open-span table; more spans open at once go to their extensions.
+const OPEN_SLOTS: usize = 1024;
+/// Slots a lookup or an insertion probes before giving up.
+const PROBES: usize = 16;
+const EMPTY: u64 = 0;
+const FREED: u64 = u64::MAX;
+
+/// One open span: its id (or [`EMPTY`] / [`FREED`]) and timing. A cache line of its own, so
+/// threads timing different spans do not contend.
+#[repr(align(64))]
+#[derive(Default)]
+struct Slot {
+    id: AtomicU64,
+    site: AtomicPtr<Site>,
+    start: AtomicU64,
+    busy: AtomicU64,
+    entered_at: AtomicU64,
+    depth: AtomicU32,
+    failed: AtomicBool,
+}
+
+/// The timing of open spans, keyed by span id: a fixed open-addressing table of atomics, so
+/// timing a span costs a few uncontended atomic operations instead of an allocation in the
+/// span's extensions and a lookup of the span at its close. A span's id stays unique while it
+/// is open, and its slot is freed at its close, before the id can be reused.
+struct OpenSpans {
+    slots: Box<[Slot]>,
+}
+
+impl OpenSpans {
+    fn new() -> Self {
+        OpenSpans { slots: (0..OPEN_SLOTS).map(|_| Slot::default()).collect() }
+    }
+
+    #[inline]
+    fn home(key: u64) -> usize {
+        // Fibonacci hashing: the top bits of the product, spread over the table.
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
+    }
+
+    /// Claims a slot for `key`; `false` when none was free within [`PROBES`].
+    #[inline]
+    fn insert(&self, key: u64, site: &Site, start: u64, failed: bool) -> bool {
+        if key == EMPTY || key == FREED {
+            return false;
+        }
+        let home = Self::home(key);
+        for i in 0..PROBES {
+            let slot = &self.slots[(home + i) % OPEN_SLOTS];
+            let current = slot.id.load(Ordering::Relaxed);
+            if current != EMPTY && current != FREED {
+                continue;
+            }
+            if slot.id.compare_exchange(current, key, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                slot.site.store(ptr::from_ref(site).cast_mut(), Ordering::Relaxed);
+                slot.start.store(start, Ordering::Relaxed);
+                slot.busy.store(0, Ordering::Relaxed);
+                slot.entered_at.store(0, Ordering::Relaxed);
+                slot.depth.store(0, Ordering::Relaxed);
+                slot.failed.store(failed, Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
+    #[inline]
+    fn find(&self, key: u64) -> Option<&Slot> {
+        let home = Self::home(key);
+        for i in 0..PROBES {
+            let slot = &self.slots[(home + i) % OPEN_SLOTS];
+            match slot.id.load(Ordering::Acquire) {
+                id if id == key => return Some(slot),
+                EMPTY => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    #[inline]
+    fn remove(&self, slot: &Slot) {
+        slot.id.store(FREED, Ordering::Release);
+    }
+}
+
+/// Resolved callsites, keyed by their metadata's address: a fixed table read without locks,
+/// written under `owned`'s lock; callsites beyond it go to `overflow`.
+struct SiteCache {
+    keys: Box<[AtomicUsize]>,
+    /// `NOT_COUNTED` for a callsite whose spans do not count, else a pointer into `owned`.
+    values: Box<[AtomicPtr<Site>]>,
+    #[allow(clippy::vec_box)] // boxed: the table holds pointers to them
+    owned: Mutex<Vec<Box<Site>>>,
+    overflow: RwLock<HashMap<usize, *const Site>>,
+}
+
+const SITE_SLOTS: usize = 512;
+
+/// Marks a callsite whose spans do not count (never dereferenced).
+fn not_counted() -> *mut Site {
+    ptr::dangling_mut()
+}
+
+impl Default for SiteCache {
+    fn default() -> Self {
+        SiteCache {
+            keys: (0..SITE_SLOTS).map(|_| AtomicUsize::new(0)).collect(),
+            values: (0..SITE_SLOTS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
+            owned: Mutex::new(Vec::new()),
+            overflow: RwLock::new(HashMap::new()),
+        }
+    }
+}
+
+// SAFETY: the raw pointers point into boxes `owned` keeps until the cache drops.
+unsafe impl Send for SiteCache {}
+// SAFETY: as above; the tables are atomics or behind locks.
+unsafe impl Sync for SiteCache {}
+
+impl SiteCache {
+    #[inline]
+    fn get(
+        &self,
+        meta: &'static Metadata<'static>,
+        resolve: impl FnOnce(&'static Metadata<'static>) -> Option<Site>,
+    ) -> Option<&Site> {
+        let key = ptr::from_ref(meta) as usize;
+        let home = OpenSpans::home(key as u64) % SITE_SLOTS;
+        for i in 0..PROBES {
+            let at = (home + i) % SITE_SLOTS;
+            match self.keys[at].load(Ordering::Acquire) {
+                k if k == key => return Self::deref(self.values[at].load(Ordering::Acquire)),
+                0 => break,
+                _ => {}
+            }
+        }
+        self.get_slow(key, meta, resolve)
+    }
+
+    fn deref(p: *const Site) -> Option<&'static Site> {
+        if p == not_counted().cast_const() || p.is_null() {
+            return None;
+        }
+        // SAFETY: a published pointer points into a box `owned` keeps until the cache drops;
+        // callers hold `&self` (the layer), which bounds how they use it.
+        Some(unsafe { &*p })
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn get_slow(
+        &self,
+        key: usize,
+        meta: &'static Metadata<'static>,
+        resolve: impl FnOnce(&'static Metadata<'static>) -> Option<Site>,
+    ) -> Option<&Site> {
+        if let Some(p) = self.overflow.read().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return Self::deref(*p);
+        }
+        let mut owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+        // Another thread may have resolved it meanwhile.
+        let home = OpenSpans::home(key as u64) % SITE_SLOTS;
+        let mut free = None;
+        for i in 0..PROBES {
+            let at = (home + i) % SITE_SLOTS;
+            match self.keys[at].load(Ordering::Acquire) {
+                k if k == key => return Self::deref(self.values[at].load(Ordering::Acquire)),
+                0 => {
+                    free = Some(at);
+                    break;
+                }
+                _ => {}
+            }
+        }
+        if let Some(p) = self.overflow.read().unwrap_or_else(PoisonError::into_inner).get(&key) {
+            return Self::deref(*p);
+        }
+        let p = match resolve(meta) {
+            Some(site) => {
+                let boxed = Box::new(site);
+                let p = ptr::from_ref(&*boxed).cast_mut();
+                owned.push(boxed);
+                p
+            }
+            None => not_counted(),
         };
-        let histogram = if timing.failed { &timing.site.error } else { &timing.site.ok };
-        histogram.record(seconds);
+        match free {
+            Some(at) => {
+                // The value first: a reader that sees the key must see it.
+                self.values[at].store(p, Ordering::Release);
+                self.keys[at].store(key, Ordering::Release);
+            }
+            None => {
+                self.overflow.write().unwrap_or_else(PoisonError::into_inner).insert(key, p.cast_const());
+            }
+        }
+        drop(owned);
+        Self::deref(p)
     }
 }
 
@@ -391,26 +746,6 @@ impl Visit for StatusVisitor {
             }
             _ => {}
         }
-    }
-}
-
-/// Hashes the callsite's metadata address: the keys are already unique, SipHash is wasted work.
-#[derive(Default)]
-struct AddressHasher(u64);
-
-impl Hasher for AddressHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64 ^ (n as u64 >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     }
 }
 

@@ -505,10 +505,17 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     // With `always_off` no span is ever sampled, so the bridge is left out: building span data
     // only for the sampler to drop it would cost about as much as exporting it. Trace and span
     // ids then no longer reach log records and `Stage::traceparent` returns `None`.
-    let otel_layer = tracer_provider
-        .as_ref()
-        .filter(|_| !matches!(config.sampler(), SamplerConfig::AlwaysOff))
-        .map(|tp| tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME)));
+    let otel_layer =
+        tracer_provider.as_ref().filter(|_| !matches!(config.sampler(), SamplerConfig::AlwaysOff)).map(|tp| {
+            // Spans whose parent was not sampled skip the bridge (see `crate::sampling`).
+            let bridge = tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME));
+            match config.sampler() {
+                SamplerConfig::AlwaysOn => crate::sampling::SamplingGate::passthrough(bridge),
+                SamplerConfig::TraceIdRatio(r) if r >= 1.0 => crate::sampling::SamplingGate::passthrough(bridge),
+                SamplerConfig::TraceIdRatio(_) => crate::sampling::SamplingGate::new(bridge, false),
+                _ => crate::sampling::SamplingGate::new(bridge, true),
+            }
+        });
     let log_layer = logger_provider.as_ref().map(|lp| {
         opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp)
             .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target())))

@@ -90,6 +90,69 @@ fn busy_time_excludes_time_outside_the_span() {
     assert!((0.010..0.050).contains(&busy), "busy {busy}");
 }
 
+/// More spans open at once than the layer's table of open spans holds: the rest keep their
+/// timing in the span's extensions, and every one of them is still counted exactly once, with
+/// its status, whichever way it is stored.
+#[test]
+fn thousands_of_open_spans_are_all_counted() {
+    for time in [SpanTime::Wall, SpanTime::Busy] {
+        let s = with_layer(SpanMetricsConfig::default().with_time(time), || {
+            let spans: Vec<tracing::Span> =
+                (0..3000u32)
+                    .map(|i| {
+                        if i % 3 == 0 {
+                            tracing::info_span!("held", error = true)
+                        } else {
+                            tracing::info_span!("held")
+                        }
+                    })
+                    .collect();
+            for span in &spans {
+                span.in_scope(|| tracing::debug!("inside"));
+            }
+            // Closed in an order other than creation, so freed slots are reused by later spans.
+            let (odd, even): (Vec<_>, Vec<_>) = spans.into_iter().enumerate().partition(|(i, _)| i % 2 == 1);
+            drop(odd);
+            let more: Vec<tracing::Span> = (0..500).map(|_| tracing::info_span!("held")).collect();
+            drop(even);
+            drop(more);
+        });
+        assert_eq!(s.histogram("span.duration", &status("held", "error")).0, 1000, "{time:?}");
+        assert_eq!(s.histogram("span.duration", &status("held", "ok")).0, 2500, "{time:?}");
+    }
+}
+
+/// A span created on one thread, entered on others and closed on yet another is measured
+/// once, from its creation (wall time) or across its entries (busy time).
+#[test]
+fn spans_crossing_threads_are_measured_once() {
+    let run = |time| {
+        with_layer(SpanMetricsConfig::default().with_time(time), || {
+            let dispatch = tracing::dispatcher::get_default(Clone::clone);
+            let span = tracing::info_span!("moved");
+            let entered_elsewhere = {
+                let (span, dispatch) = (span.clone(), dispatch.clone());
+                std::thread::spawn(move || {
+                    tracing::dispatcher::with_default(&dispatch, || {
+                        span.in_scope(|| std::thread::sleep(Duration::from_millis(20)));
+                    })
+                })
+            };
+            entered_elsewhere.join().expect("thread");
+            std::thread::sleep(Duration::from_millis(40));
+            std::thread::spawn(move || tracing::dispatcher::with_default(&dispatch, || drop(span)))
+                .join()
+                .expect("thread");
+        })
+        .histogram("span.duration", &[("span.name", "moved")])
+    };
+    let (wall_count, wall) = run(SpanTime::Wall);
+    let (busy_count, busy) = run(SpanTime::Busy);
+    assert_eq!((wall_count, busy_count), (1, 1));
+    assert!(wall >= 0.060, "wall {wall}");
+    assert!((0.020..0.055).contains(&busy), "busy {busy}");
+}
+
 #[pipetel::measure]
 fn measured(fail: bool) -> Result<(), String> {
     if fail {

@@ -6,7 +6,7 @@ use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
-use opentelemetry::trace::{SpanContext, TraceContextExt};
+use opentelemetry::trace::SpanContext;
 use opentelemetry::{Key, KeyValue, Value};
 
 use super::keys;
@@ -295,8 +295,5 @@ fn json(v: &Value) -> serde_json::Value {
 
 /// The span context of a `tracing` span, when the OTel layer tracks it.
 pub(crate) fn span_context(span: &tracing::Span) -> Option<SpanContext> {
-    use tracing_opentelemetry::OpenTelemetrySpanExt;
-    let cx = span.context();
-    let sc = cx.span().span_context().clone();
-    sc.is_valid().then_some(sc)
+    crate::sampling::span_context(span)
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::Status;
+use opentelemetry::trace::{Status, TraceContextExt as _};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::keys::CounterKey;
@@ -166,7 +166,11 @@ impl Stage {
     /// ([`Stage::remote`]); `None` when traces are not exported.
     pub fn traceparent(&self) -> Option<String> {
         let cx = match &self.parent {
-            Parent::Local(span) => span.context(),
+            // The span's own context, or its unsampled parent's when sampling held it back.
+            Parent::Local(span) => match crate::sampling::span_context(span) {
+                Some(sc) => opentelemetry::Context::new().with_remote_span_context(sc),
+                None => return None,
+            },
             Parent::Remote(cx) => cx.clone(),
         };
         let mut carrier = std::collections::HashMap::new();
