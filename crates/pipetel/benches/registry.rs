@@ -1,7 +1,16 @@
-//! The registry's hot paths beside `prometheus-client`'s equivalents in the same group: a
-//! counter handle's `inc`, a histogram handle's `observe` (the registry's atomics plus the OTel
-//! histogram it feeds), and a summary's `observe` (`prometheus-client` has no summary; its
-//! histogram `observe` is the anchor there).
+//! The registry's hot paths beside `prometheus-client`'s equivalents in the same group:
+//! - `registry_counter_inc`: a counter handle's `inc` (one atomic add).
+//! - `registry_histogram_observe`: a histogram handle's `observe`, as most programs run it
+//!   (`pipetel_handle_observe`: a `Registry::new` registry on the global meter provider with no
+//!   push metric exporter installed, the default of a program serving the pull endpoint: the
+//!   registry's atomics only), and on a registry made with `with_meters` on a real SDK provider
+//!   (`pipetel_handle_observe_with_sdk`: the atomics plus the OTel histogram push exporters
+//!   read, as with an OTLP exporter).
+//! - `registry_summary_observe`: a summary handle's `observe`, on the same two registries, over
+//!   values that move between sketch bins. `prometheus-client` has no summary; its histogram
+//!   `observe` is the anchor (`prometheus_client_histogram_observe`, the same constant value as
+//!   in the histogram group; `prometheus_client_histogram_observe_varying`, the summary rows'
+//!   values).
 //!
 //! `cargo bench -p pipetel --bench registry`
 
@@ -18,17 +27,37 @@ use prometheus_client::metrics::counter::Counter as PcCounter;
 use prometheus_client::metrics::family::Family as PcFamily;
 use prometheus_client::metrics::histogram::Histogram as PcHistogram;
 
-/// A registry on a real SDK provider, so the histogram's OTel recording is measured too.
-fn registry() -> (Registry, SdkMeterProvider) {
+/// A registry on a real SDK provider, so the push exporters' OTel histogram is measured too.
+fn sdk_registry(prefix: &str) -> (Registry, SdkMeterProvider) {
     let provider = SdkMeterProvider::builder().with_reader(ManualReader::builder().build()).build();
     let registry =
-        Registry::with_meters("bench", provider.meter("bench"), provider.meter("bench.push")).expect("registry");
+        Registry::with_meters(prefix, provider.meter("bench"), provider.meter("bench.push")).expect("registry");
     (registry, provider)
+}
+
+/// A registry on the global meter provider, `init` not called: no push exporter.
+fn default_registry(prefix: &str) -> Registry {
+    Registry::new(prefix).expect("registry")
+}
+
+/// Values stepping through [0, 3) so that consecutive observations land in different bins,
+/// without a division in the loop.
+struct Values(f64);
+
+impl Values {
+    #[inline]
+    fn next(&mut self) -> f64 {
+        self.0 += 0.0137;
+        if self.0 >= 3.0 {
+            self.0 -= 3.0;
+        }
+        self.0
+    }
 }
 
 fn counter(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_counter_inc");
-    let (r, _provider) = registry();
+    let (r, _provider) = sdk_registry("bench_counter");
     let handle = r
         .counter_with("requests", "Requests", Opts::new().labels(["method"]))
         .expect("counter")
@@ -43,36 +72,39 @@ fn counter(c: &mut Criterion) {
 
 fn histogram(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_histogram_observe");
-    let (r, _provider) = registry();
-    let handle = r
-        .histogram_with("latency_seconds", "Latency", Opts::new().labels(["method"]))
-        .expect("histogram")
-        .with([("method", "GET")])
-        .expect("handle");
+    let opts = || Opts::new().labels(["method"]);
+    let r = default_registry("bench_hist");
+    let handle = r.histogram_with("latency_seconds", "Latency", opts()).expect("histogram").with([("method", "GET")]);
+    let handle = handle.expect("handle");
     g.bench_function("pipetel_handle_observe", |b| b.iter(|| handle.observe(black_box(0.042))));
+    let (r, _provider) = sdk_registry("bench_hist_sdk");
+    let sdk = r.histogram_with("latency_seconds", "Latency", opts()).expect("histogram").with([("method", "GET")]);
+    let sdk = sdk.expect("handle");
+    g.bench_function("pipetel_handle_observe_with_sdk", |b| b.iter(|| sdk.observe(black_box(0.042))));
     let pc = PcHistogram::new(pipetel::SECONDS_BUCKETS.iter().copied());
     g.bench_function("prometheus_client_histogram_observe", |b| b.iter(|| pc.observe(black_box(0.042))));
+    let mut x = Values(0.0);
+    g.bench_function("pipetel_handle_observe_varying", |b| b.iter(|| handle.observe(black_box(x.next()))));
+    g.bench_function("prometheus_client_histogram_observe_varying", |b| b.iter(|| pc.observe(black_box(x.next()))));
     g.finish();
 }
 
 fn summary(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_summary_observe");
-    let (r, _provider) = registry();
-    let handle = r
-        .summary_with("latency_seconds", "Latency", Opts::new().labels(["method"]))
-        .expect("summary")
-        .with([("method", "GET")])
-        .expect("handle");
-    let mut x = 0.0f64;
-    g.bench_function("pipetel_handle_observe", |b| {
-        b.iter(|| {
-            x = (x + 0.0137) % 3.0;
-            handle.observe(black_box(x))
-        })
-    });
+    let opts = || Opts::new().labels(["method"]);
+    let r = default_registry("bench_summary");
+    let handle = r.summary_with("latency_seconds", "Latency", opts()).expect("summary").with([("method", "GET")]);
+    let handle = handle.expect("handle");
+    let mut x = Values(0.0);
+    g.bench_function("pipetel_handle_observe", |b| b.iter(|| handle.observe(black_box(x.next()))));
+    let (r, _provider) = sdk_registry("bench_summary_sdk");
+    let sdk = r.summary_with("latency_seconds", "Latency", opts()).expect("summary").with([("method", "GET")]);
+    let sdk = sdk.expect("handle");
+    g.bench_function("pipetel_handle_observe_with_sdk", |b| b.iter(|| sdk.observe(black_box(x.next()))));
     // No summary in prometheus-client: its histogram is the nearest equivalent.
     let pc = PcHistogram::new(pipetel::SECONDS_BUCKETS.iter().copied());
     g.bench_function("prometheus_client_histogram_observe", |b| b.iter(|| pc.observe(black_box(0.042))));
+    g.bench_function("prometheus_client_histogram_observe_varying", |b| b.iter(|| pc.observe(black_box(x.next()))));
     g.finish();
 }
 

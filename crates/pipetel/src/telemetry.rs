@@ -355,6 +355,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         }
     }
     let meter_provider = mp.build();
+    crate::registry::set_push_exporter(config.metrics_exporters().iter().any(|e| *e != MetricExporter::Prometheus));
 
     // ----- traces -----
     let trace_exporters = config.traces_exporters();

@@ -37,18 +37,33 @@
 //!
 //! # Export
 //! Counters and gauges are OTel observable instruments whose callbacks read the registry's
-//! atomics (a handle's `inc` is one atomic add); histograms also record into an OTel histogram
-//! with the same buckets. Both reach every exporter `pipetel::init` installed. Summaries are
-//! rendered natively on the pull endpoint (`quantile` labels, `_sum`, `_count`) and pushed to
-//! OTLP as `<name>_sum` / `<name>_count` counters and a `<name>` gauge with a `quantile`
-//! attribute. Metrics registered before `init` are re-registered with the real providers when
-//! `init` runs.
+//! atomics (a handle's `inc` is one atomic add), so they reach every exporter `pipetel::init`
+//! installed. Histograms and summaries are rendered on the pull endpoint from the registry's own
+//! state: histograms as the endpoint writes OTel histograms (`_bucket{le}`, `_sum`, `_count`,
+//! labels sorted by name, then `otel_scope_name="pipetel"`), summaries as real Prometheus
+//! summaries (`quantile` labels, `_sum`, `_count`). Push exporters (OTLP, console) get a
+//! histogram as an OTel histogram with the same buckets that each observation also records
+//! into, and a summary as `<name>_sum` / `<name>_count` counters and a `<name>` gauge with a
+//! `quantile` attribute. For a registry on the global meter provider those push-only instruments
+//! exist only once `init` installed a push metric exporter, so with the pull endpoint alone (the
+//! default) a histogram observation touches nothing but the registry's atomics; a registry made
+//! with [`Registry::with_meters`] always feeds its `push_only` meter. Metrics registered before
+//! `init` are re-registered with the real providers when `init` runs.
 //!
 //! # Summaries: error bound
-//! Quantiles come from a DDSketch (`sketches-ddsketch`) per slice of the window: each reported
-//! quantile is within ±[`RELATIVE_ERROR`] (1 %, relative) of the exact value of rank
-//! `⌊q·(n−1)⌋` among the `n` observations in the window. The window (default 10 min in 5
-//! slices) slides one slice at a time; `_sum` and `_count` are totals since creation.
+//! Quantiles come from a relative-error sketch (after DDSketch, with bins indexed straight from
+//! a value's bits) per slice of the window: each reported quantile is within ±[`RELATIVE_ERROR`]
+//! (1 %, relative) of the exact value of rank `⌊q·(n−1)⌋` among the `n` observations in the
+//! window. The window (default 10 min in 5 slices) slides one slice at a time; `_sum` and
+//! `_count` are totals since creation.
+//!
+//! An observation takes a short lock and needs the time, to know the slice it belongs to.
+//! Reading the clock would cost as much as the rest of the observation, so on Linux the first
+//! summary starts a thread, `pipetel-clock`, that keeps a recent time for observations to read,
+//! refreshed every 32nd of the shortest slice of any summary (from every millisecond to every
+//! second): the window's edges are exact to that period, a second with the default window.
+//! A forked child starts its own thread at its first observation; on other systems,
+//! observations read the clock.
 
 mod metric;
 mod summary;
@@ -322,7 +337,7 @@ impl AnyFamily for FnFamily {
         }
     }
     fn reset(&self) {}
-    fn bind(self: Arc<Self>, meter: &Meter, _: &Meter) {
+    fn bind(self: Arc<Self>, meter: &Meter, _: Option<&Meter>) {
         let weak = Arc::downgrade(&self);
         let live = move || weak.upgrade().filter(|f| !f.meta.removed.load(Ordering::Acquire));
         let (name, unit, help) = (self.meta.otel_name.clone(), self.meta.unit.clone(), self.meta.help.clone());
@@ -420,17 +435,30 @@ pub(crate) fn on_init() {
         let families = inner.families.read().unwrap_or_else(PoisonError::into_inner);
         for family in families.values() {
             if family.meta().bound.swap(generation, Ordering::AcqRel) != generation {
-                family.clone().bind(&meter, &push_only);
+                family.clone().bind(&meter, push_only.as_ref());
             }
         }
     }
 }
 
-fn global_meters() -> (Meter, Meter) {
-    (
-        crate::meter(),
-        opentelemetry::global::meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build()),
-    )
+/// Set by `init` when it installed a metric exporter that pushes (OTLP, console).
+static PUSH_EXPORTER: AtomicBool = AtomicBool::new(false);
+
+/// Says whether `init` installed a metric exporter that pushes (OTLP, console). Only then do
+/// registries on the global meter provider register the instruments only push exporters read
+/// (histograms' OTel form, summaries' counters and gauge): with the pull endpoint alone, a
+/// histogram observation touches nothing but the registry's atomics. `init` calls it before
+/// [`on_init`] rebinds the registries.
+pub(crate) fn set_push_exporter(installed: bool) {
+    PUSH_EXPORTER.store(installed, Ordering::Release);
+}
+
+/// The global meters: pipetel's own, and the push-only one when something pushes.
+fn global_meters() -> (Meter, Option<Meter>) {
+    let push_only = PUSH_EXPORTER.load(Ordering::Acquire).then(|| {
+        opentelemetry::global::meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build())
+    });
+    (crate::meter(), push_only)
 }
 
 impl crate::export::ExpositionSource for Inner {
@@ -439,9 +467,10 @@ impl crate::export::ExpositionSource for Inner {
         let mut taken: HashSet<String> = HashSet::new();
         for family in families.values() {
             taken.extend(family.meta().sample_names());
-            // Everything else reaches the pull endpoint through OTel instruments.
-            if family.meta().kind == Kind::Summary {
-                family.write_text(out);
+            // Counters and gauges reach the pull endpoint through OTel instruments; histograms
+            // and summaries are read from the registry's own state (their OTel form is push-only).
+            if matches!(family.meta().kind, Kind::Histogram | Kind::Summary) {
+                family.write_pull(out);
             }
         }
         drop(families);
@@ -508,8 +537,11 @@ impl Registry {
         Ok(Self::build(prefix.to_string(), Binding::Global))
     }
 
-    /// A registry exporting through `meter` (and `push_only` for summaries' OTLP form) rather
-    /// than the global meter provider. For tests and programs with a provider of their own.
+    /// A registry exporting through `meter` rather than the global meter provider, for tests and
+    /// programs with a provider of their own. `push_only` gets the instruments meant for push
+    /// exporters only (histograms' OTel form, summaries' counters and gauge), always: give it a
+    /// scope named `pipetel.push_only` on the same provider so that pipetel's pull endpoint skips
+    /// them, since it renders histograms and summaries from the registry itself.
     ///
     /// # Errors
     /// As [`Registry::new`].
@@ -740,10 +772,10 @@ impl Registry {
         }
     }
 
-    fn meters(&self) -> (Meter, Meter) {
+    fn meters(&self) -> (Meter, Option<Meter>) {
         match &self.inner.binding {
             Binding::Global => global_meters(),
-            Binding::Fixed { meter, push_only } => (meter.clone(), push_only.clone()),
+            Binding::Fixed { meter, push_only } => (meter.clone(), Some(push_only.clone())),
         }
     }
 
@@ -842,7 +874,7 @@ impl Registry {
     fn bind_new(&self, family: Arc<dyn AnyFamily>) {
         family.meta().bound.store(GENERATION.load(Ordering::Acquire), Ordering::Release);
         let (meter, push_only) = self.meters();
-        family.bind(&meter, &push_only);
+        family.bind(&meter, push_only.as_ref());
     }
 }
 

@@ -450,10 +450,11 @@ fn metrics_reach_otel_with_their_values() {
     let got = h.collect();
     assert_eq!(got[&key("registry-test", "t_otel_requests")], vec![(pairs(&[("method", "GET")]), 2.5)]);
     assert_eq!(got[&key("registry-test", "t_otel_depth")], vec![(vec![], 3.0)]);
-    assert_eq!(got[&key("registry-test", "t_otel_latency_seconds#count")], vec![(vec![], 2.0)]);
-    assert_eq!(got[&key("registry-test", "t_otel_latency_seconds#sum")], vec![(vec![], 2.05)]);
-    // Summaries: push-only scope only.
+    // Histograms and summaries: push-only scope only (the pull endpoint renders them natively).
     let push = crate::export::PUSH_ONLY_SCOPE;
+    assert_eq!(got[&key(push, "t_otel_latency_seconds#count")], vec![(vec![], 2.0)]);
+    assert_eq!(got[&key(push, "t_otel_latency_seconds#sum")], vec![(vec![], 2.05)]);
+    assert!(!got.contains_key(&key("registry-test", "t_otel_latency_seconds#count")));
     assert_eq!(got[&key(push, "t_otel_size_bytes_count")], vec![(vec![], 3.0)]);
     assert_eq!(got[&key(push, "t_otel_size_bytes_sum")], vec![(vec![], 6.0)]);
     let quantiles = &got[&key(push, "t_otel_size_bytes")];
@@ -510,25 +511,112 @@ fn the_pull_endpoint_and_prometheus_text_agree() {
     }
 }
 
+/// The natively rendered histogram on the pull endpoint is line for line what the endpoint's
+/// encoder writes for the same observations recorded into an OTel histogram of pipetel's meter
+/// (how registry histograms reached the pull endpoint before), and appears once.
+#[cfg(feature = "prometheus")]
+#[test]
+fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
+    use crate::export::prometheus::{PrometheusRender, PullReader};
+    use crate::export::ExpositionSource as _;
+
+    let reader = PullReader::new();
+    let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
+    // The OTel histogram on a scope the encoder does not skip, to render both forms at once.
+    let r = Registry::with_meters("t_same", provider.meter("pipetel"), provider.meter("pipetel")).expect("registry");
+    let h = r
+        .histogram_with(
+            "wait_seconds",
+            "Wait \\ time\nper call",
+            Opts::new().labels(["zone", "app"]).buckets([0.1, 1.0]),
+        )
+        .expect("h");
+    for (zone, app, v) in [("eu", "a\"b", 0.05), ("eu", "a\"b", 3.0), ("us", "x\ny", 1.0), ("us", "x\ny", 0.25)] {
+        h.with([("zone", zone), ("app", app)]).expect("handle").observe(v);
+    }
+    let mut native = String::new();
+    r.inner.write_exposition(&mut native);
+    let rendered = PrometheusRender::new(reader).render();
+    let family = |text: &str| -> Vec<String> {
+        let mut lines: Vec<String> = text
+            .lines()
+            .filter(|l| l.starts_with("t_same_wait_seconds") || l.contains(" t_same_wait_seconds "))
+            .map(str::to_string)
+            .collect();
+        lines.sort();
+        lines
+    };
+    let pos = rendered.find(&native).expect("the exposition source's text in the render");
+    let encoded = format!("{}{}", &rendered[..pos], &rendered[pos + native.len()..]);
+    assert_eq!(family(&native), family(&encoded), "native:\n{native}\nencoder:\n{encoded}");
+    assert!(native.contains(
+        "t_same_wait_seconds_bucket{app=\"a\\\"b\",zone=\"eu\",otel_scope_name=\"pipetel\",le=\"+Inf\"} 2\n"
+    ));
+    assert_eq!(family(&native).len(), 2 + 2 * 5, "{native}");
+
+    // With the usual push-only scope, the render holds the family once.
+    let reader = PullReader::new();
+    let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
+    let push_only = provider.meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build());
+    let r = Registry::with_meters("t_once", provider.meter("pipetel"), push_only).expect("registry");
+    r.histogram("wait_seconds", "Wait").expect("h").observe(0.5);
+    let rendered = PrometheusRender::new(reader).render();
+    assert_eq!(rendered.matches("# TYPE t_once_wait_seconds histogram\n").count(), 1, "{rendered}");
+    assert_eq!(rendered.matches("\nt_once_wait_seconds_count{otel_scope_name=\"pipetel\"} 1\n").count(), 1);
+}
+
+/// A registry on the global provider feeds an OTel histogram only while a push exporter is
+/// installed; one with its own meters always does.
+#[test]
+fn histograms_feed_otel_only_when_something_pushes() {
+    let r = Registry::new("t_push_flag").expect("registry");
+    let h = r.histogram("wait_seconds", "").expect("h");
+    assert!(!h.feeds_otel(), "no push exporter: atomics only");
+    set_push_exporter(true);
+    on_init();
+    let fed = h.feeds_otel();
+    set_push_exporter(false);
+    on_init();
+    assert!(fed, "a push exporter installed: the OTel histogram is fed");
+    assert!(!h.feeds_otel());
+    h.observe(0.5);
+    assert_eq!(h.count(), 1);
+    let fixed = Harness::new("t_push_fixed");
+    assert!(fixed.registry.histogram("wait_seconds", "").expect("h").feeds_otel());
+}
+
 #[test]
 fn handles_record_from_many_threads() {
     let r = Registry::new("t_threads").expect("registry");
     let c = r.counter("n", "").expect("c").with(&[] as &[(&str, &str)]).expect("h");
     let h = r.histogram("v_seconds", "").expect("h");
+    let q = r.summary("q_seconds", "").expect("s");
     std::thread::scope(|s| {
         for _ in 0..4 {
-            let (c, h) = (c.clone(), h.clone());
+            let (c, h, q) = (c.clone(), h.clone(), q.clone());
             s.spawn(move || {
-                for _ in 0..10_000 {
+                for i in 0..10_000 {
                     c.inc();
                     h.observe(0.5);
+                    q.observe(if i % 2 == 0 { 0.5 } else { 1.5 });
                 }
             });
         }
+        // Reads while the writers run.
+        s.spawn(|| {
+            for _ in 0..100 {
+                assert!(q.value().count <= 40_000);
+            }
+        });
     });
     assert_eq!(c.value(), 40_000.0);
     assert_eq!(h.count(), 40_000);
     assert_eq!(h.sum(), 20_000.0);
+    let v = q.value();
+    assert_eq!((v.count, v.sum), (40_000, 40_000.0));
+    assert_eq!(v.quantiles[0].0, 0.5);
+    let median = v.quantiles[0].1.expect("observations");
+    assert!((median - 0.5).abs() <= 0.5 * RELATIVE_ERROR, "{median}");
 }
 
 #[test]

@@ -64,6 +64,68 @@ pub(crate) fn write_sample(
     out.push('\n');
 }
 
+/// `v` as the exposition writes it.
+pub(crate) fn f64_text(v: f64) -> String {
+    let mut s = String::new();
+    write_f64(v, &mut s);
+    s
+}
+
+/// Writes a series' labels without braces: in the declared order, or, with `scope`, sorted by
+/// name and followed by `otel_scope_name="<scope>"` (as the pull endpoint's encoder writes an
+/// OTel data point). The overflow series has the single label `otel_metric_overflow="true"`.
+pub(crate) fn write_label_block(names: &[String], values: &[String], scope: Option<&str>, out: &mut String) {
+    let mut first = true;
+    let mut sep = |out: &mut String| {
+        if !std::mem::take(&mut first) {
+            out.push(',');
+        }
+    };
+    if values.first().map(String::as_str) == Some(super::metric::OVERFLOW_MARK) {
+        sep(out);
+        out.push_str("otel_metric_overflow=\"true\"");
+    } else {
+        let mut pairs: Vec<(&String, &String)> = names.iter().zip(values).collect();
+        if scope.is_some() {
+            pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        }
+        for (k, v) in pairs {
+            sep(out);
+            out.push_str(k);
+            out.push_str("=\"");
+            escape_label_value(v, out);
+            out.push('"');
+        }
+    }
+    if let Some(scope) = scope {
+        sep(out);
+        out.push_str("otel_scope_name=\"");
+        escape_label_value(scope, out);
+        out.push('"');
+    }
+}
+
+/// Writes `name` + `suffix`, the label block `labels` (see [`write_label_block`]) and an `le`
+/// label holding the already formatted `le`, then a space: the caller writes the value.
+pub(crate) fn start_sample(name: &str, suffix: &str, labels: &str, le: Option<&str>, out: &mut String) {
+    out.push_str(name);
+    out.push_str(suffix);
+    if !labels.is_empty() || le.is_some() {
+        out.push('{');
+        out.push_str(labels);
+        if let Some(le) = le {
+            if !labels.is_empty() {
+                out.push(',');
+            }
+            out.push_str("le=\"");
+            out.push_str(le);
+            out.push('"');
+        }
+        out.push('}');
+    }
+    out.push(' ');
+}
+
 /// Checks the output of a text collector line by line and appends the lines that are valid
 /// text exposition (format 0.0.4) to `out`. `taken` holds family names already in the output:
 /// a `# TYPE` for one of them, or a second `# TYPE` for a name, is refused with that family's
