@@ -130,6 +130,8 @@ fn main() {
 
     let (kept, bytes) = held(|| {
         let (provider, reader) = provider();
+        // As `init` does from `PIPETEL_CARDINALITY_LIMIT`: the same limit as the provider's.
+        pipetel::registry::set_cardinality_limit(2 * SERIES);
         let registry = pipetel::Registry::with_meters("bench", provider.meter("bench"), provider.meter("bench.push"))
             .expect("registry");
         let counter = registry

@@ -392,14 +392,17 @@ struct Inner {
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
-/// Registers every live registry's instruments with the meter provider `init` just installed:
-/// instruments taken from the global provider before then are no-ops forever. `init` calls it
-/// right after `opentelemetry::global::set_meter_provider`.
 static SERIES_LIMIT: AtomicU64 = AtomicU64::new(crate::config::DEFAULT_CARDINALITY_LIMIT as u64);
 
-/// Sets the most label sets a registry family keeps (from `PIPETEL_CARDINALITY_LIMIT`, at `init`).
-pub(crate) fn set_cardinality_limit(limit: usize) {
-    SERIES_LIMIT.store(limit as u64, Ordering::Relaxed);
+/// Sets the most label sets one registry family keeps, process-wide (at least 2; default 2,000);
+/// further label sets share one overflow series marked `otel_metric_overflow="true"`.
+///
+/// `init` sets it from `PIPETEL_CARDINALITY_LIMIT`, together with the meter provider's own
+/// limit, so call it only for registries on a meter provider of your own
+/// ([`Registry::with_meters`]), with that provider's cardinality limit: a registry limit above
+/// the provider's would have the SDK fold what the registry keeps apart.
+pub fn set_cardinality_limit(limit: usize) {
+    SERIES_LIMIT.store(limit.max(2) as u64, Ordering::Relaxed);
 }
 
 /// Label sets a family keeps before new ones share its overflow series (one slot stays for it).
@@ -420,6 +423,9 @@ pub(crate) fn warn_overflow_once(metric: &str) {
     }
 }
 
+/// Registers every live registry's instruments with the meter provider `init` just installed:
+/// instruments taken from the global provider before then are no-ops forever. `init` calls it
+/// right after `opentelemetry::global::set_meter_provider`.
 pub(crate) fn on_init() {
     let generation = GENERATION.fetch_add(1, Ordering::AcqRel) + 1;
     let live: Vec<Arc<Inner>> = {
