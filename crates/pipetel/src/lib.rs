@@ -51,6 +51,14 @@ pub mod service;
 pub mod span_metrics;
 mod telemetry;
 
+/// The clock of per-call and per-span durations: the CPU's time-stamp counter where it is
+/// invariant (about a third of the OS clock's cost per read), the OS monotonic clock elsewhere;
+/// calibrated against the OS clock on first use (under a millisecond), which `init` does.
+pub(crate) fn clock() -> &'static quanta::Clock {
+    static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
+    CLOCK.get_or_init(quanta::Clock::new)
+}
+
 #[doc(hidden)]
 pub use measure::__private;
 

@@ -54,7 +54,6 @@ pub mod __private {
     use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
     use std::sync::{Mutex, OnceLock};
     use std::task::{Context, Poll};
-    use std::time::Instant;
 
     use opentelemetry::metrics::{BoundHistogram, ObservableCounter, ObservableUpDownCounter};
     use opentelemetry::KeyValue;
@@ -337,7 +336,8 @@ pub mod __private {
         site: &'static Site,
         handles: &'static Handles,
         mark_span: bool,
-        start: Instant,
+        /// A raw reading of [`crate::clock`].
+        start: u64,
         // Atomic rather than a `Cell` so an async fn's future, which holds `&Call` across its
         // await, stays `Send`.
         done: AtomicBool,
@@ -355,7 +355,7 @@ pub mod __private {
                 site,
                 handles,
                 mark_span: site.info.mark_span,
-                start: Instant::now(),
+                start: crate::clock().raw(),
                 done: AtomicBool::new(false),
                 span,
             }
@@ -402,7 +402,8 @@ pub mod __private {
             }
             let cells = &self.site.cells;
             cells.in_flight.fetch_sub(1, Ordering::Relaxed);
-            self.handles.duration.record(self.start.elapsed().as_secs_f64());
+            let clock = crate::clock();
+            self.handles.duration.record(clock.delta_as_nanos(self.start, clock.raw()) as f64 / 1e9);
             if let Some(kind) = error {
                 let cell = if kind == "panic" { &cells.errors_panic } else { &cells.errors_err };
                 cell.fetch_add(1, Ordering::Relaxed);

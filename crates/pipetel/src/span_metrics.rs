@@ -29,7 +29,7 @@
 //! leave out cost the cache read and a table probe. When more than about a thousand spans are
 //! open at once, the rest keep their timing in their extensions (an allocation each) and are
 //! counted all the same. The clock is the CPU's time-stamp counter where it is invariant (about a
-//! third of the OS clock's cost per read, calibrated once against it when the layer is built),
+//! third of the OS clock's cost per read, calibrated once against it),
 //! the OS monotonic clock elsewhere.
 //!
 //! # Which spans count
@@ -209,9 +209,8 @@ pub struct SpanMetricsLayer {
     /// Spans whose timing went to their extensions and has not been read at close yet: while
     /// zero, a span missing from the table is one that does not count, with nothing to look up.
     boxed: AtomicUsize,
-    /// The CPU's time-stamp counter where it is invariant (a read costs about a third of the
-    /// OS clock's), else the OS monotonic clock; calibrated once when the layer is built.
-    clock: quanta::Clock,
+    /// [`crate::clock`].
+    clock: &'static quanta::Clock,
 }
 
 impl std::fmt::Debug for SpanMetricsLayer {
@@ -255,7 +254,7 @@ impl SpanMetricsLayer {
             sites: SiteCache::default(),
             open: OpenSpans::new(),
             boxed: AtomicUsize::new(0),
-            clock: quanta::Clock::new(),
+            clock: crate::clock(),
         })
     }
 

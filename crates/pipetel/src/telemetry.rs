@@ -38,6 +38,8 @@ pub const SCOPE_NAME: &str = "pipetel";
 /// failures are logged.
 pub fn init(config: Config) -> Result<Telemetry, InitError> {
     config.validate()?;
+    // Calibrated here rather than inside the first measured call or span.
+    let _ = crate::clock();
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(InitError::AlreadyInitialized);
     }
