@@ -327,8 +327,24 @@ fn default_series<'a, C: Cell>(family: &Family<C>, default: &'a Option<Arc<Serie
 /// The label set of an unlabelled series.
 const NO_LABELS: [(&str, &str); 0] = [];
 
+/// Defines a metric kind's family type (the metric, recording on its unlabelled series) and
+/// handle type (one series), with what every kind shares.
 macro_rules! family_common {
-    ($family:ident, $handle:ident, $cell:ty) => {
+    ($(#[$fdoc:meta])* $family:ident, $(#[$hdoc:meta])* $handle:ident, $cell:ty) => {
+        $(#[$fdoc])*
+        #[derive(Clone)]
+        pub struct $family {
+            family: Arc<Family<$cell>>,
+            default: Option<Arc<Series<$cell>>>,
+        }
+
+        $(#[$hdoc])*
+        #[derive(Clone)]
+        pub struct $handle {
+            family: Arc<Family<$cell>>,
+            series: Arc<Series<$cell>>,
+        }
+
         impl $family {
             pub(crate) fn from_family(family: Arc<Family<$cell>>) -> Result<Self, RegistryError> {
                 let default = if family.meta.labels.is_empty() { Some(family.series(&NO_LABELS)?) } else { None };
@@ -381,24 +397,16 @@ macro_rules! family_common {
     };
 }
 
-/// A counter: a value that only goes up. Clone it freely; every clone is the same metric.
-///
-/// The methods record on the unlabelled series; a counter registered with labels records
-/// through [`Counter::with`] (calling them there is ignored and logged once).
-#[derive(Clone)]
-pub struct Counter {
-    family: Arc<Family<CounterCell>>,
-    default: Option<Arc<Series<CounterCell>>>,
-}
-
-/// One series of a [`Counter`]: `inc` is a single relaxed atomic add.
-#[derive(Clone)]
-pub struct CounterHandle {
-    family: Arc<Family<CounterCell>>,
-    series: Arc<Series<CounterCell>>,
-}
-
-family_common!(Counter, CounterHandle, CounterCell);
+family_common!(
+    /// A counter: a value that only goes up. Clone it freely; every clone is the same metric.
+    ///
+    /// The methods record on the unlabelled series; a counter registered with labels records
+    /// through [`Counter::with`] (calling them there is ignored and logged once).
+    Counter,
+    /// One series of a [`Counter`]: `inc` is a single relaxed atomic add.
+    CounterHandle,
+    CounterCell
+);
 
 impl Counter {
     /// Adds 1.
@@ -489,24 +497,16 @@ fn now_seconds() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
-/// A gauge: a value that goes up and down. Clone it freely; every clone is the same metric.
-///
-/// The methods act on the unlabelled series; a gauge registered with labels records through
-/// [`Gauge::with`].
-#[derive(Clone)]
-pub struct Gauge {
-    family: Arc<Family<GaugeCell>>,
-    default: Option<Arc<Series<GaugeCell>>>,
-}
-
-/// One series of a [`Gauge`].
-#[derive(Clone)]
-pub struct GaugeHandle {
-    family: Arc<Family<GaugeCell>>,
-    series: Arc<Series<GaugeCell>>,
-}
-
-family_common!(Gauge, GaugeHandle, GaugeCell);
+family_common!(
+    /// A gauge: a value that goes up and down. Clone it freely; every clone is the same metric.
+    ///
+    /// The methods act on the unlabelled series; a gauge registered with labels records through
+    /// [`Gauge::with`].
+    Gauge,
+    /// One series of a [`Gauge`].
+    GaugeHandle,
+    GaugeCell
+);
 
 macro_rules! gauge_methods {
     ($series:expr, $self:ident) => {
@@ -737,29 +737,21 @@ impl HistogramValue {
     }
 }
 
-/// A histogram with fixed buckets. Clone it freely; every clone is the same metric.
-///
-/// Each observation goes to the registry's atomics, which [`Histogram::value`],
-/// `prometheus_text()` and the pull endpoint read (the latter renders them natively, as
-/// `_bucket{le}`, `_sum` and `_count`). Push exporters (OTLP, console) read an OTel histogram
-/// with the same buckets that observations feed too, for a registry on the global meter provider
-/// only once `init` installed a push metric exporter: with the pull endpoint alone (the default)
-/// an observation is a bucket increment and a sum update. `reset()` clears the atomics only: an
-/// OTel cumulative stream cannot be reset.
-#[derive(Clone)]
-pub struct Histogram {
-    family: Arc<Family<HistogramCell>>,
-    default: Option<Arc<Series<HistogramCell>>>,
-}
-
-/// One series of a [`Histogram`].
-#[derive(Clone)]
-pub struct HistogramHandle {
-    family: Arc<Family<HistogramCell>>,
-    series: Arc<Series<HistogramCell>>,
-}
-
-family_common!(Histogram, HistogramHandle, HistogramCell);
+family_common!(
+    /// A histogram with fixed buckets. Clone it freely; every clone is the same metric.
+    ///
+    /// Each observation goes to the registry's atomics, which [`Histogram::value`],
+    /// `prometheus_text()` and the pull endpoint read (the latter renders them natively, as
+    /// `_bucket{le}`, `_sum` and `_count`). Push exporters (OTLP, console) read an OTel histogram
+    /// with the same buckets that observations feed too, for a registry on the global meter provider
+    /// only once `init` installed a push metric exporter: with the pull endpoint alone (the default)
+    /// an observation is a bucket increment and a sum update. `reset()` clears the atomics only: an
+    /// OTel cumulative stream cannot be reset.
+    Histogram,
+    /// One series of a [`Histogram`].
+    HistogramHandle,
+    HistogramCell
+);
 
 #[inline]
 fn observe_histogram(family: &Family<HistogramCell>, series: &Series<HistogramCell>, v: f64) {
@@ -990,29 +982,21 @@ pub struct SummaryValue {
     pub sum: f64,
 }
 
-/// A summary: quantiles over a sliding time window (a relative-error sketch, within
-/// [`RELATIVE_ERROR`](super::RELATIVE_ERROR) of the exact value), plus a running count and sum.
-/// Clone it freely; every clone is the same metric.
-///
-/// An observation takes a short lock (the sketch is not atomic) and, on Linux, reads the recent
-/// time a background thread keeps rather than the clock (see the [module docs](super)); the
-/// pull endpoint renders summaries natively, push exporters get `<name>_sum` / `<name>_count`
-/// counters and a `<name>` gauge with a `quantile` attribute (for a registry on the global meter
-/// provider, once `init` installed a push metric exporter).
-#[derive(Clone)]
-pub struct Summary {
-    family: Arc<Family<SummaryCell>>,
-    default: Option<Arc<Series<SummaryCell>>>,
-}
-
-/// One series of a [`Summary`].
-#[derive(Clone)]
-pub struct SummaryHandle {
-    family: Arc<Family<SummaryCell>>,
-    series: Arc<Series<SummaryCell>>,
-}
-
-family_common!(Summary, SummaryHandle, SummaryCell);
+family_common!(
+    /// A summary: quantiles over a sliding time window (a relative-error sketch, within
+    /// [`RELATIVE_ERROR`](super::RELATIVE_ERROR) of the exact value), plus a running count and sum.
+    /// Clone it freely; every clone is the same metric.
+    ///
+    /// An observation takes a short lock (the sketch is not atomic) and, on Linux, reads the recent
+    /// time a background thread keeps rather than the clock (see the [module docs](super)); the
+    /// pull endpoint renders summaries natively, push exporters get `<name>_sum` / `<name>_count`
+    /// counters and a `<name>` gauge with a `quantile` attribute (for a registry on the global meter
+    /// provider, once `init` installed a push metric exporter).
+    Summary,
+    /// One series of a [`Summary`].
+    SummaryHandle,
+    SummaryCell
+);
 
 #[inline]
 fn observe_summary(family: &Family<SummaryCell>, series: &Series<SummaryCell>, v: f64) {
