@@ -1,11 +1,12 @@
 //! A collector that is down at start, or goes down during the run: the program finishes
-//! normally and shutdown returns within its timeout, reporting the failure.
+//! normally and shutdown returns within its timeout, reporting what was not delivered and where
+//! it was going.
 #![cfg(feature = "e2e")]
 
 use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, Collector, Process};
+use pipetel_e2e::{example_path, Collector, Process, RefusingPort};
 
 fn shutdown_millis(out: &str) -> f64 {
     let line =
@@ -36,7 +37,9 @@ fn run(endpoint: &str, protocol: &str, batches: &str) -> Process {
 #[test]
 fn collector_down_at_start_does_not_fail_or_hang() {
     for protocol in ["grpc", "http/protobuf"] {
-        let endpoint = format!("http://127.0.0.1:{}", free_port());
+        // Held bound but not listening: connections are refused, and no other peer can take it.
+        let down = RefusingPort::new();
+        let endpoint = format!("http://127.0.0.1:{}", down.port());
         let mut example = run(&endpoint, protocol, "5");
         let (code, out) = example.wait(Duration::from_secs(60));
         assert_eq!(code, Some(0), "{protocol}: {out}");
@@ -45,6 +48,15 @@ fn collector_down_at_start_does_not_fail_or_hang() {
         assert!(ms <= 2500.0, "{protocol}: shutdown took {ms} ms, over its 2 s timeout: {out}");
         let line = out.lines().find(|l| l.starts_with("shutdown took ")).expect("line");
         assert!(line.contains("Err("), "{protocol}: shutdown must report that the collector was unreachable: {line}");
+        // Every lost span and log record is counted, and each report names where it was going.
+        let port = format!("127.0.0.1:{}", down.port());
+        for signal in ["traces: ", "logs: "] {
+            let report = line.split(signal).nth(1).unwrap_or_else(|| panic!("{protocol}: no {signal}report: {line}"));
+            let lost: u64 = report.split(' ').next().and_then(|n| n.parse().ok()).unwrap_or(0);
+            assert!(lost > 0, "{protocol}: {signal}must count what was lost: {line}");
+            assert!(report.contains("not delivered to") && report.contains(&port), "{protocol}: {line}");
+        }
+        assert!(line.contains("metrics: the last export to") && line.contains("did not arrive"), "{protocol}: {line}");
     }
 }
 
@@ -60,5 +72,8 @@ fn collector_going_down_mid_run_does_not_block_the_program() {
         assert!(out.contains("done: batches=20 items=2000"), "{out}");
         let ms = shutdown_millis(&out);
         assert!(ms <= 2500.0, "{protocol}: shutdown took {ms} ms: {out}");
+        // The metrics that went on being recorded after the collector went away are reported.
+        let line = out.lines().find(|l| l.starts_with("shutdown took ")).expect("line");
+        assert!(line.contains("metrics: the last export to") && line.contains("did not arrive"), "{protocol}: {line}");
     }
 }

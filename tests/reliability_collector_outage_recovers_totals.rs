@@ -127,6 +127,8 @@ fn outage_and_recovery(protocol: &str) {
     }
     let items: u64 = printed.values().sum();
     assert!(out.contains(&format!("done: stages=3 items={items}")), "{out}");
+    // Cumulative metrics lost nothing once the collector was back, and shutdown does not say otherwise.
+    assert!(!out.contains("metrics: the last export"), "{protocol}: recovered metrics reported as lost:\n{out}");
 
     let max_record_ns = reported(&out, "max record call: ", " ns");
     let peak_kib = reported(&out, "peak rss: ", " kB");

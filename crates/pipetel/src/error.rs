@@ -59,7 +59,9 @@ pub enum ShutdownError {
     /// Flushing and shutting down took longer than the configured timeout.
     #[error("shutdown did not finish within {0:?}; data still queued may be lost")]
     Timeout(std::time::Duration),
-    /// One or more providers reported errors (for example, the collector was unreachable).
+    /// One or more providers reported errors, or OTLP exports lost data (for example, the
+    /// collector was unreachable): one line per signal naming what was lost, where it was going
+    /// and why.
     #[error("shutdown finished with errors: {}", .0.join("; "))]
     Providers(Vec<String>),
 }

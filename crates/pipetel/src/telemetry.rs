@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -17,6 +18,8 @@ use crate::config::{
     Config, LogExporter, MetricExporter, OtlpProtocol, SamplerConfig, Signal, TraceExporter, DEFAULT_CARDINALITY_LIMIT,
 };
 use crate::error::{InitError, ShutdownError};
+#[cfg_attr(not(feature = "otlp"), allow(unused_imports))]
+use crate::export::delivery::{Ledger, Tracked};
 
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
@@ -71,6 +74,8 @@ struct Inner {
     #[cfg(feature = "gpu")]
     gpu: Option<pipetel_gpu::GpuTelemetry>,
     shutdown_timeout: Duration,
+    /// What the OTLP exporters failed to deliver, one ledger per signal.
+    ledgers: Vec<Arc<Ledger>>,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -125,20 +130,22 @@ impl Telemetry {
     /// Flushes every provider now (bounded by the shutdown timeout).
     ///
     /// # Errors
-    /// As [`Telemetry::shutdown`].
+    /// As [`Telemetry::shutdown`]; what failed exports lost is reported once, by the first
+    /// `force_flush` or `shutdown` after it.
     pub fn force_flush(&self) -> Result<(), ShutdownError> {
         let Some(inner) = self.inner.as_ref() else { return Ok(()) };
         let (tp, lp, mp) = (inner.tracer_provider.clone(), inner.logger_provider.clone(), inner.meter_provider.clone());
+        let ledgers = inner.ledgers.clone();
         run_bounded(inner.shutdown_timeout, move || {
             let mut errors = Vec::new();
             if let Some(tp) = tp {
-                push_err(&mut errors, "traces", tp.force_flush());
+                push_outcome(&mut errors, "traces", tp.force_flush(), &ledgers);
             }
             if let Some(lp) = lp {
-                push_err(&mut errors, "logs", lp.force_flush());
+                push_outcome(&mut errors, "logs", lp.force_flush(), &ledgers);
             }
             if let Some(mp) = mp {
-                push_err(&mut errors, "metrics", mp.force_flush());
+                push_outcome(&mut errors, "metrics", mp.force_flush(), &ledgers);
             }
             errors
         })
@@ -149,14 +156,25 @@ impl Telemetry {
     ///
     /// # Errors
     /// [`ShutdownError::Timeout`] when the timeout ran out, [`ShutdownError::Providers`] when a
-    /// provider failed (for example, the last export could not reach the collector).
+    /// provider failed or an OTLP exporter lost data: one line per signal with the spans or log
+    /// records in failed exports, or a failed last metric export (earlier failed metric exports
+    /// lose nothing: the values are cumulative), each naming the endpoint and the last error.
     pub fn shutdown(mut self) -> Result<(), ShutdownError> {
         self.shutdown_inner()
     }
 
     fn shutdown_inner(&mut self) -> Result<(), ShutdownError> {
         let Some(inner) = self.inner.take() else { return Ok(()) };
-        let Inner { meter_provider, tracer_provider, logger_provider, runtime, shutdown_timeout, pipeline, .. } = inner;
+        let Inner {
+            meter_provider,
+            tracer_provider,
+            logger_provider,
+            runtime,
+            shutdown_timeout,
+            pipeline,
+            ledgers,
+            ..
+        } = inner;
         // The samplers first: their rows must not race the providers going away.
         drop(pipeline);
         #[cfg(feature = "gpu")]
@@ -169,13 +187,13 @@ impl Telemetry {
             let mut errors = Vec::new();
             // Spans first, so the logs and metrics they produce on the way out are flushed too.
             if let Some(tp) = tracer_provider {
-                push_err(&mut errors, "traces", tp.shutdown_with_timeout(shutdown_timeout));
+                push_outcome(&mut errors, "traces", tp.shutdown_with_timeout(shutdown_timeout), &ledgers);
             }
             if let Some(lp) = logger_provider {
-                push_err(&mut errors, "logs", lp.shutdown_with_timeout(shutdown_timeout));
+                push_outcome(&mut errors, "logs", lp.shutdown_with_timeout(shutdown_timeout), &ledgers);
             }
             if let Some(mp) = meter_provider {
-                push_err(&mut errors, "metrics", mp.shutdown_with_timeout(shutdown_timeout));
+                push_outcome(&mut errors, "metrics", mp.shutdown_with_timeout(shutdown_timeout), &ledgers);
             }
             errors
         });
@@ -195,11 +213,35 @@ impl Drop for Telemetry {
     }
 }
 
-fn push_err(errors: &mut Vec<String>, what: &str, r: opentelemetry_sdk::error::OTelSdkResult) {
+/// A new ledger for one OTLP exporter, kept for the flush and shutdown reports.
+#[cfg(feature = "otlp")]
+fn ledger<'a>(
+    ledgers: &'a mut Vec<Arc<Ledger>>,
+    signal: &'static str,
+    items: &'static str,
+    target: &crate::config::OtlpTarget,
+) -> &'a Arc<Ledger> {
+    ledgers.push(Ledger::new(signal, items, target.endpoint.clone()));
+    &ledgers[ledgers.len() - 1]
+}
+
+/// Enters one provider's flush or shutdown outcome, with what its exporters failed to deliver
+/// since the last report: a batch processor drops a failed batch and still answers `Ok`, and a
+/// periodic reader says only "failed", so the ledger is what names the loss and its cause.
+fn push_outcome(
+    errors: &mut Vec<String>,
+    what: &str,
+    r: opentelemetry_sdk::error::OTelSdkResult,
+    ledgers: &[Arc<Ledger>],
+) {
+    use opentelemetry_sdk::error::OTelSdkError;
+    let lost: Vec<String> = ledgers.iter().filter(|l| l.signal() == what).filter_map(|l| l.report()).collect();
     match r {
-        Ok(()) | Err(opentelemetry_sdk::error::OTelSdkError::AlreadyShutdown) => {}
+        Ok(()) | Err(OTelSdkError::AlreadyShutdown) => {}
+        Err(OTelSdkError::InternalFailure(_)) if !lost.is_empty() => {}
         Err(e) => errors.push(format!("{what}: {e}")),
     }
+    errors.extend(lost);
 }
 
 /// Runs `work` on a helper thread and waits at most `timeout`: the SDK's own timeouts do not
@@ -308,6 +350,8 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     // tonic channels spawn their connection task on the runtime current while they are built.
     let _entered = runtime.as_ref().map(|rt| rt.enter());
 
+    #[cfg_attr(not(feature = "otlp"), allow(unused_mut))]
+    let mut ledgers: Vec<Arc<Ledger>> = Vec::new();
     // ----- metrics -----
     let mut mp = SdkMeterProvider::builder().with_resource(resource.clone());
     let limit = config.cardinality_limit();
@@ -331,7 +375,9 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
             MetricExporter::Otlp => {
                 #[cfg(feature = "otlp")]
                 {
-                    let exporter = crate::export::otlp::metric_exporter(&config.otlp_target(Signal::Metrics)?)?;
+                    let target = config.otlp_target(Signal::Metrics)?;
+                    let exporter = crate::export::otlp::metric_exporter(&target)?;
+                    let exporter = Tracked::new(exporter, ledger(&mut ledgers, "metrics", "", &target));
                     mp = mp.with_reader(
                         opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
                             .with_interval(config.metric_export_interval())
@@ -371,9 +417,12 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
                 TraceExporter::Otlp => {
                     #[cfg(feature = "otlp")]
                     {
-                        tp = tp.with_batch_exporter(crate::export::otlp::span_exporter(
-                            &config.otlp_target(Signal::Traces)?,
-                        )?);
+                        let target = config.otlp_target(Signal::Traces)?;
+                        let exporter = crate::export::otlp::span_exporter(&target)?;
+                        tp = tp.with_batch_exporter(Tracked::new(
+                            exporter,
+                            ledger(&mut ledgers, "traces", "span", &target),
+                        ));
                     }
                     #[cfg(not(feature = "otlp"))]
                     return Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" });
@@ -402,9 +451,10 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
                 LogExporter::Otlp => {
                     #[cfg(feature = "otlp")]
                     {
-                        lp = lp.with_batch_exporter(crate::export::otlp::log_exporter(
-                            &config.otlp_target(Signal::Logs)?,
-                        )?);
+                        let target = config.otlp_target(Signal::Logs)?;
+                        let exporter = crate::export::otlp::log_exporter(&target)?;
+                        let ledger = ledger(&mut ledgers, "logs", "log record", &target);
+                        lp = lp.with_batch_exporter(Tracked::new(exporter, ledger));
                     }
                     #[cfg(not(feature = "otlp"))]
                     return Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" });
@@ -574,6 +624,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
             #[cfg(feature = "gpu")]
             gpu,
             shutdown_timeout: config.shutdown_timeout(),
+            ledgers,
         }),
     })
 }

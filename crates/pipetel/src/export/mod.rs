@@ -1,5 +1,7 @@
 //! Exporters: the Prometheus pull endpoint and OTLP push.
 
+#[cfg_attr(not(feature = "otlp"), allow(dead_code))]
+pub(crate) mod delivery;
 #[cfg(feature = "prometheus")]
 pub(crate) mod encode;
 pub(crate) mod format;

@@ -1,0 +1,239 @@
+//! Delivery accounting for the OTLP exporters: what failed exports lost, so that `flush` and
+//! `shutdown` report it instead of the SDK's bare "failed" (or nothing at all: a batch span or log
+//! processor drops a failed batch and still shuts down `Ok`).
+//!
+//! Spans and log records in a failed export are gone, so they are counted. Metrics are
+//! cumulative: a failed export loses nothing once a later one gets through, so only a failure of
+//! the most recent export is reported.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::logs::{LogBatch, LogExporter};
+use opentelemetry_sdk::metrics::data::ResourceMetrics;
+use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
+use opentelemetry_sdk::metrics::Temporality;
+use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use opentelemetry_sdk::Resource;
+
+/// The outcome of every export of one signal.
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    /// `traces`, `logs` or `metrics`: names the signal in reports.
+    signal: &'static str,
+    /// What one item is, in reports (`span`, `log record`); empty for metrics.
+    items: &'static str,
+    /// Where the exports go (the endpoint URL).
+    destination: String,
+    failed_items: AtomicU64,
+    failed_exports: AtomicU64,
+    exports: AtomicU64,
+    last_failed: AtomicBool,
+    /// The last error, and how many failed items and exports were already reported.
+    state: Mutex<Reported>,
+}
+
+#[derive(Debug, Default)]
+struct Reported {
+    last_error: Option<String>,
+    items: u64,
+    exports: u64,
+}
+
+impl Ledger {
+    pub(crate) fn new(signal: &'static str, items: &'static str, destination: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self {
+            signal,
+            items,
+            destination: destination.into(),
+            failed_items: AtomicU64::new(0),
+            failed_exports: AtomicU64::new(0),
+            exports: AtomicU64::new(0),
+            last_failed: AtomicBool::new(false),
+            state: Mutex::new(Reported::default()),
+        })
+    }
+
+    /// The signal this ledger accounts for.
+    pub(crate) fn signal(&self) -> &'static str {
+        self.signal
+    }
+
+    fn record(&self, items: usize, result: &OTelSdkResult) {
+        self.exports.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(()) => self.last_failed.store(false, Ordering::Relaxed),
+            Err(e) => {
+                if let Ok(mut state) = self.state.lock() {
+                    state.last_error = Some(e.to_string());
+                }
+                self.failed_items.fetch_add(items as u64, Ordering::Relaxed);
+                self.failed_exports.fetch_add(1, Ordering::Relaxed);
+                self.last_failed.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// What was lost since the previous report, as one line naming the signal, the count and the
+    /// last error; `None` when nothing was.
+    pub(crate) fn report(&self) -> Option<String> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let error = state.last_error.clone().unwrap_or_else(|| "unknown error".into());
+        if self.items.is_empty() {
+            // Cumulative metrics: only a failed last export leaves values undelivered.
+            if !self.last_failed.load(Ordering::Relaxed) {
+                return None;
+            }
+            let failed = self.failed_exports.load(Ordering::Relaxed);
+            let new = failed - state.exports;
+            state.exports = failed;
+            if new == 0 {
+                return None;
+            }
+            let total = self.exports.load(Ordering::Relaxed);
+            return Some(format!(
+                "{}: the last export to {} failed ({failed} of {total} failed), so values recorded since the \
+                 last delivered one did not arrive: {error}",
+                self.signal, self.destination
+            ));
+        }
+        let (items, exports) = (self.failed_items.load(Ordering::Relaxed), self.failed_exports.load(Ordering::Relaxed));
+        let (new_items, new_exports) = (items - state.items, exports - state.exports);
+        state.items = items;
+        state.exports = exports;
+        (new_exports > 0).then(|| {
+            let s = |n: u64| if n == 1 { "" } else { "s" };
+            format!(
+                "{}: {new_items} {}{} in {new_exports} failed export{} not delivered to {}: {error}",
+                self.signal,
+                self.items,
+                s(new_items),
+                s(new_exports),
+                self.destination
+            )
+        })
+    }
+}
+
+/// An exporter whose every export outcome is entered in a [`Ledger`].
+#[derive(Debug)]
+pub(crate) struct Tracked<E> {
+    inner: E,
+    ledger: Arc<Ledger>,
+}
+
+impl<E> Tracked<E> {
+    pub(crate) fn new(inner: E, ledger: &Arc<Ledger>) -> Self {
+        Self { inner, ledger: Arc::clone(ledger) }
+    }
+}
+
+impl<E: SpanExporter> SpanExporter for Tracked<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let n = batch.len();
+        let result = self.inner.export(batch).await;
+        self.ledger.record(n, &result);
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+impl<E: LogExporter> LogExporter for Tracked<E> {
+    async fn export(&self, batch: LogBatch<'_>) -> OTelSdkResult {
+        let n = batch.iter().count();
+        let result = self.inner.export(batch).await;
+        self.ledger.record(n, &result);
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn event_enabled(&self, level: opentelemetry::logs::Severity, target: &str, name: Option<&str>) -> bool {
+        self.inner.event_enabled(level, target, name)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+impl<E: PushMetricExporter> PushMetricExporter for Tracked<E> {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        let result = self.inner.export(metrics).await;
+        self.ledger.record(0, &result);
+        result
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opentelemetry_sdk::error::OTelSdkError;
+
+    fn failed() -> OTelSdkResult {
+        Err(OTelSdkError::InternalFailure("connection refused".into()))
+    }
+
+    #[test]
+    fn lost_spans_are_counted_and_reported_once() {
+        let ledger = Ledger::new("traces", "span", "http://collector:4318/v1/traces");
+        assert_eq!(ledger.report(), None, "nothing failed yet");
+        ledger.record(3, &failed());
+        ledger.record(4, &Ok(()));
+        ledger.record(2, &failed());
+        let report = ledger.report().expect("two exports failed");
+        assert!(
+            report
+                .starts_with("traces: 5 spans in 2 failed exports not delivered to http://collector:4318/v1/traces: "),
+            "{report}"
+        );
+        assert!(report.contains("connection refused"), "{report}");
+        assert_eq!(ledger.report(), None, "already reported");
+        ledger.record(1, &failed());
+        let report = ledger.report().expect("one more failed");
+        assert!(report.starts_with("traces: 1 span in 1 failed export not delivered to"), "{report}");
+    }
+
+    #[test]
+    fn metrics_report_only_a_failed_last_export() {
+        let ledger = Ledger::new("metrics", "", "http://collector:4317");
+        ledger.record(0, &failed());
+        ledger.record(0, &Ok(()));
+        assert_eq!(ledger.report(), None, "a later export delivered the cumulative values");
+        ledger.record(0, &failed());
+        let report = ledger.report().expect("the last export failed");
+        assert!(
+            report.starts_with("metrics: the last export to http://collector:4317 failed (2 of 3 failed)"),
+            "{report}"
+        );
+        assert!(report.contains("connection refused"), "{report}");
+        assert_eq!(ledger.report(), None, "already reported");
+    }
+}
