@@ -67,6 +67,7 @@ fn collector_going_down_mid_run_does_not_block_the_program() {
         let mut example = run(&collector.endpoint(protocol), protocol, "20");
         collector.wait_for_output("Name: quickstart.items", Duration::from_secs(20));
         collector.stop();
+        assert!(!example.output().contains("done: "), "{protocol}: the run ended before the collector went down");
         let (code, out) = example.wait(Duration::from_secs(60));
         assert_eq!(code, Some(0), "{protocol}: {out}");
         assert!(out.contains("done: batches=20 items=2000"), "{out}");
