@@ -17,8 +17,12 @@ fn lines(result: Result<(), ShutdownError>) -> Vec<String> {
 
 #[test]
 fn lost_spans_log_records_and_metrics_are_reported_with_the_endpoint() {
-    // Bound and released: nothing else in this process takes a port, so connections are refused.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port();
+    // Held bound but not listening for the whole test: every connection is refused, and nothing
+    // else can take the port meanwhile.
+    let refusing = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a TCP socket");
+    let loopback: std::net::SocketAddr = "127.0.0.1:0".parse().expect("loopback address");
+    refusing.bind(&loopback.into()).expect("bind an ephemeral loopback port");
+    let port = refusing.local_addr().ok().and_then(|a| a.as_socket()).expect("local address").port();
     let endpoint = format!("http://127.0.0.1:{port}");
     let config = Config::default()
         .with_console_log(false)
