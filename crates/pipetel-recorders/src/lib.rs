@@ -61,6 +61,7 @@
 //! | [`EdgeTransfers`] | bytes / transfers / tensors / seconds per (src, dst) edge |
 //! | [`Envelope`], [`codec`] | source id + sequence + snapshots; compact versioned binary encoding |
 //! | [`FrameWriter`], [`FrameReader`], [`channel`] | length-prefixed frames over any stream; in-process channel |
+//! | [`duration`] | the one text grammar of durations shared by every pipetel setting |
 //!
 //! # Features
 //! | feature | default | what |
@@ -68,6 +69,7 @@
 //! | `serde` | no | `Serialize` / `Deserialize` for [`Family`], [`Kind`], [`MetricSnapshot`] and [`Envelope`] (deserializing validates like [`MetricSnapshot::from_columns`]) |
 
 pub mod codec;
+pub mod duration;
 pub mod edge;
 mod family;
 mod index;
