@@ -65,3 +65,47 @@ fn warn_once(series: usize, limit: usize) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(u64, bool)>>);
+
+    impl AsyncInstrument<u64> for Seen {
+        fn observe(&self, value: u64, attrs: &[KeyValue]) {
+            let overflow = attrs.iter().any(|kv| kv.key.as_str() == "otel.metric.overflow");
+            self.0.lock().expect("not poisoned").push((value, overflow));
+        }
+    }
+
+    fn run(limit: usize, fold: Fold, values: &[u64]) -> Vec<(u64, bool)> {
+        let seen = Seen::default();
+        let mut series = Series::new(limit, fold);
+        for v in values {
+            series.observe(&seen, *v, &[]);
+        }
+        series.finish(&seen);
+        seen.0.into_inner().expect("not poisoned")
+    }
+
+    #[test]
+    fn counters_past_the_limit_fold_their_sum_into_one_overflow_series() {
+        // Limit 3: two series, then one overflow series holding the rest (nothing lost).
+        assert_eq!(run(3, Fold::Sum, &[1, 2, 3, 4, 5]), [(1, false), (2, false), (12, true)]);
+        assert_eq!(run(3, Fold::Sum, &[1, 2]), [(1, false), (2, false)]);
+    }
+
+    #[test]
+    fn gauges_past_the_limit_are_dropped() {
+        assert_eq!(run(3, Fold::Drop, &[1, 2, 3, 4, 5]), [(1, false), (2, false)]);
+    }
+
+    #[test]
+    fn a_limit_below_two_still_keeps_one_series() {
+        assert_eq!(run(0, Fold::Sum, &[1, 2, 3]), [(1, false), (5, true)]);
+    }
+}
