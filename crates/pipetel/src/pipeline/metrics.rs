@@ -55,10 +55,11 @@ fn described<'a, I, M>(builder: AsyncInstrumentBuilder<'a, I, M>) -> AsyncInstru
     builder.with_unit(u).with_description(d)
 }
 
+type StageValue<M> = fn(&StageInner) -> Option<M>;
+type ShardValue<M> = fn(&ShardInner) -> Option<M>;
+
 /// A callback observing `value` once per exported stage, under the stage's attributes.
-fn per_stage<M: 'static>(
-    value: fn(&StageInner) -> Option<M>,
-) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static {
+fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static {
     move |obs| {
         for stage in table().stages() {
             if let Some(v) = value(&stage) {
@@ -73,7 +74,7 @@ fn per_stage<M: 'static>(
 fn per_shard<M>(
     limit: usize,
     fold: Fold,
-    value: fn(&ShardInner) -> Option<M>,
+    value: ShardValue<M>,
 ) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static
 where
     M: Copy + Default + Add<Output = M> + 'static,
@@ -90,9 +91,6 @@ where
         series.finish(obs);
     }
 }
-
-type StageValue<M> = fn(&StageInner) -> Option<M>;
-type ShardValue<M> = fn(&ShardInner) -> Option<M>;
 
 /// Registers every observable instrument on `meter`; worker series past `cardinality_limit`
 /// fold. The SDK keeps the callbacks for the provider's lifetime.

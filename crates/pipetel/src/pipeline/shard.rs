@@ -32,11 +32,7 @@ pub struct ShardBuilder<'a> {
 
 impl std::fmt::Debug for ShardBuilder<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShardBuilder")
-            .field("stage", &self.stage.meta.name)
-            .field("execution_id", &self.stage.meta.execution_id)
-            .field("index", &self.index)
-            .finish()
+        f.debug_struct("ShardBuilder").field("stage", &self.stage.meta.name).field("index", &self.index).finish()
     }
 }
 
