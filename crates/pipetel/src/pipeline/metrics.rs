@@ -1,12 +1,16 @@
 //! The stage and worker metrics: observable instruments whose callbacks fold the shards' cells
-//! at collection time, so the hot path never touches the SDK.
+//! at collection time, so the hot path never touches the SDK, and the two instruments recorded
+//! when a stage row is emitted (duration and runs).
 
-use std::sync::atomic::Ordering;
+use std::ops::Add;
 
-use opentelemetry::metrics::Meter;
+use opentelemetry::metrics::{AsyncInstrument, AsyncInstrumentBuilder, Counter, Histogram, Meter};
 use opentelemetry::KeyValue;
 
-use super::state::{check_overflow, registry, FAILED, RUNNING, SUCCEEDED};
+use super::keys;
+use super::overflow::{Fold, Series};
+use super::row::{Namespaces, StageStat};
+use super::table::{table, ShardInner, StageInner};
 
 /// Names and units of the metrics, the one place they are spelled (the README table is checked
 /// against this list).
@@ -33,6 +37,10 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("pipeline.worker.heartbeat", "s", "Time of the shard's last sample, seconds since the epoch"),
 ];
 
+/// Buckets of `pipeline.stage.duration`, seconds: from 100 ms to a day.
+const DURATION_BUCKETS: [f64; 14] =
+    [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0];
+
 fn unit(name: &str) -> &'static str {
     METRICS.iter().find(|(n, _, _)| *n == name).map(|(_, u, _)| *u).unwrap_or("")
 }
@@ -41,187 +49,130 @@ fn desc(name: &str) -> &'static str {
     METRICS.iter().find(|(n, _, _)| *n == name).map(|(_, _, d)| *d).unwrap_or("")
 }
 
-/// Observes one value per shard, at most `limit - 1` shard series: past that, counters fold the
-/// rest into one series marked `otel.metric.overflow=true` holding their sum (the SDK's own
-/// overflow series would keep only one of the observed values), and gauges drop them.
-macro_rules! observe_shards {
-    ($meter:expr, $kind:ident, $name:literal, $fold:ident, |$shard:ident| $value:expr) => {
-        $meter
-            .$kind($name)
-            .with_unit(unit($name))
-            .with_description(desc($name))
-            .with_callback(|obs| {
-                let room = shard_series_room();
-                let mut series = 0usize;
-                let mut overflow = None;
-                for stage in registry().stages() {
-                    for $shard in stage.shards() {
-                        let Some(v) = $value else { continue };
-                        if series < room {
-                            obs.observe(v, &$shard.attrs);
-                        } else {
-                            overflow = fold!($fold, overflow, v);
-                        }
-                        series += 1;
-                    }
-                }
-                if let Some(v) = overflow {
-                    obs.observe(v, &[KeyValue::new("otel.metric.overflow", true)]);
-                }
-                check_overflow(series);
-            })
-            .build()
-    };
+/// Sets the unit and description [`METRICS`] gives the builder's instrument.
+fn described<'a, I, M>(builder: AsyncInstrumentBuilder<'a, I, M>) -> AsyncInstrumentBuilder<'a, I, M> {
+    let (u, d) = (unit(&builder.name), desc(&builder.name));
+    builder.with_unit(u).with_description(d)
 }
 
-macro_rules! fold {
-    (sum, $acc:expr, $v:expr) => {
-        Some($acc.unwrap_or_default() + $v)
-    };
-    (drop, $acc:expr, $v:expr) => {{
-        let _ = $v;
-        $acc
-    }};
+type StageValue<M> = fn(&StageInner) -> Option<M>;
+type ShardValue<M> = fn(&ShardInner) -> Option<M>;
+
+/// A callback observing `value` once per exported stage, under the stage's attributes.
+fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static {
+    move |obs| {
+        for stage in table().stages() {
+            if let Some(v) = value(&stage) {
+                obs.observe(v, &stage.meta.attrs);
+            }
+        }
+    }
 }
 
-/// Shard series an instrument may carry before the rest fold: one slot stays for the overflow.
-fn shard_series_room() -> usize {
-    super::state::runtime()
-        .map(|r| r.cardinality_limit)
-        .unwrap_or(crate::config::DEFAULT_CARDINALITY_LIMIT)
-        .saturating_sub(1)
-        .max(1)
-}
-
-/// Registers every observable instrument on `meter`. The SDK keeps the callbacks for the
-/// provider's lifetime.
-pub(crate) fn register(meter: &Meter) {
-    let _ = meter
-        .u64_observable_counter("pipeline.stage.items")
-        .with_unit(unit("pipeline.stage.items"))
-        .with_description(desc("pipeline.stage.items"))
-        .with_callback(|obs| {
-            for stage in registry().stages() {
-                obs.observe(stage_totals(&stage).0, &stage.meta.attrs);
-            }
-        })
-        .build();
-    let _ = meter
-        .u64_observable_counter("pipeline.stage.bytes")
-        .with_unit(unit("pipeline.stage.bytes"))
-        .with_description(desc("pipeline.stage.bytes"))
-        .with_callback(|obs| {
-            for stage in registry().stages() {
-                obs.observe(stage_totals(&stage).1, &stage.meta.attrs);
-            }
-        })
-        .build();
-    let _ = meter
-        .i64_observable_up_down_counter("pipeline.stage.active")
-        .with_unit(unit("pipeline.stage.active"))
-        .with_description(desc("pipeline.stage.active"))
-        .with_callback(|obs| {
-            for stage in registry().stages() {
-                obs.observe(i64::from(stage.state.load(Ordering::Acquire) == RUNNING), &stage.meta.attrs);
-            }
-        })
-        .build();
-    let _ = meter
-        .u64_observable_gauge("pipeline.stage.shards")
-        .with_unit(unit("pipeline.stage.shards"))
-        .with_description(desc("pipeline.stage.shards"))
-        .with_callback(|obs| {
-            for stage in registry().stages() {
-                let mut counts = [0u64; 4];
-                let shards = stage.shards();
-                for s in &shards {
-                    match s.state.load(Ordering::Acquire) {
-                        RUNNING => counts[1] += 1,
-                        SUCCEEDED => counts[2] += 1,
-                        FAILED => counts[3] += 1,
-                        _ => {}
-                    }
+/// A callback observing `value` once per shard, under the shard's attributes, within the
+/// cardinality `limit` (see [`super::overflow`]).
+fn per_shard<M>(
+    limit: usize,
+    fold: Fold,
+    value: ShardValue<M>,
+) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static
+where
+    M: Copy + Default + Add<Output = M> + 'static,
+{
+    move |obs| {
+        let mut series = Series::new(limit, fold);
+        for stage in table().stages() {
+            for shard in stage.shards() {
+                if let Some(v) = value(&shard) {
+                    series.observe(obs, v, &shard.attrs);
                 }
-                counts[0] = u64::from(stage.total_shards).saturating_sub(shards.len() as u64);
-                for (count, attrs) in counts.iter().zip(stage.state_attrs.iter()) {
+            }
+        }
+        series.finish(obs);
+    }
+}
+
+/// Registers every observable instrument on `meter`; worker series past `cardinality_limit`
+/// fold. The SDK keeps the callbacks for the provider's lifetime.
+pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
+    // Registration order is exposition order: keep it.
+    let stage_totals: [(&'static str, StageValue<u64>); 2] =
+        [("pipeline.stage.items", |s| Some(s.totals().0)), ("pipeline.stage.bytes", |s| Some(s.totals().1))];
+    for (name, value) in stage_totals {
+        let _ = described(meter.u64_observable_counter(name)).with_callback(per_stage(value)).build();
+    }
+    let _ = described(meter.i64_observable_up_down_counter("pipeline.stage.active"))
+        .with_callback(per_stage(|s| Some(i64::from(s.is_running()))))
+        .build();
+    let _ = described(meter.u64_observable_gauge("pipeline.stage.shards"))
+        .with_callback(|obs| {
+            for stage in table().stages() {
+                for (count, attrs) in stage.shard_counts().iter().zip(stage.state_attrs.iter()) {
                     obs.observe(*count, attrs);
                 }
             }
         })
         .build();
-    let _ = meter
-        .u64_observable_counter("pipeline.stage.errors")
-        .with_unit(unit("pipeline.stage.errors"))
-        .with_description(desc("pipeline.stage.errors"))
-        .with_callback(|obs| {
-            for stage in registry().stages() {
-                let failed_shards =
-                    stage.shards().iter().filter(|s| s.state.load(Ordering::Acquire) == FAILED).count() as u64;
-                obs.observe(failed_shards + stage.stage_errors.load(Ordering::Relaxed), &stage.meta.attrs);
-            }
-        })
+    let _ = described(meter.u64_observable_counter("pipeline.stage.errors"))
+        .with_callback(per_stage(|s| Some(s.errors())))
         .build();
-    let _ = meter
-        .f64_observable_gauge("pipeline.stage.cpu.utilization")
-        .with_unit(unit("pipeline.stage.cpu.utilization"))
-        .with_description(desc("pipeline.stage.cpu.utilization"))
-        .with_callback(|obs| {
-            for stage in registry().stages() {
-                let avgs: Vec<f64> = stage
-                    .shards()
-                    .iter()
-                    .filter_map(|s| s.sample.lock().ok().and_then(|g| g.cpu_percent_avg()))
-                    .collect();
-                if !avgs.is_empty() {
-                    obs.observe(avgs.iter().sum::<f64>() / avgs.len() as f64 / 100.0, &stage.meta.attrs);
-                }
-            }
-        })
+    let _ = described(meter.f64_observable_gauge("pipeline.stage.cpu.utilization"))
+        .with_callback(per_stage(|s| s.cpu_percent_avg().map(|p| p / 100.0)))
         .build();
 
-    let _ = observe_shards!(meter, u64_observable_counter, "pipeline.worker.items", sum, |s| Some(
-        s.cells.items.load(Ordering::Relaxed)
-    ));
-    let _ = observe_shards!(meter, u64_observable_counter, "pipeline.worker.bytes", sum, |s| Some(
-        s.cells.bytes.load(Ordering::Relaxed)
-    ));
-    let _ = observe_shards!(meter, f64_observable_counter, "pipeline.worker.cpu.time", sum, |s| s
-        .sample
-        .lock()
-        .ok()
-        .map(|g| g.last.cpu_time.as_secs_f64()));
-    let _ = observe_shards!(meter, f64_observable_gauge, "pipeline.worker.cpu.utilization", drop, |s| s
-        .sample
-        .lock()
-        .ok()
-        .and_then(|g| g.last.cpu_percent)
-        .map(|p| p / 100.0));
-    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.usage", drop, |s| s
-        .sample
-        .lock()
-        .ok()
-        .map(|g| g.last.memory_current)
-        .filter(|m| *m > 0));
-    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.average", drop, |s| s
-        .sample
-        .lock()
-        .ok()
-        .map(|g| g.last.memory_avg)
-        .filter(|m| *m > 0));
-    let _ = observe_shards!(meter, u64_observable_gauge, "pipeline.worker.memory.peak", drop, |s| s
-        .sample
-        .lock()
-        .ok()
-        .map(|g| g.last.memory_peak)
-        .filter(|m| *m > 0));
-    let _ = observe_shards!(meter, f64_observable_gauge, "pipeline.worker.heartbeat", drop, |s| s
-        .sample
-        .lock()
-        .ok()
-        .map(|g| g.heartbeat)
-        .filter(|h| *h > 0.0));
+    let limit = cardinality_limit;
+    let worker_totals: [(&'static str, ShardValue<u64>); 2] =
+        [("pipeline.worker.items", |s| Some(s.items())), ("pipeline.worker.bytes", |s| Some(s.bytes()))];
+    for (name, value) in worker_totals {
+        let _ = described(meter.u64_observable_counter(name)).with_callback(per_shard(limit, Fold::Sum, value)).build();
+    }
+    let _ = described(meter.f64_observable_counter("pipeline.worker.cpu.time"))
+        .with_callback(per_shard(limit, Fold::Sum, |s| s.last_sample().map(|t| t.cpu_time.as_secs_f64())))
+        .build();
+    let _ = described(meter.f64_observable_gauge("pipeline.worker.cpu.utilization"))
+        .with_callback(per_shard(limit, Fold::Drop, |s| s.last_sample().and_then(|t| t.cpu_percent).map(|p| p / 100.0)))
+        .build();
+    // Memory reads 0 where it cannot be read: no series rather than a false zero.
+    let worker_memory: [(&'static str, ShardValue<u64>); 3] = [
+        ("pipeline.worker.memory.usage", |s| s.last_sample().map(|t| t.memory_current).filter(|m| *m > 0)),
+        ("pipeline.worker.memory.average", |s| s.last_sample().map(|t| t.memory_avg).filter(|m| *m > 0)),
+        ("pipeline.worker.memory.peak", |s| s.last_sample().map(|t| t.memory_peak).filter(|m| *m > 0)),
+    ];
+    for (name, value) in worker_memory {
+        let _ = described(meter.u64_observable_gauge(name)).with_callback(per_shard(limit, Fold::Drop, value)).build();
+    }
+    let _ = described(meter.f64_observable_gauge("pipeline.worker.heartbeat"))
+        .with_callback(per_shard(limit, Fold::Drop, |s| s.heartbeat().filter(|h| *h > 0.0)))
+        .build();
 }
 
-fn stage_totals(stage: &super::state::StageInner) -> (u64, u64) {
-    stage.totals()
+/// The instruments recorded once per stage row: its duration and its run, by status.
+pub(crate) struct StageRunInstruments {
+    duration: Histogram<f64>,
+    runs: Counter<u64>,
+}
+
+impl StageRunInstruments {
+    pub(crate) fn new(meter: &Meter) -> Self {
+        let (duration, runs) = ("pipeline.stage.duration", "pipeline.stage.runs");
+        Self {
+            duration: meter
+                .f64_histogram(duration)
+                .with_unit(unit(duration))
+                .with_description(desc(duration))
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            runs: meter.u64_counter(runs).with_unit(unit(runs)).with_description(desc(runs)).build(),
+        }
+    }
+
+    pub(crate) fn record(&self, ns: Namespaces, stat: &StageStat) {
+        let attrs = [
+            KeyValue::new(keys::NAMESPACE, ns.stage),
+            KeyValue::new(keys::STAGE_NAME, stat.stage_name.clone()),
+            KeyValue::new(keys::STATUS, stat.status.as_str()),
+        ];
+        self.duration.record(stat.elapsed.as_secs_f64(), &attrs);
+        self.runs.add(1, &attrs);
+    }
 }

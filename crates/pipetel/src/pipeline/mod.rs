@@ -27,28 +27,50 @@
 //! Finished stages stay exported for `PIPETEL_STAGE_RETENTION` (default 5 minutes), then their
 //! series are dropped so a long-lived process does not grow without bound.
 
+// Layers, each importing only from those above it in this list (no circles):
+//
+//   model     keys (field names, CounterKey), row (StageStat, WorkerStat, statuses,
+//             namespaces, a row's fields in order)
+//   process   process (OS readings: thread CPU, resident memory; the one `unsafe`),
+//             sample (a shard's running sample arithmetic over readings)
+//   table     table (the shared per-stage / per-shard state the handles write and the
+//             instruments and sampler read)
+//   out       sink (rows as log records and JSON lines), overflow (worker series past the
+//             cardinality limit), metrics (observable instruments over the table)
+//   runtime   runtime (what `init` installs, the sampler thread, retention, row emission)
+//   handles   shard (Shard, ShardBuilder), stage (Stage, StageBuilder; uses shard),
+//             emit (emit_stage_stat, emit_worker_stat)
+mod emit;
 pub mod keys;
 mod metrics;
+mod overflow;
+mod process;
 mod row;
+pub(crate) mod runtime;
 mod sample;
 mod shard;
+mod sink;
 mod stage;
-pub(crate) mod state;
+mod table;
 
+/// The runtime's former path, kept until `telemetry.rs` names `runtime` (then remove).
+pub(crate) use runtime as state;
+
+pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, KeyError};
 pub use metrics::METRICS;
-pub use row::{emit_stage_stat, emit_worker_stat, StageStat, StageStatus, WorkerStat, WorkerStatus};
+pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
 pub use shard::{Shard, ShardBuilder};
 pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
 
 #[doc(hidden)]
 /// Number of stage entries currently exported (finished ones until their retention ends).
 pub fn __exported_stage_count() -> usize {
-    state::registry().len()
+    table::table().len()
 }
 
 #[doc(hidden)]
 /// Takes one round of periodic samples now (tests use it instead of waiting an interval).
 pub fn __sample_now() {
-    state::sample_all(&mut sample::ProcessSampler::new());
+    runtime::sample_all(&mut process::ProcessSampler::new());
 }

@@ -1,16 +1,34 @@
-//! Rows: the stage row and the worker rows, as OTel log records (event name = namespace) and,
-//! optionally, JSON Lines. The handles and the explicit `emit_*` functions both end here, so
-//! both paths produce identical rows.
+//! The row model: what a stage row and a worker row hold, the stream names they carry, and
+//! their fields in order (the one list the log record, the JSON line and the span attributes
+//! are all built from). Plain data; nothing here reads process-wide state.
 
-use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
-use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
-use opentelemetry::trace::SpanContext;
-use opentelemetry::{Key, KeyValue, Value};
+use opentelemetry::Value;
 
 use super::keys;
-use super::state::{runtime, Runtime};
+
+/// The stream names rows carry (`<prefix>.stage`, `<prefix>.worker`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Namespaces {
+    pub(crate) stage: &'static str,
+    pub(crate) worker: &'static str,
+}
+
+impl Namespaces {
+    pub(crate) const DEFAULT: Namespaces = Namespaces { stage: "pipeline.stage", worker: "pipeline.worker" };
+
+    pub(crate) fn from_prefix(prefix: &str) -> Self {
+        if prefix == "pipeline" {
+            return Self::DEFAULT;
+        }
+        // Leaked once per `init`: OTel log records take event names as `&'static str`.
+        Namespaces {
+            stage: Box::leak(format!("{prefix}.stage").into_boxed_str()),
+            worker: Box::leak(format!("{prefix}.worker").into_boxed_str()),
+        }
+    }
+}
 
 /// Status of a stage row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,118 +200,4 @@ pub(crate) fn worker_fields(namespace: &str, w: &WorkerStat) -> Vec<(String, Val
 
 fn to_i64(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
-}
-
-/// Emits a stage row computed elsewhere (for callers that aggregate shards themselves, e.g. a
-/// coordinator whose shards ran on other machines): the same log record and JSON line a
-/// [`Stage`](super::Stage) handle emits, plus the stage's duration and run metrics.
-pub fn emit_stage_stat(stat: &StageStat) {
-    super::state::registry().record_explicit_stage(stat);
-    emit_stage_row(stat, None);
-}
-
-/// Emits a worker row computed elsewhere: the same log record and JSON line a
-/// [`Shard`](super::Shard) handle emits; the worker metrics of that shard take its values.
-pub fn emit_worker_stat(stat: &WorkerStat) {
-    super::state::registry().record_explicit_worker(stat);
-    emit_worker_row(stat, None);
-}
-
-pub(crate) fn emit_stage_row(stat: &StageStat, span: Option<&SpanContext>) {
-    let Some(rt) = runtime() else { return };
-    let attrs = [
-        KeyValue::new(keys::NAMESPACE, rt.ns.stage),
-        KeyValue::new(keys::STAGE_NAME, stat.stage_name.clone()),
-        KeyValue::new(keys::STATUS, stat.status.as_str()),
-    ];
-    rt.stage_duration.record(stat.elapsed.as_secs_f64(), &attrs);
-    rt.stage_runs.add(1, &attrs);
-    let body = format!(
-        "stage {} {}: {} items, {} bytes in {:.3}s",
-        stat.stage_name,
-        stat.status.as_str(),
-        stat.items,
-        stat.bytes,
-        stat.elapsed.as_secs_f64()
-    );
-    let severity = if stat.status == StageStatus::Failed { Severity::Error } else { Severity::Info };
-    emit(&rt, rt.ns.stage, severity, body, stage_fields(rt.ns.stage, stat), SystemTime::now(), span);
-}
-
-pub(crate) fn emit_worker_row(stat: &WorkerStat, span: Option<&SpanContext>) {
-    let Some(rt) = runtime() else { return };
-    let body =
-        format!("shard {} of {} {}: {} items", stat.shard_index, stat.stage_name, stat.status.as_str(), stat.items);
-    let severity = if stat.status == WorkerStatus::Failed { Severity::Error } else { Severity::Info };
-    emit(&rt, rt.ns.worker, severity, body, worker_fields(rt.ns.worker, stat), stat.timestamp, span);
-}
-
-fn emit(
-    rt: &Runtime,
-    event: &'static str,
-    severity: Severity,
-    body: String,
-    fields: Vec<(String, Value)>,
-    at: SystemTime,
-    span: Option<&SpanContext>,
-) {
-    let span = span.filter(|s| s.is_valid());
-    if let Some(logger) = &rt.logger {
-        let mut rec = logger.create_log_record();
-        rec.set_event_name(event);
-        rec.set_timestamp(at);
-        rec.set_observed_timestamp(SystemTime::now());
-        rec.set_severity_number(severity);
-        rec.set_severity_text(if severity == Severity::Error { "ERROR" } else { "INFO" });
-        rec.set_body(AnyValue::from(body));
-        rec.add_attributes(fields.iter().map(|(k, v)| (Key::from(k.clone()), any(v))));
-        if let Some(sc) = span {
-            rec.set_trace_context(sc.trace_id(), sc.span_id(), Some(sc.trace_flags()));
-        }
-        logger.emit(rec);
-    }
-    if let Some(file) = &rt.rows_file {
-        let mut obj = serde_json::Map::new();
-        obj.insert("event".into(), event.into());
-        let ms = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
-        obj.insert("timestamp_ms".into(), serde_json::Value::from(u64::try_from(ms).unwrap_or(u64::MAX)));
-        if let Some(sc) = span {
-            obj.insert("trace_id".into(), sc.trace_id().to_string().into());
-            obj.insert("span_id".into(), sc.span_id().to_string().into());
-        }
-        for (k, v) in &fields {
-            obj.insert(k.clone(), json(v));
-        }
-        let line = serde_json::Value::Object(obj).to_string();
-        if let Ok(mut f) = file.lock() {
-            if let Err(error) = writeln!(f, "{line}").and_then(|()| f.flush()) {
-                rt.warn_once_rows_file(&error);
-            }
-        }
-    }
-}
-
-fn any(v: &Value) -> AnyValue {
-    match v {
-        Value::Bool(b) => AnyValue::Boolean(*b),
-        Value::I64(i) => AnyValue::Int(*i),
-        Value::F64(f) => AnyValue::Double(*f),
-        other => AnyValue::String(other.as_str().into_owned().into()),
-    }
-}
-
-fn json(v: &Value) -> serde_json::Value {
-    match v {
-        Value::Bool(b) => (*b).into(),
-        Value::I64(i) => (*i).into(),
-        Value::F64(f) => {
-            serde_json::Number::from_f64(*f).map(serde_json::Value::Number).unwrap_or(serde_json::Value::Null)
-        }
-        other => other.as_str().into_owned().into(),
-    }
-}
-
-/// The span context of a `tracing` span, when the OTel layer tracks it.
-pub(crate) fn span_context(span: &tracing::Span) -> Option<SpanContext> {
-    crate::sampling::span_context(span)
 }

@@ -7,59 +7,66 @@ use opentelemetry::trace::Status;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::keys::CounterKey;
-use super::row::{emit_worker_row, span_context, worker_fields, WorkerStat, WorkerStatus};
-use super::sample::{current_tid, ProcessSampler};
-use super::stage::{Parent, Stage};
-use super::state::{new_shard, ShardInner, FAILED, RUNNING, SUCCEEDED};
+use super::process::{current_tid, ProcessSampler};
+use super::row::{worker_fields, WorkerStat, WorkerStatus};
+use super::runtime::emit_worker_row;
+use super::table::{new_shard, ShardInner, StageInner, FAILED, RUNNING, SUCCEEDED};
+use crate::sampling::span_context;
+
+/// Where a stage's shards hang in the trace.
+#[derive(Debug)]
+pub(crate) enum Parent {
+    /// Under the stage's span in this process.
+    Local(tracing::Span),
+    /// Under a stage span in another process (`Stage::remote`).
+    Remote(opentelemetry::Context),
+}
 
 /// Describes one shard of a stage before it starts.
-#[derive(Debug)]
 #[must_use = "a shard runs only once `start()` is called"]
 pub struct ShardBuilder<'a> {
-    stage: &'a Stage,
+    stage: &'a Arc<StageInner>,
+    parent: &'a Parent,
     index: u32,
 }
 
+impl std::fmt::Debug for ShardBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardBuilder").field("stage", &self.stage.meta.name).field("index", &self.index).finish()
+    }
+}
+
 impl<'a> ShardBuilder<'a> {
-    pub(crate) fn new(stage: &'a Stage, index: u32) -> Self {
-        Self { stage, index }
+    pub(crate) fn new(stage: &'a Arc<StageInner>, parent: &'a Parent, index: u32) -> Self {
+        Self { stage, parent, index }
     }
 
     /// Starts the shard on the calling thread: emits its start row, opens its span (a child of
     /// the stage's span, on whatever thread), and includes it in the periodic samples. CPU time
     /// is that of the calling thread.
     pub fn start(self) -> Shard {
-        let stage = self.stage.inner();
+        let stage = self.stage;
         let inner = Arc::new(new_shard(stage, self.index, current_tid(), true));
         let name = format!("shard {} of {}", self.index, stage.meta.name);
-        let span = match self.stage.parent() {
-            Parent::Local(parent) => tracing::info_span!(
-                target: "pipetel",
-                parent: parent,
-                "pipeline.shard",
-                otel.name = %name,
-                pipeline.namespace = inner.stage.worker_namespace,
-                pipeline.stage.name = %stage.meta.name,
-                pipeline.execution.id = %stage.meta.execution_id,
-                pipeline.shard.index = i64::from(self.index),
-                error = tracing::field::Empty,
-            ),
-            Parent::Remote(cx) => {
-                let span = tracing::info_span!(
-                    target: "pipetel",
-                    parent: None,
-                    "pipeline.shard",
-                    otel.name = %name,
-                    pipeline.namespace = inner.stage.worker_namespace,
-                    pipeline.stage.name = %stage.meta.name,
-                    pipeline.execution.id = %stage.meta.execution_id,
-                    pipeline.shard.index = i64::from(self.index),
-                    error = tracing::field::Empty,
-                );
-                let _ = span.set_parent(cx.clone());
-                span
-            }
+        // A remote parent is set on the root span below, once it exists.
+        let parent = match self.parent {
+            Parent::Local(parent) => parent.id(),
+            Parent::Remote(_) => None,
         };
+        let span = tracing::info_span!(
+            target: "pipetel",
+            parent: parent,
+            "pipeline.shard",
+            otel.name = %name,
+            pipeline.namespace = inner.stage.worker_namespace,
+            pipeline.stage.name = %stage.meta.name,
+            pipeline.execution.id = %stage.meta.execution_id,
+            pipeline.shard.index = i64::from(self.index),
+            error = tracing::field::Empty,
+        );
+        if let Parent::Remote(cx) = self.parent {
+            let _ = span.set_parent(cx.clone());
+        }
         if let Ok(mut s) = inner.span.lock() {
             *s = Some(span.clone());
         }
@@ -79,12 +86,6 @@ impl<'a> ShardBuilder<'a> {
 pub struct Shard {
     inner: Arc<ShardInner>,
     span: tracing::Span,
-}
-
-impl std::fmt::Debug for ShardInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shard").field("stage", &self.stage.name).field("index", &self.index).finish_non_exhaustive()
-    }
 }
 
 impl Shard {

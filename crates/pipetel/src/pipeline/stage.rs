@@ -9,9 +9,11 @@ use opentelemetry::trace::{Status, TraceContextExt as _};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::keys::CounterKey;
-use super::row::{emit_stage_row, span_context, StageStat, StageStatus};
-use super::shard::ShardBuilder;
-use super::state::{registry, stage_meta, StageInner, FAILED, RUNNING, SUCCEEDED};
+use super::row::{stage_fields, StageStat, StageStatus};
+use super::runtime::{emit_stage_row, namespaces, retention};
+use super::shard::{Parent, ShardBuilder};
+use super::table::{stage_meta, table, StageInner, FAILED, RUNNING, SUCCEEDED};
+use crate::sampling::span_context;
 
 /// Starts describing a stage; [`StageBuilder::start`] makes it run.
 ///
@@ -68,7 +70,7 @@ impl StageBuilder {
     /// Starts the stage: its span opens and its metrics appear.
     pub fn start(self) -> Stage {
         let execution_id = self.execution_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let meta = stage_meta(&self.name, &execution_id);
+        let meta = stage_meta(namespaces(), &self.name, &execution_id);
         let span = tracing::info_span!(
             target: "pipetel",
             "pipeline.stage",
@@ -80,16 +82,9 @@ impl StageBuilder {
             error = tracing::field::Empty,
         );
         let inner = Arc::new(StageInner::new(meta, self.shards, self.counters));
-        registry().add(inner.clone());
+        table().add(inner.clone(), retention());
         Stage { inner, parent: Parent::Local(span), remote: false }
     }
-}
-
-/// Where a stage's shards hang in the trace.
-#[derive(Debug)]
-pub(crate) enum Parent {
-    Local(tracing::Span),
-    Remote(opentelemetry::Context),
 }
 
 /// A running stage. `Send + Sync`: share it by reference (scoped threads) or in an `Arc`.
@@ -134,8 +129,8 @@ impl Stage {
             }
         }
         let (name, execution_id) = (name.into(), execution_id.into());
-        let inner = Arc::new(StageInner::new(stage_meta(&name, &execution_id), 0, Vec::new()));
-        registry().add(inner.clone());
+        let inner = Arc::new(StageInner::new(stage_meta(namespaces(), &name, &execution_id), 0, Vec::new()));
+        table().add(inner.clone(), retention());
         Ok(Stage { inner, parent: Parent::Remote(cx), remote: true })
     }
 
@@ -151,15 +146,7 @@ impl Stage {
 
     /// Describes shard `index` of this stage; `.start()` it on the thread that runs it.
     pub fn shard(&self, index: u32) -> ShardBuilder<'_> {
-        ShardBuilder::new(self, index)
-    }
-
-    pub(crate) fn inner(&self) -> &Arc<StageInner> {
-        &self.inner
-    }
-
-    pub(crate) fn parent(&self) -> &Parent {
-        &self.parent
+        ShardBuilder::new(&self.inner, &self.parent, index)
     }
 
     /// The stage's trace context as a W3C `traceparent` value, to hand to another process
@@ -167,7 +154,7 @@ impl Stage {
     pub fn traceparent(&self) -> Option<String> {
         let cx = match &self.parent {
             // The span's own context, or its unsampled parent's when sampling held it back.
-            Parent::Local(span) => match crate::sampling::span_context(span) {
+            Parent::Local(span) => match span_context(span) {
                 Some(sc) => opentelemetry::Context::new().with_remote_span_context(sc),
                 None => return None,
             },
@@ -213,7 +200,7 @@ impl Stage {
             return row;
         }
         if let Parent::Local(span) = &self.parent {
-            for (k, v) in super::row::stage_fields(self.inner.meta.namespace, &row) {
+            for (k, v) in stage_fields(self.inner.meta.namespace, &row) {
                 span.set_attribute(k, v);
             }
             span.set_status(match &row.reason {
@@ -242,7 +229,7 @@ impl Drop for Stage {
             }
             return;
         }
-        if self.inner.state.load(Ordering::Acquire) == RUNNING {
+        if self.inner.is_running() {
             let reason = if std::thread::panicking() { "panicked" } else { "dropped without finish()" };
             let _ = self.end(StageStatus::Failed, Some(reason.to_string()));
         }

@@ -1,0 +1,111 @@
+//! The worker series' cardinality overflow, all of it in one place: an instrument observes at
+//! most `limit - 1` shard series; past that, counters fold the rest into one series marked
+//! `otel.metric.overflow=true` holding their sum (the SDK's own overflow series would keep only
+//! one of the observed values), gauges drop them, and the first time any instrument goes past
+//! the limit one warning is logged for the process.
+
+use std::ops::Add;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use opentelemetry::metrics::AsyncInstrument;
+use opentelemetry::KeyValue;
+
+/// What happens to a series past the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// Added into the overflow series (counters: nothing is lost from the total).
+    Sum,
+    /// Not observed (gauges: a sum of gauges means nothing).
+    Drop,
+}
+
+/// One collection's series of one instrument, counted against the limit.
+pub(crate) struct Series<M> {
+    limit: usize,
+    room: usize,
+    seen: usize,
+    fold: Fold,
+    overflow: Option<M>,
+}
+
+impl<M: Copy + Default + Add<Output = M>> Series<M> {
+    pub(crate) fn new(limit: usize, fold: Fold) -> Self {
+        // One slot stays for the overflow series.
+        Self { limit, room: limit.saturating_sub(1).max(1), seen: 0, fold, overflow: None }
+    }
+
+    /// Observes `value` under `attrs`, or folds it once the room is used up.
+    pub(crate) fn observe(&mut self, obs: &dyn AsyncInstrument<M>, value: M, attrs: &[KeyValue]) {
+        if self.seen < self.room {
+            obs.observe(value, attrs);
+        } else if self.fold == Fold::Sum {
+            self.overflow = Some(self.overflow.unwrap_or_default() + value);
+        }
+        self.seen += 1;
+    }
+
+    /// Observes the overflow series, if any, and warns once per process past the limit.
+    pub(crate) fn finish(self, obs: &dyn AsyncInstrument<M>) {
+        if let Some(v) = self.overflow {
+            obs.observe(v, &[KeyValue::new("otel.metric.overflow", true)]);
+        }
+        warn_once(self.seen, self.limit);
+    }
+}
+
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+fn warn_once(series: usize, limit: usize) {
+    if series > limit && !WARNED.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            target: "pipetel",
+            series,
+            limit,
+            "worker series exceed the cardinality limit; the excess folds into one series marked otel.metric.overflow=true (raise PIPETEL_CARDINALITY_LIMIT, or rely on the worker rows, which always carry every shard)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<(u64, bool)>>);
+
+    impl AsyncInstrument<u64> for Seen {
+        fn observe(&self, value: u64, attrs: &[KeyValue]) {
+            let overflow = attrs.iter().any(|kv| kv.key.as_str() == "otel.metric.overflow");
+            self.0.lock().expect("not poisoned").push((value, overflow));
+        }
+    }
+
+    fn run(limit: usize, fold: Fold, values: &[u64]) -> Vec<(u64, bool)> {
+        let seen = Seen::default();
+        let mut series = Series::new(limit, fold);
+        for v in values {
+            series.observe(&seen, *v, &[]);
+        }
+        series.finish(&seen);
+        seen.0.into_inner().expect("not poisoned")
+    }
+
+    #[test]
+    fn counters_past_the_limit_fold_their_sum_into_one_overflow_series() {
+        // Limit 3: two series, then one overflow series holding the rest (nothing lost).
+        assert_eq!(run(3, Fold::Sum, &[1, 2, 3, 4, 5]), [(1, false), (2, false), (12, true)]);
+        assert_eq!(run(3, Fold::Sum, &[1, 2]), [(1, false), (2, false)]);
+    }
+
+    #[test]
+    fn gauges_past_the_limit_are_dropped() {
+        assert_eq!(run(3, Fold::Drop, &[1, 2, 3, 4, 5]), [(1, false), (2, false)]);
+    }
+
+    #[test]
+    fn a_limit_below_two_still_keeps_one_series() {
+        assert_eq!(run(0, Fold::Sum, &[1, 2, 3]), [(1, false), (5, true)]);
+    }
+}

@@ -1,0 +1,164 @@
+//! The installed runtime: what `init` installs (namespaces, row sink, stage-run instruments,
+//! retention), the sampler thread, and the two ways a row leaves (metrics, then sink).
+
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::time::Duration;
+
+use opentelemetry::metrics::Meter;
+use opentelemetry::trace::SpanContext;
+use opentelemetry::KeyValue;
+use opentelemetry_sdk::logs::SdkLogger;
+
+use super::metrics::{self, StageRunInstruments};
+use super::process::ProcessSampler;
+use super::row::{worker_fields, Namespaces, StageStat, WorkerStat, WorkerStatus};
+use super::sink::RowSink;
+use super::table::table;
+
+/// How long finished stages stay exported when no runtime is installed.
+const DEFAULT_RETENTION: Duration = Duration::from_secs(300);
+
+struct Runtime {
+    ns: Namespaces,
+    sink: RowSink,
+    stage_runs: StageRunInstruments,
+    retention: Duration,
+}
+
+static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
+
+fn runtime() -> Option<Arc<Runtime>> {
+    RUNTIME.read().ok().and_then(|g| g.clone())
+}
+
+/// The installed stream names (the defaults before `init`).
+pub(crate) fn namespaces() -> Namespaces {
+    runtime().map(|r| r.ns).unwrap_or(Namespaces::DEFAULT)
+}
+
+/// How long finished stages stay exported.
+pub(crate) fn retention() -> Duration {
+    runtime().map(|r| r.retention).unwrap_or(DEFAULT_RETENTION)
+}
+
+/// Emits a stage row: its duration and run metrics, its log record and JSON line.
+pub(crate) fn emit_stage_row(stat: &StageStat, span: Option<&SpanContext>) {
+    let Some(rt) = runtime() else { return };
+    rt.stage_runs.record(rt.ns, stat);
+    rt.sink.stage(rt.ns.stage, stat, span);
+}
+
+/// Emits a worker row: its log record and JSON line.
+pub(crate) fn emit_worker_row(stat: &WorkerStat, span: Option<&SpanContext>) {
+    let Some(rt) = runtime() else { return };
+    rt.sink.worker(rt.ns.worker, stat, span);
+}
+
+// ----- install / uninstall -----
+
+/// Settings `init` passes in.
+pub(crate) struct PipelineSettings {
+    pub(crate) namespace: String,
+    pub(crate) sample_interval: Duration,
+    pub(crate) retention: Duration,
+    pub(crate) rows_file: Option<std::path::PathBuf>,
+    pub(crate) cardinality_limit: usize,
+    /// Whether the stage/worker instruments are registered (rows and spans flow either way).
+    pub(crate) metrics: bool,
+}
+
+/// What `init` keeps: stops the sampler and clears the runtime on drop.
+pub(crate) struct PipelineGuard {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    sampler: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for PipelineGuard {
+    fn drop(&mut self) {
+        let (lock, cvar) = &*self.stop;
+        if let Ok(mut stopped) = lock.lock() {
+            *stopped = true;
+        }
+        cvar.notify_all();
+        if let Some(t) = self.sampler.take() {
+            let _ = t.join();
+        }
+        if let Ok(mut rt) = RUNTIME.write() {
+            *rt = None;
+        }
+    }
+}
+
+/// Installs the runtime and starts the sampler thread.
+///
+/// # Errors
+/// The rows file cannot be opened for appending, or the sampler thread cannot be spawned.
+pub(crate) fn install(
+    settings: PipelineSettings,
+    meter: &Meter,
+    logger: Option<SdkLogger>,
+) -> Result<PipelineGuard, std::io::Error> {
+    let sink = RowSink::open(logger, settings.rows_file.as_deref())?;
+    if settings.metrics {
+        metrics::register(meter, settings.cardinality_limit);
+    }
+    let rt = Runtime {
+        ns: Namespaces::from_prefix(&settings.namespace),
+        sink,
+        stage_runs: StageRunInstruments::new(meter),
+        retention: settings.retention,
+    };
+    if let Ok(mut slot) = RUNTIME.write() {
+        *slot = Some(Arc::new(rt));
+    }
+    let stop = Arc::new((Mutex::new(false), Condvar::new()));
+    let stop2 = stop.clone();
+    let interval = settings.sample_interval;
+    let sampler =
+        std::thread::Builder::new().name("pipetel-sampler".into()).spawn(move || sampler_loop(interval, &stop2))?;
+    Ok(PipelineGuard { stop, sampler: Some(sampler) })
+}
+
+// ----- the sampler -----
+
+fn sampler_loop(interval: Duration, stop: &(Mutex<bool>, Condvar)) {
+    let mut process = ProcessSampler::new();
+    let (lock, cvar) = stop;
+    loop {
+        {
+            let Ok(guard) = lock.lock() else { return };
+            let Ok((stopped, _)) = cvar.wait_timeout_while(guard, interval, |stopped| !*stopped) else { return };
+            if *stopped {
+                return;
+            }
+        }
+        sample_all(&mut process);
+    }
+}
+
+/// One sampler tick: a running row per running handle shard, then retention pruning.
+pub(crate) fn sample_all(process: &mut ProcessSampler) {
+    let table = table();
+    for stage in table.stages() {
+        for shard in stage.shards() {
+            if !shard.is_running() || !shard.sampled {
+                continue;
+            }
+            let row = shard.row(WorkerStatus::Running, process, None);
+            let span = shard.span.lock().ok().and_then(|s| s.clone());
+            if let Some(span) = &span {
+                use tracing_opentelemetry::OpenTelemetrySpanExt;
+                span.add_event(
+                    "sample",
+                    worker_fields(stage.meta.worker_namespace, &row)
+                        .into_iter()
+                        .map(|(k, v)| KeyValue::new(k, v))
+                        .collect(),
+                );
+            }
+            let sc = span.as_ref().and_then(crate::sampling::span_context);
+            emit_worker_row(&row, sc.as_ref());
+        }
+    }
+    table.prune(retention());
+}

@@ -1,0 +1,388 @@
+//! The shared tables: one entry per live or recently finished stage, each holding its shards'
+//! hot-path cells, sample state and counters. The handles write them, the observable
+//! instruments and the sampler read them at collection / sample time.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use opentelemetry::KeyValue;
+
+use super::keys::{self, CounterKey};
+use super::process::ProcessSampler;
+use super::row::{Namespaces, StageStat, StageStatus, WorkerStat, WorkerStatus};
+use super::sample::{SampleState, Taken};
+
+// ----- states -----
+
+pub(crate) const RUNNING: u8 = 0;
+pub(crate) const SUCCEEDED: u8 = 1;
+pub(crate) const FAILED: u8 = 2;
+
+// ----- shards -----
+
+/// The hot-path cells of one shard, alone on their cache lines so shards on different threads
+/// never share one.
+#[repr(align(128))]
+pub(crate) struct Cells {
+    pub(crate) items: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+}
+
+pub(crate) struct ShardInner {
+    pub(crate) cells: Cells,
+    pub(crate) index: u32,
+    pub(crate) stage: Arc<StageMeta>,
+    pub(crate) attrs: Vec<KeyValue>,
+    pub(crate) state: AtomicU8,
+    pub(crate) started: Instant,
+    /// The OS thread whose CPU time the samples report (the one that called `start`).
+    pub(crate) tid: Option<i32>,
+    /// Handle shards are sampled periodically; shards reported through `emit_worker_stat` are not.
+    pub(crate) sampled: bool,
+    pub(crate) counters: Vec<(CounterKey, AtomicU64)>,
+    pub(crate) extra_counters: Mutex<Vec<(CounterKey, u64)>>,
+    pub(crate) sample: Mutex<SampleState>,
+    pub(crate) span: Mutex<Option<tracing::Span>>,
+}
+
+impl std::fmt::Debug for ShardInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shard").field("stage", &self.stage.name).field("index", &self.index).finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn new_shard(stage: &StageInner, index: u32, tid: Option<i32>, sampled: bool) -> ShardInner {
+    let mut attrs = vec![KeyValue::new(keys::NAMESPACE, stage.meta.worker_namespace)];
+    attrs.extend(stage.meta.attrs.iter().filter(|kv| kv.key.as_str() != keys::NAMESPACE).cloned());
+    attrs.push(KeyValue::new(keys::SHARD_INDEX, i64::from(index)));
+    ShardInner {
+        cells: Cells { items: AtomicU64::new(0), bytes: AtomicU64::new(0) },
+        index,
+        stage: stage.meta.clone(),
+        attrs,
+        state: AtomicU8::new(RUNNING),
+        started: Instant::now(),
+        tid,
+        sampled,
+        counters: stage.counters.iter().map(|k| (k.clone(), AtomicU64::new(0))).collect(),
+        extra_counters: Mutex::new(Vec::new()),
+        sample: Mutex::new(SampleState::default()),
+        span: Mutex::new(None),
+    }
+}
+
+impl ShardInner {
+    pub(crate) fn items(&self) -> u64 {
+        self.cells.items.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.cells.bytes.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn counters_snapshot(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> =
+            self.counters.iter().map(|(k, v)| (k.name().to_string(), v.load(Ordering::Relaxed))).collect();
+        if let Ok(extra) = self.extra_counters.lock() {
+            out.extend(extra.iter().map(|(k, v)| (k.name().to_string(), *v)));
+        }
+        out
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RUNNING
+    }
+
+    /// What the last sample computed (none while the sample state's lock is poisoned).
+    pub(crate) fn last_sample(&self) -> Option<Taken> {
+        self.sample.lock().ok().map(|g| g.last)
+    }
+
+    /// Wall-clock time of the last sample, seconds since the epoch (0 before the first).
+    pub(crate) fn heartbeat(&self) -> Option<f64> {
+        self.sample.lock().ok().map(|g| g.heartbeat)
+    }
+
+    fn cpu_percent_avg(&self) -> Option<f64> {
+        self.sample.lock().ok().and_then(|g| g.cpu_percent_avg())
+    }
+
+    /// Takes a sample now and builds the worker row for `status`.
+    pub(crate) fn row(&self, status: WorkerStatus, process: &mut ProcessSampler, reason: Option<String>) -> WorkerStat {
+        let items = self.items();
+        let bytes = self.bytes();
+        let mut sample = self.sample.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let reading = process.read(self.tid);
+        let now = Instant::now();
+        let taken = sample.update(now, self.started, items, bytes, reading, status == WorkerStatus::Start);
+        WorkerStat {
+            shard_index: self.index,
+            stage_name: self.stage.name.clone(),
+            execution_id: self.stage.execution_id.clone(),
+            status,
+            timestamp: SystemTime::now(),
+            items,
+            bytes,
+            item_rate: taken.item_rate,
+            byte_rate: taken.byte_rate,
+            cpu_time: taken.cpu_time,
+            cpu_percent: taken.cpu_percent,
+            cpu_percent_avg: taken.cpu_percent_avg,
+            memory_current: taken.memory_current,
+            memory_avg: taken.memory_avg,
+            memory_peak: taken.memory_peak,
+            counters: self.counters_snapshot(),
+            reason,
+        }
+    }
+}
+
+// ----- stages -----
+
+/// What never changes about a stage.
+pub(crate) struct StageMeta {
+    pub(crate) name: String,
+    pub(crate) execution_id: String,
+    pub(crate) namespace: &'static str,
+    /// The worker stream's name (the namespace of shard rows and worker metrics).
+    pub(crate) worker_namespace: &'static str,
+    pub(crate) attrs: Vec<KeyValue>,
+}
+
+pub(crate) fn stage_meta(ns: Namespaces, name: &str, execution_id: &str) -> Arc<StageMeta> {
+    Arc::new(StageMeta {
+        name: name.to_string(),
+        execution_id: execution_id.to_string(),
+        namespace: ns.stage,
+        worker_namespace: ns.worker,
+        attrs: vec![
+            KeyValue::new(keys::NAMESPACE, ns.stage),
+            KeyValue::new(keys::STAGE_NAME, name.to_string()),
+            KeyValue::new(keys::EXECUTION_ID, execution_id.to_string()),
+        ],
+    })
+}
+
+pub(crate) struct StageInner {
+    pub(crate) meta: Arc<StageMeta>,
+    pub(crate) total_shards: u32,
+    pub(crate) counters: Vec<CounterKey>,
+    pub(crate) started: Instant,
+    pub(crate) state: AtomicU8,
+    pub(crate) finished_at: Mutex<Option<Instant>>,
+    pub(crate) shards: Mutex<Vec<Arc<ShardInner>>>,
+    /// Set for stages reported through `emit_stage_stat`: their totals are given, not summed.
+    pub(crate) fixed: Mutex<Option<StageStat>>,
+    /// Stage-level failures (the stage itself failed), added to `pipeline.stage.errors`.
+    pub(crate) stage_errors: AtomicU64,
+    /// Attribute sets of `pipeline.stage.shards`, one per state, built once.
+    pub(crate) state_attrs: [Vec<KeyValue>; 4],
+}
+
+impl StageInner {
+    pub(crate) fn new(meta: Arc<StageMeta>, total_shards: u32, counters: Vec<CounterKey>) -> Self {
+        let state_attrs = ["pending", "running", "done", "failed"].map(|s| {
+            let mut a = meta.attrs.clone();
+            a.push(KeyValue::new(keys::SHARD_STATE, s));
+            a
+        });
+        Self {
+            meta,
+            total_shards,
+            counters,
+            started: Instant::now(),
+            state: AtomicU8::new(RUNNING),
+            finished_at: Mutex::new(None),
+            shards: Mutex::new(Vec::new()),
+            fixed: Mutex::new(None),
+            stage_errors: AtomicU64::new(0),
+            state_attrs,
+        }
+    }
+
+    pub(crate) fn shards(&self) -> Vec<Arc<ShardInner>> {
+        self.shards.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RUNNING
+    }
+
+    /// The aggregate row of this stage as of now.
+    pub(crate) fn aggregate(&self, status: StageStatus, reason: Option<String>) -> StageStat {
+        let shards = self.shards();
+        let mut items = 0u64;
+        let mut bytes = 0u64;
+        let mut counters: Vec<(String, u64)> = self.counters.iter().map(|k| (k.name().to_string(), 0)).collect();
+        for s in &shards {
+            items = items.saturating_add(s.items());
+            bytes = bytes.saturating_add(s.bytes());
+            for (k, v) in s.counters_snapshot() {
+                match counters.iter_mut().find(|(name, _)| *name == k) {
+                    Some(slot) => slot.1 = slot.1.saturating_add(v),
+                    None => counters.push((k, v)),
+                }
+            }
+        }
+        StageStat {
+            stage_name: self.meta.name.clone(),
+            execution_id: self.meta.execution_id.clone(),
+            items,
+            bytes,
+            elapsed: self.started.elapsed(),
+            total_shards: self.total_shards,
+            status,
+            cpu_percent_avg: mean_cpu_percent_avg(&shards),
+            counters,
+            reason,
+        }
+    }
+
+    /// Items and bytes: the given totals of an explicitly reported stage, else the shards' sum.
+    pub(crate) fn totals(&self) -> (u64, u64) {
+        if let Some(f) = self.fixed.lock().ok().and_then(|f| f.as_ref().map(|s| (s.items, s.bytes))) {
+            return f;
+        }
+        self.shards().iter().fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
+    }
+
+    /// Shards by state: pending (declared but not started), running, done, failed.
+    pub(crate) fn shard_counts(&self) -> [u64; 4] {
+        let mut counts = [0u64; 4];
+        let shards = self.shards();
+        for s in &shards {
+            match s.state.load(Ordering::Acquire) {
+                RUNNING => counts[1] += 1,
+                SUCCEEDED => counts[2] += 1,
+                FAILED => counts[3] += 1,
+                _ => {}
+            }
+        }
+        counts[0] = u64::from(self.total_shards).saturating_sub(shards.len() as u64);
+        counts
+    }
+
+    /// Failed shards plus failures of the stage itself.
+    pub(crate) fn errors(&self) -> u64 {
+        let failed_shards = self.shards().iter().filter(|s| s.state.load(Ordering::Acquire) == FAILED).count() as u64;
+        failed_shards + self.stage_errors.load(Ordering::Relaxed)
+    }
+
+    /// Mean over the shards of their average CPU %, when any shard was sampled.
+    pub(crate) fn cpu_percent_avg(&self) -> Option<f64> {
+        mean_cpu_percent_avg(&self.shards())
+    }
+}
+
+fn mean_cpu_percent_avg(shards: &[Arc<ShardInner>]) -> Option<f64> {
+    let cpu: Vec<f64> = shards.iter().filter_map(|s| s.cpu_percent_avg()).collect();
+    (!cpu.is_empty()).then(|| cpu.iter().sum::<f64>() / cpu.len() as f64)
+}
+
+// ----- the table -----
+
+/// The stages the instruments and the sampler see: live ones, and finished ones until their
+/// retention ends.
+pub(crate) struct StageTable {
+    stages: Mutex<Vec<Arc<StageInner>>>,
+}
+
+static TABLE: LazyLock<StageTable> = LazyLock::new(|| StageTable { stages: Mutex::new(Vec::new()) });
+
+pub(crate) fn table() -> &'static StageTable {
+    &TABLE
+}
+
+impl StageTable {
+    /// Adds a stage, first dropping finished stages past `retention`.
+    pub(crate) fn add(&self, stage: Arc<StageInner>, retention: Duration) {
+        self.prune(retention);
+        if let Ok(mut s) = self.stages.lock() {
+            s.push(stage);
+        }
+    }
+
+    pub(crate) fn stages(&self) -> Vec<Arc<StageInner>> {
+        self.stages.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Drops finished stages older than `retention`, so a long-lived process stays bounded.
+    pub(crate) fn prune(&self, retention: Duration) {
+        if let Ok(mut stages) = self.stages.lock() {
+            stages.retain(|s| match s.finished_at.lock().ok().and_then(|f| *f) {
+                Some(at) => at.elapsed() < retention,
+                None => true,
+            });
+        }
+    }
+
+    /// Number of live stage entries (for tests of the retention).
+    pub(crate) fn len(&self) -> usize {
+        self.stages.lock().map(|s| s.len()).unwrap_or(0)
+    }
+
+    fn find_or_add(
+        &self,
+        ns: Namespaces,
+        retention: Duration,
+        name: &str,
+        execution_id: &str,
+        total_shards: u32,
+    ) -> Arc<StageInner> {
+        if let Ok(stages) = self.stages.lock() {
+            if let Some(s) = stages.iter().find(|s| s.meta.name == name && s.meta.execution_id == execution_id) {
+                return s.clone();
+            }
+        }
+        let stage = Arc::new(StageInner::new(stage_meta(ns, name, execution_id), total_shards, Vec::new()));
+        self.add(stage.clone(), retention);
+        stage
+    }
+
+    /// Makes the stage of an explicitly reported row show that row's totals and status.
+    pub(crate) fn record_explicit_stage(&self, ns: Namespaces, retention: Duration, stat: &StageStat) {
+        let stage = self.find_or_add(ns, retention, &stat.stage_name, &stat.execution_id, stat.total_shards);
+        if let Ok(mut f) = stage.fixed.lock() {
+            *f = Some(stat.clone());
+        }
+        let state = match stat.status {
+            StageStatus::Running => RUNNING,
+            StageStatus::Succeeded => SUCCEEDED,
+            StageStatus::Failed => FAILED,
+        };
+        stage.state.store(state, Ordering::Release);
+        if state != RUNNING {
+            if let Ok(mut at) = stage.finished_at.lock() {
+                at.get_or_insert_with(Instant::now);
+            }
+        }
+    }
+
+    /// Makes the shard of an explicitly reported row show that row's values and status.
+    pub(crate) fn record_explicit_worker(&self, ns: Namespaces, retention: Duration, stat: &WorkerStat) {
+        let stage = self.find_or_add(ns, retention, &stat.stage_name, &stat.execution_id, 0);
+        let shard = {
+            let Ok(mut shards) = stage.shards.lock() else { return };
+            match shards.iter().find(|s| s.index == stat.shard_index) {
+                Some(s) => s.clone(),
+                None => {
+                    let s = Arc::new(new_shard(&stage, stat.shard_index, None, false));
+                    shards.push(s.clone());
+                    s
+                }
+            }
+        };
+        shard.cells.items.store(stat.items, Ordering::Relaxed);
+        shard.cells.bytes.store(stat.bytes, Ordering::Relaxed);
+        if let Ok(mut s) = shard.sample.lock() {
+            s.set_from_row(stat);
+        }
+        let state = match stat.status {
+            WorkerStatus::Start | WorkerStatus::Running => RUNNING,
+            WorkerStatus::End => SUCCEEDED,
+            WorkerStatus::Failed => FAILED,
+        };
+        shard.state.store(state, Ordering::Release);
+    }
+}
