@@ -1,12 +1,10 @@
 //! A collector that is down at start, or goes down during the run: the program finishes
 //! normally and shutdown returns within its timeout, reporting what was not delivered and where
 //! it was going.
-#![cfg(feature = "e2e")]
 
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, Collector, Process, RefusingPort};
+use crate::support::{example_command, turn, Collector, Process, RefusingPort};
 
 fn shutdown_millis(out: &str) -> f64 {
     let line =
@@ -24,7 +22,7 @@ fn shutdown_millis(out: &str) -> f64 {
 }
 
 fn run(endpoint: &str, protocol: &str, batches: &str) -> Process {
-    let mut cmd = Command::new(example_path("quickstart"));
+    let mut cmd = example_command("quickstart");
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
         .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
@@ -36,6 +34,7 @@ fn run(endpoint: &str, protocol: &str, batches: &str) -> Process {
 
 #[test]
 fn collector_down_at_start_does_not_fail_or_hang() {
+    let _turn = turn(module_path!());
     for protocol in ["grpc", "http/protobuf"] {
         // Held bound but not listening: connections are refused, and no other peer can take it.
         let down = RefusingPort::new();
@@ -62,6 +61,7 @@ fn collector_down_at_start_does_not_fail_or_hang() {
 
 #[test]
 fn collector_going_down_mid_run_does_not_block_the_program() {
+    let _turn = turn(module_path!());
     for protocol in ["grpc", "http/protobuf"] {
         let mut collector = Collector::start();
         let mut example = run(&collector.endpoint(protocol), protocol, "20");

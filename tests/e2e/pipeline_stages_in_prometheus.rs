@@ -1,12 +1,10 @@
 //! Real Prometheus scrapes the pipeline example: per-stage and per-shard series with the right
 //! labels and values after the run, the failing shard and stage visible, promtool-clean output.
-#![cfg(feature = "e2e")]
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, http, promtool_check_metrics, Process, Prometheus};
+use crate::support::{example_serving, free_port, scrape_checked, turn, Process, Prometheus};
 
 /// Items per stage, from the table the example prints at the end.
 fn printed_items(out: &str) -> BTreeMap<String, (String, f64)> {
@@ -24,12 +22,10 @@ fn printed_items(out: &str) -> BTreeMap<String, (String, f64)> {
 
 #[test]
 fn stage_and_worker_series_match_the_run() {
+    let _turn = turn(module_path!());
     let port = free_port();
-    let mut cmd = Command::new(example_path("pipeline"));
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
-        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        .env("PIPETEL_SAMPLE_INTERVAL", "500")
-        .args(["--seconds", "2", "--linger-seconds", "60"]);
+    let mut cmd = example_serving("pipeline", port);
+    cmd.env("PIPETEL_SAMPLE_INTERVAL", "500").args(["--seconds", "2", "--linger-seconds", "60"]);
     let mut example = Process::spawn("pipeline", cmd);
     let pid = example.id();
     let out = example.wait_for_output("done: stages=3", Duration::from_secs(60));
@@ -38,9 +34,7 @@ fn stage_and_worker_series_match_the_run() {
     assert_eq!(items["tokenize"].0, "failed", "{out}");
     assert_eq!(items["download"].0, "succeeded", "{out}");
 
-    let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")], "/metrics");
-    let targets = prometheus.wait_until_up(Duration::from_secs(30));
-    assert_eq!(targets[0]["lastError"], "", "{targets:?}");
+    let prometheus = Prometheus::scraping_cleanly(port);
 
     let exec = format!("run-{pid}");
     for (stage, (_, total)) in &items {
@@ -51,78 +45,41 @@ fn stage_and_worker_series_match_the_run() {
         let q = format!("pipeline_stage_bytes_total{{pipeline_stage_name=\"{stage}\"}}");
         prometheus.wait_for_value(&q, Duration::from_secs(10), |v| v == total * 512.0);
     }
-    // 3 stages × 8 shards, each its own series.
-    prometheus.wait_for_value("count(pipeline_worker_items_total)", Duration::from_secs(10), |v| v == 24.0);
-    // The failing shard stopped at batch 10 of 64 items.
-    prometheus.wait_for_value(
-        "pipeline_worker_items_total{pipeline_stage_name=\"tokenize\",pipeline_shard_index=\"3\"}",
-        Duration::from_secs(10),
-        |v| v == 640.0,
+    let total_items: f64 = items.values().map(|(_, i)| i).sum();
+    let t = Duration::from_secs(10);
+    prometheus.wait_for_values(
+        [
+            // 3 stages × 8 shards, each its own series.
+            ("count(pipeline_worker_items_total)", 24.0),
+            // The failing shard stopped at batch 10 of 64 items.
+            ("pipeline_worker_items_total{pipeline_stage_name=\"tokenize\",pipeline_shard_index=\"3\"}", 640.0),
+            ("pipeline_stage_shards{pipeline_stage_name=\"tokenize\",pipeline_shard_state=\"failed\"}", 1.0),
+            ("pipeline_stage_shards{pipeline_stage_name=\"tokenize\",pipeline_shard_state=\"done\"}", 7.0),
+            ("pipeline_stage_runs_total{pipeline_status=\"failed\"}", 1.0),
+            ("sum(pipeline_stage_runs_total{pipeline_status=\"succeeded\"})", 2.0),
+            ("sum(pipeline_stage_active)", 0.0),
+            ("pipeline_stage_duration_seconds_count{pipeline_stage_name=\"index\"}", 1.0),
+            ("pipeline_stage_errors_total{pipeline_stage_name=\"tokenize\"}", 2.0),
+            // Worker gauges from the samples.
+            ("count(pipeline_worker_memory_peak_bytes)", 24.0),
+            // Span-derived metrics of the #[instrument]ed shard function and pipetel's own spans.
+            ("span_duration_seconds_count{span_name=\"run_shard\",status=\"ok\"}", 24.0),
+            ("span_duration_seconds_count{span_name=\"pipeline.shard\",status=\"error\"}", 1.0),
+            ("span_duration_seconds_count{span_name=\"pipeline.stage\",status=\"error\"}", 1.0),
+            // The measured batch function's in-flight and duration metrics.
+            ("function_in_flight{function=\"process\"}", 0.0),
+            ("function_duration_seconds_count{function=\"process\"}", total_items / 64.0),
+        ],
+        t,
     );
-    prometheus.wait_for_value(
-        "pipeline_stage_shards{pipeline_stage_name=\"tokenize\",pipeline_shard_state=\"failed\"}",
-        Duration::from_secs(10),
-        |v| v == 1.0,
-    );
-    prometheus.wait_for_value(
-        "pipeline_stage_shards{pipeline_stage_name=\"tokenize\",pipeline_shard_state=\"done\"}",
-        Duration::from_secs(10),
-        |v| v == 7.0,
-    );
-    prometheus
-        .wait_for_value("pipeline_stage_runs_total{pipeline_status=\"failed\"}", Duration::from_secs(10), |v| v == 1.0);
-    prometheus.wait_for_value(
-        "sum(pipeline_stage_runs_total{pipeline_status=\"succeeded\"})",
-        Duration::from_secs(10),
-        |v| v == 2.0,
-    );
-    prometheus.wait_for_value("sum(pipeline_stage_active)", Duration::from_secs(10), |v| v == 0.0);
-    prometheus.wait_for_value(
-        "pipeline_stage_duration_seconds_count{pipeline_stage_name=\"index\"}",
-        Duration::from_secs(10),
-        |v| v == 1.0,
-    );
-    prometheus.wait_for_value(
-        "pipeline_stage_errors_total{pipeline_stage_name=\"tokenize\"}",
-        Duration::from_secs(10),
-        |v| v == 2.0,
-    );
-    // Worker gauges from the samples.
-    prometheus.wait_for_value("count(pipeline_worker_memory_peak_bytes)", Duration::from_secs(10), |v| v == 24.0);
-    prometheus.wait_for_value("min(pipeline_worker_heartbeat_seconds)", Duration::from_secs(10), |v| v > 1.7e9);
-    prometheus
-        .wait_for_value("count(pipeline_worker_cpu_time_seconds_total > 0)", Duration::from_secs(10), |v| v >= 20.0);
-
-    // Span-derived metrics of the #[instrument]ed shard function and pipetel's own spans; the
-    // measured batch function's call, in-flight and duration metrics.
-    prometheus.wait_for_value(
-        "span_duration_seconds_count{span_name=\"run_shard\",status=\"ok\"}",
-        Duration::from_secs(10),
-        |v| v == 24.0,
-    );
-    prometheus.wait_for_value(
-        "span_duration_seconds_count{span_name=\"pipeline.shard\",status=\"error\"}",
-        Duration::from_secs(10),
-        |v| v == 1.0,
-    );
-    prometheus.wait_for_value(
-        "span_duration_seconds_count{span_name=\"pipeline.stage\",status=\"error\"}",
-        Duration::from_secs(10),
-        |v| v == 1.0,
-    );
+    prometheus.wait_for_value("min(pipeline_worker_heartbeat_seconds)", t, |v| v > 1.7e9);
+    prometheus.wait_for_value("count(pipeline_worker_cpu_time_seconds_total > 0)", t, |v| v >= 20.0);
     let batches = prometheus.wait_for_value(
         "function_calls_total{function=\"process\",module=\"pipeline\",stage=\"synthetic\"}",
-        Duration::from_secs(10),
+        t,
         |v| v > 0.0,
     );
-    let total_items: f64 = items.values().map(|(_, i)| i).sum();
     assert_eq!(batches[0].1, total_items / 64.0, "one measured call per recorded batch");
-    prometheus.wait_for_value("function_in_flight{function=\"process\"}", Duration::from_secs(10), |v| v == 0.0);
-    prometheus.wait_for_value("function_duration_seconds_count{function=\"process\"}", Duration::from_secs(10), |v| {
-        v == total_items / 64.0
-    });
 
-    let (status, body) = http("GET", &format!("http://127.0.0.1:{port}/metrics")).expect("scrape");
-    assert_eq!(status, 200);
-    promtool_check_metrics(&body).expect("promtool check metrics");
+    scrape_checked(&format!("127.0.0.1:{port}"));
 }

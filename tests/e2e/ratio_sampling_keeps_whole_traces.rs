@@ -1,19 +1,18 @@
 //! A trace-id-ratio sampler keeps or drops whole traces: the collector receives some of the
 //! quickstart's `run_batch` traces, each with both children, and no span whose parent it did
 //! not receive (children of dropped spans are held back at creation, see `pipetel::sampling`).
-#![cfg(feature = "e2e")]
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{blocks, example_path, Collector, Process};
+use crate::support::{blocks, example_command, turn, Block, Collector, Process};
 
 #[test]
 fn ratio_sampling_keeps_or_drops_whole_traces() {
+    let _turn = turn(module_path!());
     const BATCHES: usize = 40;
     let mut collector = Collector::start();
-    let mut cmd = Command::new(example_path("quickstart"));
+    let mut cmd = example_command("quickstart");
     cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint("grpc"))
         .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         .env("OTEL_TRACES_SAMPLER", "traceidratio")
@@ -28,7 +27,7 @@ fn ratio_sampling_keeps_or_drops_whole_traces() {
     let out = collector.output();
 
     let spans = blocks(&out, "Span");
-    let field = |s: &pipetel_e2e::Block, k: &str| s.get(k).unwrap_or_default().to_string();
+    let field = |s: &Block, k: &str| s.get(k).unwrap_or_default().to_string();
     let roots: Vec<_> = spans.iter().filter(|s| s.get("Name") == Some("run_batch")).collect();
     // Binomial(40, 0.5): outside 5..=35 with probability below 1e-6.
     assert!((5..=35).contains(&roots.len()), "{} of {BATCHES} traces kept:\n{out}", roots.len());
