@@ -94,14 +94,8 @@ fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
     let missing = dir.join("libnvidia-ml.so.1");
     // auto: the program runs, one info line says why.
     let mut cmd = example_command("quickstart");
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", free_port().to_string()).env("PIPETEL_NVML_LIBRARY", &missing).args([
-        "--batches",
-        "2",
-        "--interval-ms",
-        "10",
-        "--linger-seconds",
-        "1",
-    ]);
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", free_port().to_string()).env("PIPETEL_NVML_LIBRARY", &missing);
+    cmd.args(["--batches", "2", "--interval-ms", "10", "--linger-seconds", "1"]);
     let mut example = Process::spawn("quickstart", cmd);
     let (code, out) = example.wait(Duration::from_secs(60));
     assert_eq!(code, Some(0), "{out}");

@@ -4,14 +4,12 @@
 
 use std::time::Duration;
 
-use crate::support::{blocks, example_command, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
 
 fn run_example_against(protocol: &str) -> (String, u32) {
     let mut collector = Collector::start();
-    let mut cmd = example_command("quickstart");
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint(protocol))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-        .env("OTEL_METRIC_EXPORT_INTERVAL", "300")
+    let mut cmd = example_pushing("quickstart", &collector.endpoint(protocol), protocol);
+    cmd.env("OTEL_METRIC_EXPORT_INTERVAL", "300")
         .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e")
         .env("PIPETEL_SERVICE_VERSION", "9.9.9")
         .args(["--batches", "3", "--interval-ms", "50"]);

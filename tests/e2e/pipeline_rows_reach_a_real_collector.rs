@@ -4,18 +4,15 @@
 
 use std::time::Duration;
 
-use crate::support::{blocks, example_command, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
 
 #[test]
 fn spans_and_rows_of_every_stage_and_shard_arrive() {
     let _turn = turn(module_path!());
     let mut collector = Collector::start();
-    let mut cmd = example_command("pipeline");
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint("grpc"))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("PIPETEL_SAMPLE_INTERVAL", "300")
-        .env("OTEL_METRIC_EXPORT_INTERVAL", "1000")
-        .args(["--seconds", "2", "--shards", "4"]);
+    let mut cmd = example_pushing("pipeline", &collector.endpoint("grpc"), "grpc");
+    cmd.env("PIPETEL_SAMPLE_INTERVAL", "300").env("OTEL_METRIC_EXPORT_INTERVAL", "1000");
+    cmd.args(["--seconds", "2", "--shards", "4"]);
     let mut example = Process::spawn("pipeline", cmd);
     let (code, out) = example.wait(Duration::from_secs(90));
     assert_eq!(code, Some(0), "{out}");

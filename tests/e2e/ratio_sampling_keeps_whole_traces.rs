@@ -5,19 +5,20 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::support::{blocks, example_command, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
 
 #[test]
 fn ratio_sampling_keeps_or_drops_whole_traces() {
     let _turn = turn(module_path!());
     const BATCHES: usize = 40;
     let mut collector = Collector::start();
-    let mut cmd = example_command("quickstart");
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint("grpc"))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("OTEL_TRACES_SAMPLER", "traceidratio")
-        .env("OTEL_TRACES_SAMPLER_ARG", "0.5")
-        .args(["--batches", &BATCHES.to_string(), "--interval-ms", "5"]);
+    let mut cmd = example_pushing("quickstart", &collector.endpoint("grpc"), "grpc");
+    cmd.env("OTEL_TRACES_SAMPLER", "traceidratio").env("OTEL_TRACES_SAMPLER_ARG", "0.5").args([
+        "--batches",
+        &BATCHES.to_string(),
+        "--interval-ms",
+        "5",
+    ]);
     let (code, out) = Process::spawn("quickstart", cmd).wait(Duration::from_secs(60));
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("Ok(())"), "{out}");

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::support::{blocks, example_command, free_port, turn, Collector, Process};
+use crate::support::{blocks, example_pushing, free_port, turn, Collector, Process};
 
 /// Generous bound on one `shard.record` call (two relaxed atomic adds): a blocked call would
 /// take at least one export timeout (500 ms here).
@@ -72,10 +72,8 @@ fn last_values(received: &str, metric: &str) -> BTreeMap<(String, Option<u32>), 
 fn outage_and_recovery(protocol: &str) {
     let (grpc, http) = (free_port(), free_port());
     let mut collector = Collector::start_on(grpc, http);
-    let mut cmd = example_command("pipeline");
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint(protocol))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+    let mut cmd = example_pushing("pipeline", &collector.endpoint(protocol), protocol);
+    cmd.env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
         .env("OTEL_METRIC_EXPORT_INTERVAL", "200")
         .env("PIPETEL_SAMPLE_INTERVAL", "200")
         .env("PIPETEL_SHUTDOWN_TIMEOUT", "5000")

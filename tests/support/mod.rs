@@ -31,4 +31,4 @@ pub use process::{wait_for, Process};
 pub use prometheus::{promtool_check_metrics, Prometheus};
 pub use python::python_label_values;
 pub use turns::turn;
-pub use workspace::{example_command, example_path, example_serving, workspace_root};
+pub use workspace::{example_command, example_path, example_pushing, example_serving, workspace_root};

@@ -60,3 +60,11 @@ pub fn example_serving(name: &str, port: u16) -> Command {
     cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string()).env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1");
     cmd
 }
+
+/// A command running the example `name` pushing OTLP to `endpoint` over `protocol` (`grpc` or
+/// `http/protobuf`).
+pub fn example_pushing(name: &str, endpoint: &str, protocol: &str) -> Command {
+    let mut cmd = example_command(name);
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint).env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol);
+    cmd
+}
