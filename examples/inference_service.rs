@@ -63,6 +63,13 @@ struct Args {
     http_requests: usize,
 }
 
+fn main() -> std::process::ExitCode {
+    // Display, not Debug: the error names the culprit in words.
+    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    eprintln!("error: {e}");
+    std::process::ExitCode::FAILURE
+}
+
 fn parse_args() -> Result<Args, String> {
     let mut args = Args { seconds: 5, tasks: 200, workers: 4, linger: 0, http_port: None, http_requests: 0 };
     let mut it = std::env::args().skip(1);
@@ -88,16 +95,6 @@ fn parse_args() -> Result<Args, String> {
         return Err("--http-requests needs --http-port".into());
     }
     Ok(args)
-}
-
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
 }
 
 /// The queue's occupancy, owned by the service, published through `update_queue_metrics`.
@@ -281,8 +278,7 @@ fn drive_http(addr: SocketAddr, tasks: usize, n: usize) -> Result<BTreeMap<(&'st
     Ok(counts)
 }
 
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse_args()?;
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // Registered before `init` on purpose: pipetel re-registers them with the real providers.
     let app = Registry::new("inference")?;
     let requests = app.counter_with("requests", "Inference requests by model", Opts::new().labels(["model"]))?;

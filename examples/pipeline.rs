@@ -34,6 +34,13 @@ struct Args {
 /// The longest `shard.record` call so far, in nanoseconds (with `--report-record-latency`).
 static MAX_RECORD_NS: AtomicU64 = AtomicU64::new(0);
 
+fn main() -> std::process::ExitCode {
+    // Display, not Debug: the error names the culprit in words.
+    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    eprintln!("error: {e}");
+    std::process::ExitCode::FAILURE
+}
+
 fn parse_args() -> Result<Args, String> {
     let mut args = Args { seconds: 6, shards: 8, linger: 0, report_record_latency: false };
     let mut it = std::env::args().skip(1);
@@ -58,19 +65,7 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // Display, not Debug: the error names the culprit in words.
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse_args()?;
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let telemetry = pipetel::init(pipetel::Config::from_env()?.with_service_name("pipeline-example"))?;
     if let Some(addr) = telemetry.prometheus_addr() {
         println!("serving metrics at http://{addr}/metrics");

@@ -12,6 +12,13 @@ use std::time::{Duration, Instant};
 
 use pipetel::opentelemetry::KeyValue;
 
+fn main() -> std::process::ExitCode {
+    // Display, not Debug: the error names the culprit in words.
+    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    eprintln!("error: {e}");
+    std::process::ExitCode::FAILURE
+}
+
 /// Items each batch records: fixed, so a test can check the exported totals exactly.
 const ITEMS_PER_BATCH: u64 = 100;
 /// Bytes each batch records.
@@ -39,19 +46,7 @@ fn parse_args() -> Result<Args, String> {
     Ok(args)
 }
 
-fn main() -> std::process::ExitCode {
-    match run() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            // Display, not Debug: the error names the culprit in words.
-            eprintln!("error: {e}");
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
-fn run() -> Result<(), Box<dyn std::error::Error>> {
-    let args = parse_args()?;
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let telemetry = pipetel::init(pipetel::Config::from_env()?.with_service_name("quickstart"))?;
     match telemetry.prometheus_addr() {

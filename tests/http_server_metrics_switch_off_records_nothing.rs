@@ -3,13 +3,18 @@
 //! same API behind an enabled layer in the same process does produce them (so the check can
 //! fail). Runs in-process, without external servers.
 
+// Its own test binary: it calls `pipetel::init`, which a process does once, and sets an
+// environment variable no other test may read meanwhile.
+
+mod support;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::routing::get;
 use axum::Router;
-use pipetel_e2e::{free_port, http};
+use support::{free_port, http};
 
 /// Serves `app` on a free loopback port of `runtime`; returns its base URL.
 fn serve(runtime: &tokio::runtime::Runtime, app: Router) -> String {

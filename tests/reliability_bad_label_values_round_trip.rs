@@ -12,13 +12,15 @@
 //! value.
 #![cfg(feature = "e2e")]
 
+// Its own test binary: it calls `pipetel::init`, which a process does once.
+
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use pipetel::registry::{Opts, RegistryError};
-use pipetel_e2e::{http, promtool_check_metrics, workspace_root, Prometheus};
+use support::{python_label_values, scrape_checked, Prometheus};
 
 /// 64 KiB: ASCII with every escaped character sprinkled through it.
 fn long_value() -> String {
@@ -50,32 +52,6 @@ fn hostile_values() -> Vec<String> {
         "\\\"\\n".into(),
         long_value(),
     ]
-}
-
-/// Label values of `metric` samples, as the Python `prometheus_client` text parser reads them.
-fn python_label_values(exposition: &str, metric: &str, label: &str) -> Vec<String> {
-    let python = std::env::var_os("PIPETEL_PYTHON")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv/bin/python"));
-    let script = format!(
-        "import json, sys\nfrom prometheus_client.parser import text_string_to_metric_families\n\
-         out = []\nfor fam in text_string_to_metric_families(sys.stdin.read()):\n    for s in fam.samples:\n        \
-         if s.name == {metric:?} and {label:?} in s.labels:\n            out.append(s.labels[{label:?}])\n\
-         print(json.dumps(out))\n"
-    );
-    let mut child = Command::new(&python)
-        .args(["-c", &script])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| {
-            panic!("cannot run {} (set PIPETEL_PYTHON; scripts/test installs it): {e}", python.display())
-        });
-    child.stdin.take().expect("stdin").write_all(exposition.as_bytes()).expect("write exposition");
-    let out = child.wait_with_output().expect("python output");
-    assert!(out.status.success(), "the Python parser refused the exposition: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("JSON list of label values")
 }
 
 fn short(v: &str) -> String {
@@ -132,10 +108,8 @@ fn hostile_label_values_round_trip_through_prometheus_promtool_and_python() {
     let expected: BTreeMap<String, f64> = values.iter().enumerate().map(|(i, v)| (v.clone(), (i + 1) as f64)).collect();
     let expected_names: BTreeSet<String> = values.iter().cloned().collect();
 
-    let (status, body) = http("GET", &format!("http://{addr}/metrics")).expect("scrape");
-    assert_eq!(status, 200);
+    let body = scrape_checked(&addr.to_string());
     assert!(!body.contains("never"), "an invalid metric reached the exposition");
-    promtool_check_metrics(&body).expect("promtool check metrics");
 
     // The Python reference parser reads back the exact strings.
     let py: BTreeSet<String> = python_label_values(&body, "hostile_values_total", "v").into_iter().collect();
@@ -148,9 +122,7 @@ fn hostile_label_values_round_trip_through_prometheus_promtool_and_python() {
     assert_eq!(py, expected_names, "stage names of worker series through the Python parser");
 
     // Real Prometheus: scrape succeeds, exact strings and values stored.
-    let prometheus = Prometheus::start(&[addr.to_string()], "/metrics");
-    let targets = prometheus.wait_until_up(Duration::from_secs(30));
-    assert_eq!(targets[0]["lastError"], "", "{targets:?}");
+    let prometheus = Prometheus::scraping_cleanly(addr.port());
     let t = Duration::from_secs(20);
     let series = prometheus.wait_for_value("hostile_values_total", t, |x| x >= 1.0);
     let got: BTreeMap<String, f64> = series.iter().map(|(l, v)| (l["v"].clone(), *v)).collect();

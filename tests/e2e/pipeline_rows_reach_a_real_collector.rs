@@ -1,26 +1,18 @@
 //! The pipeline example pushing OTLP to a real collector: stage spans with their shard spans as
 //! children (shards run on other threads), end attributes and error status; log rows with event
 //! names, fields and trace ids; periodic samples at the configured interval.
-#![cfg(feature = "e2e")]
 
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{blocks, example_path, Block, Collector, Process};
-
-fn get<'a>(b: &'a Block, key: &str) -> &'a str {
-    b.get(key).unwrap_or_else(|| panic!("{key} missing in {b:?}"))
-}
+use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
 
 #[test]
 fn spans_and_rows_of_every_stage_and_shard_arrive() {
+    let _turn = turn(module_path!());
     let mut collector = Collector::start();
-    let mut cmd = Command::new(example_path("pipeline"));
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint("grpc"))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("PIPETEL_SAMPLE_INTERVAL", "300")
-        .env("OTEL_METRIC_EXPORT_INTERVAL", "1000")
-        .args(["--seconds", "2", "--shards", "4"]);
+    let mut cmd = example_pushing("pipeline", &collector.endpoint("grpc"), "grpc");
+    cmd.env("PIPETEL_SAMPLE_INTERVAL", "300").env("OTEL_METRIC_EXPORT_INTERVAL", "1000");
+    cmd.args(["--seconds", "2", "--shards", "4"]);
     let mut example = Process::spawn("pipeline", cmd);
     let (code, out) = example.wait(Duration::from_secs(90));
     assert_eq!(code, Some(0), "{out}");
@@ -36,24 +28,24 @@ fn spans_and_rows_of_every_stage_and_shard_arrive() {
             .iter()
             .find(|b| b.get("Name") == Some(&format!("stage {stage}")))
             .unwrap_or_else(|| panic!("no span for stage {stage}"));
-        let (trace, id) = (get(s, "Trace ID"), get(s, "ID"));
-        assert_eq!(get(s, "pipeline.shards.total"), "Int(4)");
+        let (trace, id) = (s.field("Trace ID"), s.field("ID"));
+        assert_eq!(s.field("pipeline.shards.total"), "Int(4)");
         let children: Vec<&Block> = spans.iter().filter(|b| b.get("Parent ID") == Some(id)).collect();
         assert_eq!(children.len(), 4, "shards of {stage}");
         for c in &children {
-            assert_eq!(get(c, "Trace ID"), trace);
-            assert!(get(c, "Name").starts_with("shard "), "{c:?}");
-            assert!(get(c, "pipeline.items").starts_with("Int("), "end attributes on the shard span: {c:?}");
+            assert_eq!(c.field("Trace ID"), trace);
+            assert!(c.field("Name").starts_with("shard "), "{c:?}");
+            assert!(c.field("pipeline.items").starts_with("Int("), "end attributes on the shard span: {c:?}");
         }
         if stage == "tokenize" {
-            assert_eq!(get(s, "Status code"), "STATUS_CODE_ERROR");
-            assert_eq!(get(s, "Status message"), "1 shard(s) failed");
+            assert_eq!(s.field("Status code"), "STATUS_CODE_ERROR");
+            assert_eq!(s.field("Status message"), "1 shard(s) failed");
             let failed = children.iter().find(|c| c.get("pipeline.shard.index") == Some("Int(3)")).expect("shard 3");
-            assert_eq!(get(failed, "Status code"), "STATUS_CODE_ERROR");
-            assert_eq!(get(failed, "pipeline.status"), "Str(failed)");
-            assert_eq!(get(failed, "pipeline.items"), "Int(640)");
+            assert_eq!(failed.field("Status code"), "STATUS_CODE_ERROR");
+            assert_eq!(failed.field("pipeline.status"), "Str(failed)");
+            assert_eq!(failed.field("pipeline.items"), "Int(640)");
         } else {
-            assert_eq!(get(s, "Status code"), "STATUS_CODE_OK");
+            assert_eq!(s.field("Status code"), "STATUS_CODE_OK");
         }
     }
 
@@ -62,12 +54,12 @@ fn spans_and_rows_of_every_stage_and_shard_arrive() {
     let stage_rows: Vec<&Block> = logs.iter().filter(|l| l.get("EventName") == Some("pipeline.stage")).collect();
     assert_eq!(stage_rows.len(), 3, "one stage row per stage");
     for r in &stage_rows {
-        let name = get(r, "pipeline.stage.name").trim_start_matches("Str(").trim_end_matches(')');
+        let name = r.field("pipeline.stage.name").trim_start_matches("Str(").trim_end_matches(')');
         let span = spans.iter().find(|b| b.get("Name") == Some(&format!("stage {name}"))).expect("stage span");
-        assert_eq!(get(r, "Trace ID"), get(span, "Trace ID"), "row and span share the trace");
-        assert_eq!(get(r, "Span ID"), get(span, "ID"));
-        assert!(get(r, "pipeline.execution.id").starts_with("Str(run-"));
-        assert!(get(r, "pipeline.elapsed_seconds").starts_with("Double("));
+        assert_eq!(r.field("Trace ID"), span.field("Trace ID"), "row and span share the trace");
+        assert_eq!(r.field("Span ID"), span.field("ID"));
+        assert!(r.field("pipeline.execution.id").starts_with("Str(run-"));
+        assert!(r.field("pipeline.elapsed_seconds").starts_with("Double("));
     }
     let worker_rows: Vec<&Block> = logs.iter().filter(|l| l.get("EventName") == Some("pipeline.worker")).collect();
     let count = |status: &str| worker_rows.iter().filter(|r| r.get("pipeline.status") == Some(status)).count();
@@ -78,8 +70,8 @@ fn spans_and_rows_of_every_stage_and_shard_arrive() {
     let samples = count("Str(running)");
     assert!((12 * 4..=12 * 8).contains(&samples), "{samples} sample rows");
     for r in worker_rows.iter().filter(|r| r.get("pipeline.status") == Some("Str(running)")) {
-        assert!(get(r, "pipeline.item_rate").starts_with("Double("));
-        assert!(get(r, "pipeline.memory.peak_bytes").starts_with("Int("));
-        assert!(!get(r, "Trace ID").is_empty());
+        assert!(r.field("pipeline.item_rate").starts_with("Double("));
+        assert!(r.field("pipeline.memory.peak_bytes").starts_with("Int("));
+        assert!(!r.field("Trace ID").is_empty());
     }
 }

@@ -3,16 +3,16 @@
 //! `otel-collector/rules/pipetel-alerts.test.yml`, where each alert both fires and stays silent.
 //! Each alert's tests also fail when its expression is replaced by one that never fires, so
 //! every "fires" case is real.
-#![cfg(feature = "e2e")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use pipetel_e2e::workspace_root;
+use crate::support::prometheus::promtool_binary;
+use crate::support::{turn, workspace_root};
 
 fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
-    let bin = std::env::var_os("PIPETEL_PROMTOOL_BIN").unwrap_or_else(|| "promtool".into());
+    let bin = promtool_binary();
     let out = Command::new(&bin)
         .args(args)
         .current_dir(dir)
@@ -44,6 +44,7 @@ fn alerts() -> Vec<String> {
 
 #[test]
 fn prometheus_config_and_rules_pass_promtool_checks() {
+    let _turn = turn(module_path!());
     let dir = collector_dir();
     let (ok, out) = promtool(&["check", "config", "prometheus.yml"], &dir);
     assert!(ok, "promtool check config:\n{out}");
@@ -80,6 +81,7 @@ fn every_alert_the_issue_names_is_defined_with_severity_and_summary() {
 
 #[test]
 fn alert_unit_tests_pass_and_cover_firing_and_silence_for_each_alert() {
+    let _turn = turn(module_path!());
     let dir = collector_dir().join("rules");
     let (ok, out) = promtool(&["test", "rules", "pipetel-alerts.test.yml"], &dir);
     assert!(ok, "promtool test rules:\n{out}");
@@ -108,6 +110,7 @@ fn alert_unit_tests_pass_and_cover_firing_and_silence_for_each_alert() {
 
 #[test]
 fn the_unit_tests_catch_an_alert_that_never_fires() {
+    let _turn = turn(module_path!());
     let src = collector_dir().join("rules");
     let rules = std::fs::read_to_string(src.join("pipetel-alerts.yml")).expect("rules");
     let tests = std::fs::read_to_string(src.join("pipetel-alerts.test.yml")).expect("tests");

@@ -1,24 +1,24 @@
 //! A trace-id-ratio sampler keeps or drops whole traces: the collector receives some of the
 //! quickstart's `run_batch` traces, each with both children, and no span whose parent it did
 //! not receive (children of dropped spans are held back at creation, see `pipetel::sampling`).
-#![cfg(feature = "e2e")]
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{blocks, example_path, Collector, Process};
+use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
 
 #[test]
 fn ratio_sampling_keeps_or_drops_whole_traces() {
+    let _turn = turn(module_path!());
     const BATCHES: usize = 40;
     let mut collector = Collector::start();
-    let mut cmd = Command::new(example_path("quickstart"));
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint("grpc"))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("OTEL_TRACES_SAMPLER", "traceidratio")
-        .env("OTEL_TRACES_SAMPLER_ARG", "0.5")
-        .args(["--batches", &BATCHES.to_string(), "--interval-ms", "5"]);
+    let mut cmd = example_pushing("quickstart", &collector.endpoint("grpc"), "grpc");
+    cmd.env("OTEL_TRACES_SAMPLER", "traceidratio").env("OTEL_TRACES_SAMPLER_ARG", "0.5").args([
+        "--batches",
+        &BATCHES.to_string(),
+        "--interval-ms",
+        "5",
+    ]);
     let (code, out) = Process::spawn("quickstart", cmd).wait(Duration::from_secs(60));
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("Ok(())"), "{out}");
@@ -28,7 +28,7 @@ fn ratio_sampling_keeps_or_drops_whole_traces() {
     let out = collector.output();
 
     let spans = blocks(&out, "Span");
-    let field = |s: &pipetel_e2e::Block, k: &str| s.get(k).unwrap_or_default().to_string();
+    let field = |s: &Block, k: &str| s.get(k).unwrap_or_default().to_string();
     let roots: Vec<_> = spans.iter().filter(|s| s.get("Name") == Some("run_batch")).collect();
     // Binomial(40, 0.5): outside 5..=35 with probability below 1e-6.
     assert!((5..=35).contains(&roots.len()), "{} of {BATCHES} traces kept:\n{out}", roots.len());

@@ -2,13 +2,11 @@
 //! one late and repeated, one worker killed and restarted mid-run with its sequence starting
 //! again — and real Prometheus scraping the parent sees exactly what the workers recorded, with
 //! no counter reset along the way.
-#![cfg(feature = "e2e")]
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, wait_for, Process, Prometheus};
+use crate::support::{example_serving, free_port, turn, wait_for, Process, Prometheus};
 
 /// Steps per worker run, the step after which worker 1 is killed, and the step interval.
 const STEPS: u64 = 12;
@@ -58,6 +56,7 @@ fn expectations(output: &str) -> BTreeMap<String, f64> {
 
 #[test]
 fn worker_totals_arrive_exactly_and_no_counter_resets_across_a_killed_worker() {
+    let _turn = turn(module_path!());
     let port = free_port();
     let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")], "/metrics");
     // Start the run only once Prometheus scrapes, so scrapes straddle the kill and restart.
@@ -67,10 +66,8 @@ fn worker_totals_arrive_exactly_and_no_counter_resets_across_a_killed_worker() {
         (!last.starts_with("0001")).then_some(())
     });
 
-    let mut cmd = Command::new(example_path("multiprocess"));
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
-        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        .args(["--workers", "3", "--steps", &STEPS.to_string(), "--interval-ms", &INTERVAL_MS.to_string()])
+    let mut cmd = example_serving("multiprocess", port);
+    cmd.args(["--workers", "3", "--steps", &STEPS.to_string(), "--interval-ms", &INTERVAL_MS.to_string()])
         .args(["--restart-worker", "1", "--kill-after", &KILL_AFTER.to_string()])
         .args(["--stale-after-ms", "60000", "--linger-seconds", "60"]);
     let mut example = Process::spawn("multiprocess", cmd);

@@ -1,35 +1,35 @@
 //! GPU gauges end to end without a GPU: the real NVML code path loads a fake `libnvidia-ml`
 //! (compiled by the test), the quickstart example exports the gauges, real Prometheus scrapes
 //! them with the expected names, labels and values, and sees them change when the "driver" does.
-#![cfg(feature = "e2e")]
 
 use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, http, promtool_check_metrics, Process, Prometheus, FAKE_GPUS};
+use crate::support::workspace::built_binary;
+use crate::support::{
+    example_command, example_serving, free_port, http, promtool_check_metrics, scrape_checked, turn, wait_for,
+    workspace_root, Process, Prometheus, FAKE_GPUS,
+};
 use pipetel_gpu::test_support::FakeNvml;
 
 #[test]
 fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
+    let _turn = turn(module_path!());
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
     let port = free_port();
     // The inference service: GPU gauges beside its task and queue metrics.
-    let mut cmd = Command::new(example_path("inference_service"));
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
-        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        .env("PIPETEL_GPU", "on")
+    let mut cmd = example_serving("inference_service", port);
+    cmd.env("PIPETEL_GPU", "on")
         .env("PIPETEL_NVML_LIBRARY", fake.library_path())
         .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
         .env("PIPETEL_GPU_PCIE_THROUGHPUT", "true")
         .args(["--seconds", "2", "--linger-seconds", "60"]);
     let _service = Process::spawn("inference_service", cmd);
-    pipetel_e2e::wait_for("the service's endpoint", Duration::from_secs(30), || {
+    wait_for("the service's endpoint", Duration::from_secs(30), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
     });
-    let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")], "/metrics");
-    let targets = prometheus.wait_until_up(Duration::from_secs(30));
-    assert_eq!(targets[0]["lastError"], "", "{targets:?}");
+    let prometheus = Prometheus::scraping_cleanly(port);
 
     let general = prometheus.wait_for_value(
         "hw_gpu_utilization_ratio{hw_gpu_task=\"general\",hw_name=\"Fake H200\"}",
@@ -45,17 +45,18 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
         Duration::from_secs(10),
         |v| (v - 0.05).abs() < 1e-9,
     );
-    prometheus.wait_for_value("hw_gpu_memory_usage_bytes{hw_name=\"Fake H200\"}", Duration::from_secs(10), |v| {
-        v == 71885766656.0
-    });
-    prometheus.wait_for_value("hw_gpu_memory_limit_bytes{hw_name=\"Fake L4\"}", Duration::from_secs(10), |v| {
-        v == 24000000000.0
-    });
+    prometheus.wait_for_values(
+        [
+            ("hw_gpu_memory_usage_bytes{hw_name=\"Fake H200\"}", 71885766656.0),
+            ("hw_gpu_memory_limit_bytes{hw_name=\"Fake L4\"}", 24000000000.0),
+            ("hw_power_watts{hw_name=\"Fake H200\"}", 350.0),
+            ("hw_temperature_celsius{hw_name=\"Fake L4\"}", 70.0),
+        ],
+        Duration::from_secs(10),
+    );
     prometheus.wait_for_value("hw_gpu_memory_utilization_ratio{hw_name=\"Fake L4\"}", Duration::from_secs(10), |v| {
         (v - 0.25).abs() < 1e-9
     });
-    prometheus.wait_for_value("hw_power_watts{hw_name=\"Fake H200\"}", Duration::from_secs(10), |v| v == 350.0);
-    prometheus.wait_for_value("hw_temperature_celsius{hw_name=\"Fake L4\"}", Duration::from_secs(10), |v| v == 70.0);
     // The L4 reports no encoder, power or ECC: those series do not exist (never a fake 0).
     assert!(prometheus.query("hw_power_watts{hw_name=\"Fake L4\"}").expect("query").is_empty());
     assert!(prometheus
@@ -73,12 +74,11 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
     );
     prometheus.wait_for_value("hw_temperature_celsius{hw_name=\"Fake H200\"}", Duration::from_secs(10), |v| v == 66.0);
 
-    let (_, body) = http("GET", &format!("http://127.0.0.1:{port}/metrics")).expect("scrape");
-    promtool_check_metrics(&body).expect("promtool check metrics");
+    let body = scrape_checked(&format!("127.0.0.1:{port}"));
 
     // Every name the README's GPU table promises is exported (process memory needs a GPU
     // process of this example, which the fake driver cannot know in advance).
-    let readme = std::fs::read_to_string(pipetel_e2e::workspace_root().join("README.md")).expect("README");
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `hw.")).collect();
     assert!(rows.len() >= 12, "GPU table rows: {rows:?}");
     for row in rows {
@@ -89,18 +89,13 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
 
 #[test]
 fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
+    let _turn = turn(module_path!());
     let dir = std::env::temp_dir().join("pipetel-no-such-nvml");
     let missing = dir.join("libnvidia-ml.so.1");
     // auto: the program runs, one info line says why.
-    let mut cmd = Command::new(example_path("quickstart"));
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", free_port().to_string()).env("PIPETEL_NVML_LIBRARY", &missing).args([
-        "--batches",
-        "2",
-        "--interval-ms",
-        "10",
-        "--linger-seconds",
-        "1",
-    ]);
+    let mut cmd = example_command("quickstart");
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", free_port().to_string()).env("PIPETEL_NVML_LIBRARY", &missing);
+    cmd.args(["--batches", "2", "--interval-ms", "10", "--linger-seconds", "1"]);
     let mut example = Process::spawn("quickstart", cmd);
     let (code, out) = example.wait(Duration::from_secs(60));
     assert_eq!(code, Some(0), "{out}");
@@ -108,7 +103,7 @@ fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
     let gpu_lines: Vec<&str> = out.lines().filter(|l| l.to_ascii_lowercase().contains("gpu")).collect();
     assert_eq!(gpu_lines.len(), 1, "one line says why GPU metrics are off: {out}");
     // on: init fails with an error naming the library.
-    let mut cmd = Command::new(example_path("quickstart"));
+    let mut cmd = example_command("quickstart");
     cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", free_port().to_string())
         .env("PIPETEL_GPU", "on")
         .env("PIPETEL_NVML_LIBRARY", &missing);
@@ -120,30 +115,16 @@ fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
 
 #[test]
 fn the_standalone_exporter_serves_the_gpu_gauges() {
+    let _turn = turn(module_path!());
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(pipetel_e2e::workspace_root())
-        .args(["build", "--quiet", "--message-format=json", "-p", "pipetel-gpu-exporter"])
-        .output()
-        .expect("cargo build");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let exe = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find_map(|m| {
-            (m["target"]["name"] == "pipetel-gpu-exporter")
-                .then(|| m["executable"].as_str().map(str::to_string))
-                .flatten()
-        })
-        .expect("exporter executable");
+    let exe = built_binary("pipetel-gpu-exporter", &["-p", "pipetel-gpu-exporter"]);
     let port = free_port();
     let mut cmd = Command::new(exe);
     cmd.args(["--listen", &format!("127.0.0.1:{port}"), "--interval", "1s", "--nvml-library"]).arg(fake.library_path());
     let mut exporter = Process::spawn("pipetel-gpu-exporter", cmd);
     exporter.wait_for_output("serving GPU metrics at", Duration::from_secs(30));
-    let body = pipetel_e2e::wait_for("GPU gauges on the exporter", Duration::from_secs(15), || {
+    let body = wait_for("GPU gauges on the exporter", Duration::from_secs(15), || {
         let (_, body) = http("GET", &format!("http://127.0.0.1:{port}/metrics")).ok()?;
         body.contains("hw_gpu_utilization_ratio{").then_some(body)
     });

@@ -5,14 +5,14 @@
 //! itself. Each panel query must parse and return at least one series with a finite value, with
 //! the template variables set to values Prometheus reports (and to "All"); a renamed metric or
 //! label then breaks this test, not a user's dashboard.
-#![cfg(feature = "e2e")]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use pipetel_e2e::{example_path, free_port, wait_for, workspace_root, Process, Prometheus, FAKE_GPUS};
+use crate::support::{
+    example_path, example_serving, free_port, turn, wait_for, workspace_root, Process, Prometheus, FAKE_GPUS,
+};
 use pipetel_gpu::test_support::FakeNvml;
 use serde_json::Value;
 
@@ -317,14 +317,15 @@ fn selectors(expr: &str) -> Vec<String> {
 
 #[test]
 fn every_panel_variable_and_alert_query_returns_real_series() {
+    let _turn = turn(module_path!());
     let started = Instant::now();
     let root = workspace_root();
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("fake NVML state");
 
     // Build the examples first, then start Prometheus, so it scrapes the whole run.
-    let pipeline_exe = example_path("pipeline");
-    let service_exe = example_path(SERVICE_EXAMPLE);
+    example_path("pipeline");
+    example_path(SERVICE_EXAMPLE);
     let (pipeline_port, service_port) = (free_port(), free_port());
     let prom = Prometheus::start_jobs(
         &[
@@ -342,17 +343,13 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
     });
 
     // The inference service: tasks completed, failed and cancelled, queue gauges.
-    let mut cmd = Command::new(service_exe);
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", service_port.to_string())
-        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        .args(["--seconds", "3", "--linger-seconds", LINGER_SECONDS]);
+    let mut cmd = example_serving(SERVICE_EXAMPLE, service_port);
+    cmd.args(["--seconds", "3", "--linger-seconds", LINGER_SECONDS]);
     let service = Process::spawn(SERVICE_EXAMPLE, cmd);
 
     // The pipeline example on two fake GPUs.
-    let mut cmd = Command::new(pipeline_exe);
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", pipeline_port.to_string())
-        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        .env("PIPETEL_SAMPLE_INTERVAL", "500")
+    let mut cmd = example_serving("pipeline", pipeline_port);
+    cmd.env("PIPETEL_SAMPLE_INTERVAL", "500")
         .env("PIPETEL_GPU", "on")
         .env("PIPETEL_NVML_LIBRARY", fake.library_path())
         .env("PIPETEL_GPU_POLL_INTERVAL", "1s")

@@ -3,13 +3,11 @@
 //! request counts per route and status under the OTel semantic-convention names equal what the
 //! example planned and printed, body sizes and durations are recorded for every request, no
 //! request stays active, and `promtool check metrics` accepts the exposition.
-#![cfg(feature = "e2e")]
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, http, promtool_check_metrics, Process, Prometheus};
+use crate::support::{example_serving, free_port, scrape_checked, turn, Process, Prometheus};
 
 const TASKS: usize = 50;
 const REQUESTS: usize = 60;
@@ -48,11 +46,10 @@ fn printed_counts(out: &str, route: &str) -> BTreeMap<u16, usize> {
 
 #[test]
 fn http_server_request_metrics_reach_prometheus_exactly() {
+    let _turn = turn(module_path!());
     let port = free_port();
-    let mut cmd = Command::new(example_path("inference_service"));
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
-        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        .env_remove("PIPETEL_HTTP_METRICS")
+    let mut cmd = example_serving("inference_service", port);
+    cmd.env_remove("PIPETEL_HTTP_METRICS")
         .args(["--seconds", "1", "--tasks", &TASKS.to_string(), "--linger-seconds", "60"])
         .args(["--http-port", "0", "--http-requests", &REQUESTS.to_string()]);
     let mut example = Process::spawn("inference_service", cmd);
@@ -64,9 +61,7 @@ fn http_server_request_metrics_reach_prometheus_exactly() {
     assert!([200, 400, 500, 503].iter().all(|s| plan.contains_key(s)), "the plan covers every status: {plan:?}");
     assert_eq!(printed_counts(&out, "GET /healthz"), BTreeMap::from([(200, 1)]));
 
-    let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")], "/metrics");
-    let targets = prometheus.wait_until_up(Duration::from_secs(30));
-    assert_eq!(targets[0]["lastError"], "", "{targets:?}");
+    let prometheus = Prometheus::scraping_cleanly(port);
 
     let t = Duration::from_secs(20);
     let base = r#"http_request_method="POST",http_route="/v1/infer",url_scheme="http",network_protocol_version="1.1""#;
@@ -126,10 +121,8 @@ fn http_server_request_metrics_reach_prometheus_exactly() {
     );
     assert!(out.lines().any(|l| l == expected), "expected {expected:?} in:\n{out}");
 
-    let (status, body) = http("GET", &format!("http://127.0.0.1:{port}/metrics")).expect("scrape");
-    assert_eq!(status, 200);
+    let body = scrape_checked(&format!("127.0.0.1:{port}"));
     assert!(body.contains("# TYPE http_server_request_duration_seconds histogram"), "{body}");
     assert!(body.contains("# TYPE http_server_active_requests gauge"), "{body}");
-    promtool_check_metrics(&body).expect("promtool check metrics");
     example.kill();
 }

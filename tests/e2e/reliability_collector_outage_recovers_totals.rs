@@ -7,13 +7,11 @@
 //! panics, and the restarted collector — which saw nothing before the outage — receives cumulative
 //! `pipeline.stage.items` / `pipeline.worker.items` equal to the totals the program printed,
 //! counts recorded before and during the outage included.
-#![cfg(feature = "e2e")]
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{blocks, example_path, free_port, Collector, Process};
+use crate::support::{blocks, example_pushing, free_port, turn, Collector, Process};
 
 /// Generous bound on one `shard.record` call (two relaxed atomic adds): a blocked call would
 /// take at least one export timeout (500 ms here).
@@ -74,10 +72,8 @@ fn last_values(received: &str, metric: &str) -> BTreeMap<(String, Option<u32>), 
 fn outage_and_recovery(protocol: &str) {
     let (grpc, http) = (free_port(), free_port());
     let mut collector = Collector::start_on(grpc, http);
-    let mut cmd = Command::new(example_path("pipeline"));
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint(protocol))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-        .env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
+    let mut cmd = example_pushing("pipeline", &collector.endpoint(protocol), protocol);
+    cmd.env("OTEL_EXPORTER_OTLP_TIMEOUT", "500")
         .env("OTEL_METRIC_EXPORT_INTERVAL", "200")
         .env("PIPETEL_SAMPLE_INTERVAL", "200")
         .env("PIPETEL_SHUTDOWN_TIMEOUT", "5000")
@@ -140,6 +136,7 @@ fn outage_and_recovery(protocol: &str) {
 /// One after the other: two 8-thread runs at once would measure the scheduler, not pipetel.
 #[test]
 fn collector_outage_recovers_with_exact_cumulative_totals() {
+    let _turn = turn(module_path!());
     for protocol in ["grpc", "http/protobuf"] {
         outage_and_recovery(protocol);
     }

@@ -1,21 +1,24 @@
 //! Real Prometheus scrapes the quickstart example's pull endpoint: the target is up with no
 //! parse error, PromQL returns the recorded values with their labels, and `promtool` accepts the
 //! exposition.
-#![cfg(feature = "e2e")]
 
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, http, promtool_check_metrics, Process, Prometheus};
+use crate::support::{example_serving, free_port, http, promtool_check_metrics, turn, Process, Prometheus};
 
 #[test]
 fn prometheus_scrapes_the_example_and_sees_its_values() {
+    let _turn = turn(module_path!());
     let port = free_port();
-    let mut cmd = Command::new(example_path("quickstart"));
-    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
-        .env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1")
-        .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e")
-        .args(["--batches", "5", "--interval-ms", "100", "--linger-seconds", "60"]);
+    let mut cmd = example_serving("quickstart", port);
+    cmd.env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e").args([
+        "--batches",
+        "5",
+        "--interval-ms",
+        "100",
+        "--linger-seconds",
+        "60",
+    ]);
     let mut example = Process::spawn("quickstart", cmd);
     let out = example.wait_for_output("serving metrics at", Duration::from_secs(30));
     assert!(out.contains(&format!("http://127.0.0.1:{port}/metrics")), "{out}");
@@ -31,12 +34,12 @@ fn prometheus_scrapes_the_example_and_sees_its_values() {
     assert_eq!(labels.get("stage").map(String::as_str), Some("tokenize"), "{labels:?}");
     assert_eq!(labels.get("otel_scope_name").map(String::as_str), Some("pipetel"), "{labels:?}");
     assert_eq!(labels.get("job").map(String::as_str), Some("pipetel"), "{labels:?}");
-    prometheus
-        .wait_for_value("quickstart_read_bytes_total{stage=\"tokenize\"}", Duration::from_secs(10), |v| v == 20480.0);
-    prometheus.wait_for_value(
-        "quickstart_batch_duration_seconds_count{stage=\"tokenize\"}",
+    prometheus.wait_for_values(
+        [
+            ("quickstart_read_bytes_total{stage=\"tokenize\"}", 20480.0),
+            ("quickstart_batch_duration_seconds_count{stage=\"tokenize\"}", 5.0),
+        ],
         Duration::from_secs(10),
-        |v| v == 5.0,
     );
     // The resource travels as target_info.
     let info = prometheus.wait_for_value("target_info", Duration::from_secs(10), |v| v == 1.0);

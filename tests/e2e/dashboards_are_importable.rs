@@ -2,11 +2,10 @@
 //! `__inputs` for import, the data source as a variable (never a hard-coded uid), unique panel
 //! ids, a query and a unit on every panel, the template variables each dashboard needs, every
 //! variable a query uses defined, and links that resolve to the other dashboards' uids.
-#![cfg(feature = "e2e")]
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use pipetel_e2e::workspace_root;
+use crate::support::workspace_root;
 use serde_json::Value;
 
 /// Each dashboard and the template variables it must offer.

@@ -3,12 +3,11 @@
 //! components they define (and every defined one is used), processors run in the recommended
 //! order, and their OTLP receivers listen on the ports pipetel exports to by default. The
 //! compose file and `prometheus.yml` agree with them.
-#![cfg(feature = "e2e")]
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use pipetel_e2e::workspace_root;
+use crate::support::workspace_root;
 use serde_yaml::Value;
 
 /// Component type names of the contrib distribution (`otelcol-contrib`) these files may use.

@@ -1,19 +1,15 @@
 //! OTLP over gRPC and over HTTP/protobuf to a real collector: metric names, units, attributes
 //! and values, the resource, parent/child spans (one child on another thread) and log records
 //! arrive as recorded.
-#![cfg(feature = "e2e")]
 
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{blocks, example_path, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
 
 fn run_example_against(protocol: &str) -> (String, u32) {
     let mut collector = Collector::start();
-    let mut cmd = Command::new(example_path("quickstart"));
-    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint(protocol))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
-        .env("OTEL_METRIC_EXPORT_INTERVAL", "300")
+    let mut cmd = example_pushing("quickstart", &collector.endpoint(protocol), protocol);
+    cmd.env("OTEL_METRIC_EXPORT_INTERVAL", "300")
         .env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e")
         .env("PIPETEL_SERVICE_VERSION", "9.9.9")
         .args(["--batches", "3", "--interval-ms", "50"]);
@@ -34,10 +30,6 @@ fn run_example_against(protocol: &str) -> (String, u32) {
     (collector.output(), pid)
 }
 
-fn field<'a>(b: &'a Block, key: &str) -> &'a str {
-    b.get(key).unwrap_or_else(|| panic!("{key} missing in {b:?}"))
-}
-
 fn check(protocol: &str) {
     let (out, pid) = run_example_against(protocol);
 
@@ -46,12 +38,12 @@ fn check(protocol: &str) {
         let resources = blocks(&out, kind);
         assert!(!resources.is_empty(), "no {kind} received over {protocol}:\n{out}");
         let r = &resources[0];
-        assert_eq!(field(r, "service.name"), "Str(quickstart)");
-        assert_eq!(field(r, "service.version"), "Str(9.9.9)");
-        assert_eq!(field(r, "deployment.environment"), "Str(e2e)");
-        assert!(field(r, "service.instance.id").starts_with("Str("));
-        assert!(field(r, "host.name").starts_with("Str("));
-        assert_eq!(field(r, "process.pid"), format!("Int({pid})"));
+        assert_eq!(r.field("service.name"), "Str(quickstart)");
+        assert_eq!(r.field("service.version"), "Str(9.9.9)");
+        assert_eq!(r.field("deployment.environment"), "Str(e2e)");
+        assert!(r.field("service.instance.id").starts_with("Str("));
+        assert!(r.field("host.name").starts_with("Str("));
+        assert_eq!(r.field("process.pid"), format!("Int({pid})"));
     }
 
     // Metrics: cumulative, so the last data point of each counter holds the total.
@@ -64,35 +56,32 @@ fn check(protocol: &str) {
             .unwrap_or_else(|| panic!("metric {name} not received over {protocol}:\n{out}"))
     };
     let items = last("quickstart.items");
-    assert_eq!(field(&items, "Unit"), "{item}");
-    assert_eq!(field(&items, "DataType"), "Sum");
-    assert_eq!(field(&items, "IsMonotonic"), "true");
-    assert_eq!(field(&items, "AggregationTemporality"), "AGGREGATION_TEMPORALITY_CUMULATIVE");
-    assert_eq!(field(&items, "stage"), "Str(tokenize)");
-    assert_eq!(field(&items, "Value"), "300");
+    assert_eq!(items.field("Unit"), "{item}");
+    assert_eq!(items.field("DataType"), "Sum");
+    assert_eq!(items.field("IsMonotonic"), "true");
+    assert_eq!(items.field("AggregationTemporality"), "AGGREGATION_TEMPORALITY_CUMULATIVE");
+    assert_eq!(items.field("stage"), "Str(tokenize)");
+    assert_eq!(items.field("Value"), "300");
     let bytes = last("quickstart.read");
-    assert_eq!((field(&bytes, "Unit"), field(&bytes, "Value")), ("By", "12288"));
+    assert_eq!((bytes.field("Unit"), bytes.field("Value")), ("By", "12288"));
     let duration = last("quickstart.batch.duration");
-    assert_eq!(
-        (field(&duration, "Unit"), field(&duration, "DataType"), field(&duration, "Count")),
-        ("s", "Histogram", "3")
-    );
+    assert_eq!((duration.field("Unit"), duration.field("DataType"), duration.field("Count")), ("s", "Histogram", "3"));
 
     // Spans: three traces of run_batch -> {tokenize (same thread), index (worker thread)}.
     let spans = blocks(&out, "Span");
     let roots: Vec<&Block> = spans.iter().filter(|s| s.get("Name") == Some("run_batch")).collect();
     assert_eq!(roots.len(), 3, "one run_batch span per batch over {protocol}:\n{out}");
     for root in roots {
-        assert_eq!(field(root, "Parent ID"), "", "run_batch is a root span");
-        let (trace, id) = (field(root, "Trace ID"), field(root, "ID"));
+        assert_eq!(root.field("Parent ID"), "", "run_batch is a root span");
+        let (trace, id) = (root.field("Trace ID"), root.field("ID"));
         let children: Vec<&Block> = spans.iter().filter(|s| s.get("Parent ID") == Some(id)).collect();
-        let mut names: Vec<&str> = children.iter().map(|c| field(c, "Name")).collect();
+        let mut names: Vec<&str> = children.iter().map(|c| c.field("Name")).collect();
         names.sort();
         assert_eq!(names, ["index", "tokenize"], "children of run_batch {id}");
         for c in &children {
-            assert_eq!(field(c, "Trace ID"), trace);
+            assert_eq!(c.field("Trace ID"), trace);
         }
-        let thread = |b: &Block| field(b, "thread.id").to_string();
+        let thread = |b: &Block| b.field("thread.id").to_string();
         let index = children.iter().find(|c| c.get("Name") == Some("index")).expect("index child");
         assert_ne!(thread(index), thread(root), "index runs on another thread and keeps its parent");
     }
@@ -102,9 +91,9 @@ fn check(protocol: &str) {
     let done: Vec<&Block> = logs.iter().filter(|l| l.get("Body") == Some("Str(batch done)")).collect();
     assert_eq!(done.len(), 3, "{logs:?}");
     for l in done {
-        assert_eq!(field(l, "SeverityText"), "INFO");
-        assert_eq!(field(l, "items"), "Int(100)");
-        let trace = field(l, "Trace ID");
+        assert_eq!(l.field("SeverityText"), "INFO");
+        assert_eq!(l.field("items"), "Int(100)");
+        let trace = l.field("Trace ID");
         assert!(
             spans.iter().any(|s| s.get("Name") == Some("run_batch") && s.get("Trace ID") == Some(trace)),
             "log record trace id {trace} matches no run_batch span"
@@ -114,10 +103,12 @@ fn check(protocol: &str) {
 
 #[test]
 fn otlp_grpc_delivers_metrics_traces_and_logs() {
+    let _turn = turn(module_path!());
     check("grpc");
 }
 
 #[test]
 fn otlp_http_protobuf_delivers_metrics_traces_and_logs() {
+    let _turn = turn(module_path!());
     check("http/protobuf");
 }

@@ -1,23 +1,20 @@
 //! `OTEL_SDK_DISABLED=true`: the program runs normally, nothing listens, nothing is exported.
-#![cfg(feature = "e2e")]
 
-use std::process::Command;
 use std::time::Duration;
 
-use pipetel_e2e::{example_path, free_port, Collector, Process};
+use crate::support::{example_pushing, free_port, turn, Collector, Process};
 
 #[test]
 fn disabled_sdk_runs_the_program_and_exports_nothing() {
+    let _turn = turn(module_path!());
     let mut collector = Collector::start();
     let port = free_port();
-    let mut cmd = Command::new(example_path("quickstart"));
+    let mut cmd = example_pushing("quickstart", &collector.endpoint("grpc"), "grpc");
     cmd.env("OTEL_SDK_DISABLED", "true")
         .env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string())
         .env("OTEL_METRICS_EXPORTER", "prometheus,otlp")
         .env("OTEL_TRACES_EXPORTER", "otlp")
         .env("OTEL_LOGS_EXPORTER", "otlp")
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", collector.endpoint("grpc"))
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
         .env("OTEL_METRIC_EXPORT_INTERVAL", "100")
         .args(["--batches", "10", "--interval-ms", "100"]);
     let mut example = Process::spawn("quickstart", cmd);

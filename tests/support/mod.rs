@@ -1,0 +1,34 @@
+//! Helpers of the end-to-end tests: real peers (Prometheus, `promtool`, an OTLP collector, the
+//! Python exposition parser) started on free loopback ports with bounded waits, and the example
+//! programs run as child processes. A peer that cannot be found or started is a test failure,
+//! never a skip.
+//!
+//! Peers are located through environment variables that `scripts/test` sets, with fallbacks:
+//! - `PIPETEL_PROMETHEUS_BIN` (default `prometheus` on `PATH`),
+//! - `PIPETEL_PROMTOOL_BIN` (default `promtool` on `PATH`),
+//! - `PIPETEL_ROTEL_BIN` (default `.venv/lib/python3*/site-packages/rotel/rotel-agent` in the
+//!   workspace),
+//! - `PIPETEL_PYTHON` (default `.venv/bin/python` in the workspace).
+
+// Each test binary uses its own part of these helpers.
+#![allow(dead_code, unreachable_pub, unused_imports)]
+
+pub mod collector;
+pub mod gpu;
+pub mod http;
+pub mod ports;
+pub mod process;
+pub mod prometheus;
+pub mod python;
+pub mod turns;
+pub mod workspace;
+
+pub use collector::{blocks, Block, Collector};
+pub use gpu::FAKE_GPUS;
+pub use http::{http, scrape_checked};
+pub use ports::{free_port, RefusingPort};
+pub use process::{wait_for, Process};
+pub use prometheus::{promtool_check_metrics, Prometheus};
+pub use python::python_label_values;
+pub use turns::turn;
+pub use workspace::{example_command, example_path, example_pushing, example_serving, workspace_root};

@@ -1,0 +1,197 @@
+//! A real Prometheus server on a free loopback port, and `promtool`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::http::{http, urlencode};
+use super::ports::free_port;
+use super::process::{wait_for, Process};
+use super::workspace::peer_binary;
+
+/// One series of a PromQL result: its labels and its value.
+pub type Series = (BTreeMap<String, String>, f64);
+
+/// A real Prometheus server with its own temporary storage, scraping every second.
+pub struct Prometheus {
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub url: String,
+    process: Process,
+    dir: PathBuf,
+}
+
+impl Prometheus {
+    /// Starts Prometheus scraping `targets` (`host:port` strings) under the job `pipetel`, with
+    /// `metrics_path` as the scrape path. Waits until it is ready.
+    pub fn start(targets: &[String], metrics_path: &str) -> Self {
+        let targets = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+        Self::start_with(
+            &format!("  - job_name: pipetel\n    metrics_path: '{metrics_path}'\n    static_configs:\n      - targets: [{targets}]\n"),
+            &[],
+        )
+    }
+
+    /// Starts Prometheus scraping `/metrics` of `127.0.0.1:port`, waits until the target is up,
+    /// and asserts the scrape had no error (the real parser accepted the exposition).
+    pub fn scraping_cleanly(port: u16) -> Self {
+        let prometheus = Self::start(&[format!("127.0.0.1:{port}")], "/metrics");
+        let targets = prometheus.wait_until_up(Duration::from_secs(30));
+        assert_eq!(targets[0]["lastError"], "", "{targets:?}");
+        prometheus
+    }
+
+    /// Starts Prometheus scraping each `(job, host:port)` on `/metrics` and evaluating `rule_files`
+    /// every second. Waits until it is ready.
+    pub fn start_jobs(jobs: &[(&str, String)], rule_files: &[PathBuf]) -> Self {
+        let scrape: String = jobs
+            .iter()
+            .map(|(job, target)| format!("  - job_name: '{job}'\n    static_configs:\n      - targets: ['{target}']\n"))
+            .collect();
+        Self::start_with(&scrape, rule_files)
+    }
+
+    fn start_with(scrape_configs: &str, rule_files: &[PathBuf]) -> Self {
+        let port = free_port();
+        let dir = std::env::temp_dir().join(format!("pipetel-prom-{}-{port}", std::process::id()));
+        std::fs::create_dir_all(dir.join("data")).expect("prometheus temp dir");
+        let rules: String = rule_files.iter().map(|r| format!("  - '{}'\n", r.display())).collect();
+        let rules = if rules.is_empty() { String::new() } else { format!("rule_files:\n{rules}") };
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n{rules}scrape_configs:\n{scrape_configs}"
+        );
+        std::fs::write(dir.join("prometheus.yml"), config).expect("write prometheus.yml");
+        let mut cmd = Command::new(peer_binary("PIPETEL_PROMETHEUS_BIN", "prometheus"));
+        cmd.arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn");
+        let process = Process::spawn("prometheus", cmd);
+        let url = format!("http://127.0.0.1:{port}");
+        let ready = format!("{url}/-/ready");
+        wait_for("prometheus to be ready", Duration::from_secs(30), || match http("GET", &ready) {
+            Ok((200, _)) => Some(()),
+            _ => None,
+        });
+        Self { url, process, dir }
+    }
+
+    /// Any GET API path (`/api/v1/rules`, ...), as JSON.
+    pub fn api(&self, path: &str) -> serde_json::Value {
+        let (_, body) = http("GET", &format!("{}{path}", self.url)).expect("prometheus API");
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    }
+
+    /// An instant query's raw result series, or the error Prometheus gives (a parse error).
+    pub fn query_raw(&self, promql: &str) -> Result<Vec<serde_json::Value>, String> {
+        let (status, body) = http("GET", &format!("{}/api/v1/query?query={}", self.url, urlencode(promql)))?;
+        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("HTTP {status}: {}", v["error"].as_str().unwrap_or(&body)));
+        }
+        Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Waits until `promql` returns a series; false (printing Prometheus's output) after `timeout`.
+    pub fn wait_for_series(&self, promql: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.query_raw(promql).is_ok_and(|r| !r.is_empty()) {
+            if Instant::now() > deadline {
+                eprintln!("prometheus output:\n{}", self.process.output());
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        true
+    }
+
+    /// The scrape targets as `/api/v1/targets` reports them.
+    pub fn targets(&self) -> serde_json::Value {
+        self.api("/api/v1/targets")
+    }
+
+    /// Waits until every active target has been scraped with `health == "up"`; returns the targets.
+    pub fn wait_until_up(&self, timeout: Duration) -> Vec<serde_json::Value> {
+        wait_for("every target up", timeout, || {
+            let t = self.targets();
+            let active = t["data"]["activeTargets"].as_array()?.clone();
+            (!active.is_empty() && active.iter().all(|a| a["health"] == "up")).then_some(active)
+        })
+    }
+
+    /// Runs an instant PromQL query; returns `(labels, value)` per series.
+    pub fn query(&self, promql: &str) -> Result<Vec<Series>, String> {
+        let url = format!("{}/api/v1/query?query={}", self.url, urlencode(promql));
+        let (status, body) = http("GET", &url)?;
+        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        if status != 200 || v["status"] != "success" {
+            return Err(format!("query {promql:?} failed ({status}): {body}"));
+        }
+        let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
+        Ok(result
+            .iter()
+            .map(|s| {
+                let labels = s["metric"]
+                    .as_object()
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+                    .unwrap_or_default();
+                let value = s["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+                (labels, value)
+            })
+            .collect())
+    }
+
+    /// Waits until `promql` returns at least one series whose value satisfies `accept`.
+    pub fn wait_for_value(&self, promql: &str, timeout: Duration, accept: impl Fn(f64) -> bool) -> Vec<Series> {
+        let mut last = Vec::new();
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(r) = self.query(promql) {
+                if !r.is_empty() && r.iter().all(|(_, v)| accept(*v)) {
+                    return r;
+                }
+                last = r;
+            }
+            assert!(Instant::now() < deadline, "{promql} never reached the expected value within {timeout:?}; last result {last:?}; prometheus output:\n{}", self.process.output());
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+
+    /// Waits, query by query, until each `(promql, value)` returns series that all equal `value`.
+    pub fn wait_for_values<Q: AsRef<str>>(&self, expected: impl IntoIterator<Item = (Q, f64)>, timeout: Duration) {
+        for (promql, value) in expected {
+            self.wait_for_value(promql.as_ref(), timeout, |v| v == value);
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        self.process.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The `promtool` binary: `PIPETEL_PROMTOOL_BIN`, or `promtool` on `PATH`.
+pub fn promtool_binary() -> PathBuf {
+    peer_binary("PIPETEL_PROMTOOL_BIN", "promtool")
+}
+
+/// Runs `promtool check metrics` on an exposition; returns its output on failure.
+pub fn promtool_check_metrics(exposition: &str) -> Result<(), String> {
+    let mut child = Command::new(promtool_binary())
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start promtool: {e}"))?;
+    child.stdin.take().expect("stdin").write_all(exposition.as_bytes()).map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    }
+}

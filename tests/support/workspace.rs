@@ -1,0 +1,70 @@
+//! The workspace and its programs: example binaries built on demand, peer binaries located.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+
+/// The workspace root (where `Cargo.toml` of this package lives).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A peer binary: the path in the environment variable `var`, else `default` (looked up on `PATH`).
+pub fn peer_binary(var: &str, default: &str) -> PathBuf {
+    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(default))
+}
+
+/// The path of a binary target of this workspace (`cargo build` with `target_args`, e.g.
+/// `["-p", "pipetel-e2e", "--example", name]`), built now so a test never runs a stale one.
+pub fn built_binary(name: &str, target_args: &[&str]) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let out = Command::new(cargo)
+        .current_dir(workspace_root())
+        .args(["build", "--quiet", "--message-format=json"])
+        .args(target_args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cargo to build {name}: {e}"));
+    assert!(out.status.success(), "building {name} failed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|m| m["target"]["name"] == name)
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| panic!("cargo reported no executable for {name}"))
+}
+
+/// The path of an example of this workspace, built now (once per test process) so a test
+/// never runs a stale binary.
+pub fn example_path(name: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    let path = built_binary(name, &["-p", "pipetel-e2e", "--example", name]);
+    built.insert(name.to_string(), path.clone());
+    path
+}
+
+/// A command running the example `name`.
+pub fn example_command(name: &str) -> Command {
+    Command::new(example_path(name))
+}
+
+/// A command running the example `name` with its Prometheus pull endpoint on `127.0.0.1:port`.
+pub fn example_serving(name: &str, port: u16) -> Command {
+    let mut cmd = example_command(name);
+    cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string()).env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1");
+    cmd
+}
+
+/// A command running the example `name` pushing OTLP to `endpoint` over `protocol` (`grpc` or
+/// `http/protobuf`).
+pub fn example_pushing(name: &str, endpoint: &str, protocol: &str) -> Command {
+    let mut cmd = example_command(name);
+    cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint).env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol);
+    cmd
+}
