@@ -165,7 +165,9 @@ fn agents_load_balance_to_the_gateway_pool() {
     for id in keys(&agent["exporters"]) {
         let e = &agent["exporters"][id.as_str()];
         let dns = &e["resolver"]["dns"];
-        assert_eq!(dns["port"].as_u64(), Some(u64::from(gateway_grpc)), "{id}: resolves the gateways' OTLP gRPC port");
+        // The collector takes the DNS port as a string (`${env:OTELCOL_GATEWAY_PORT:-4317}`).
+        let dns_port = dns["port"].as_str().map(port);
+        assert_eq!(dns_port, Some(gateway_grpc), "{id}: resolves the gateways' OTLP gRPC port");
         assert!(dns["hostname"].is_string(), "{id}: DNS name of the gateway pool");
         if let Some(key) = e["routing_key"].as_str() {
             assert!(ROUTING_KEYS.contains(&key), "{id}: routing_key {key}");
