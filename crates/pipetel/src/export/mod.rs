@@ -2,9 +2,6 @@
 
 #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
 pub(crate) mod delivery;
-#[cfg(feature = "prometheus")]
-pub(crate) mod encode;
-pub(crate) mod format;
 #[cfg(feature = "otlp")]
 pub(crate) mod otlp;
 #[cfg(feature = "prometheus")]
