@@ -333,14 +333,7 @@ where
         }
         // The table is full (thousands of spans open at once): the span's extensions hold it.
         let Some(span) = ctx.span(id) else { return };
-        let timing = Timing {
-            site,
-            start,
-            busy: 0,
-            entered_at: 0,
-            depth: 0,
-            failed: AtomicBool::new(failed),
-        };
+        let timing = Timing { site, start, busy: 0, entered_at: 0, depth: 0, failed: AtomicBool::new(failed) };
         // `replace`, not `insert`: a second copy of this layer must not make the first panic.
         if span.extensions_mut().replace(timing).is_none() {
             self.boxed.fetch_add(1, Ordering::Relaxed);

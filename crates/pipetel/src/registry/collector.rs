@@ -1,7 +1,7 @@
 //! Collectors: metrics whose samples a callback returns at collection time, and text
 //! collectors whose exposition lines join the registry's after the linter's check.
 
-use std::collections::{HashSet, BTreeMap};
+use std::collections::{BTreeMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};

@@ -101,6 +101,7 @@ pub use summary::{Summary, SummaryValue, SummaryVec, DEFAULT_AGE_BUCKETS, DEFAUL
 
 pub use crate::limits::set_cardinality_limit;
 
+use crate::sync::{lock, read, write};
 use collector::{FnFamily, SampleFn, TextFn};
 use counter::CounterCell;
 use family::{AnyFamily, Cell, Family, Handle, Meta};
@@ -108,7 +109,6 @@ use gauge::GaugeCell;
 use histogram::HistogramCell;
 use rules::{check_label_names, check_name};
 use summary::{SummaryCell, SummarySpec};
-use crate::sync::{lock, read, write};
 
 /// The kind of a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -222,7 +222,6 @@ impl<T: Labels + ?Sized> Labels for &T {
         (**self).label_pairs()
     }
 }
-
 
 /// Options of a histogram or summary: buckets, or quantiles and window.
 #[derive(Debug, Clone, Default)]
@@ -587,7 +586,13 @@ impl Registry {
     ///
     /// # Errors
     /// As [`Registry::summary_with`], and [`RegistryError::InvalidLabelName`].
-    pub fn summary_vec(&self, name: &str, help: &str, labels: &[&str], opts: Opts) -> Result<SummaryVec, RegistryError> {
+    pub fn summary_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        opts: Opts,
+    ) -> Result<SummaryVec, RegistryError> {
         Ok(MetricVec::new(self.summary_family(name, help, label_names(labels), opts)?))
     }
 
@@ -603,12 +608,24 @@ impl Registry {
 
     /// The counter, gauge and histogram series of pipetel's own metrics (the service metrics):
     /// the series `labels` of a family with those label names and `opts`' OTel name and unit.
-    pub(crate) fn counter_of(&self, name: &str, help: &str, labels: &[(&str, &str)], opts: Opts) -> Result<Counter, RegistryError> {
+    pub(crate) fn counter_of(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        opts: Opts,
+    ) -> Result<Counter, RegistryError> {
         Handle::of(self.counter_family(name, help, pair_names(labels), opts)?, &labels).map(Counter)
     }
 
     /// See [`Registry::counter_of`].
-    pub(crate) fn gauge_of(&self, name: &str, help: &str, labels: &[(&str, &str)], opts: Opts) -> Result<Gauge, RegistryError> {
+    pub(crate) fn gauge_of(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        opts: Opts,
+    ) -> Result<Gauge, RegistryError> {
         Handle::of(self.gauge_family(name, help, pair_names(labels), opts)?, &labels).map(Gauge)
     }
 

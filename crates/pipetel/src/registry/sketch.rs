@@ -320,7 +320,6 @@ mod tests {
         check(&[f64::MAX, 1e300, 1e295, -f64::MAX, -1e290, -1e300], "extremes");
     }
 
-
     #[test]
     fn every_bin_estimate_is_within_the_bound_of_its_values() {
         for key in [-1_900, -64, -1, 0, 1, 63, 64, 65, 1_000, 65_534] {

@@ -268,7 +268,12 @@ impl Window {
         let n = age_buckets.max(1);
         let step = u64::try_from((max_age / n).as_nanos()).unwrap_or(u64::MAX).max(1);
         clock::refresh_every(step);
-        Self { ring: vec![Sketch::default(); n as usize], head: 0, head_ends: clock::now_ns().saturating_add(step), step }
+        Self {
+            ring: vec![Sketch::default(); n as usize],
+            head: 0,
+            head_ends: clock::now_ns().saturating_add(step),
+            step,
+        }
     }
 
     /// Moves the head forward past every slice that ended, clearing the sketches that leave
@@ -347,5 +352,4 @@ mod tests {
         w.observe(7.0);
         assert_eq!(w.quantiles(&[0.0, 1.0]), vec![Some(7.0), Some(7.0)]);
     }
-
 }

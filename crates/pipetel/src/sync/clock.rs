@@ -143,7 +143,6 @@ mod recent {
     pub(super) fn saw(_now: u64) {}
 }
 
-
 /// A recent time on [`now_ns`]'s clock: at most one refresh period (see [`refresh_every`]) old
 /// where the refresher thread runs, exact elsewhere.
 #[inline]

@@ -20,8 +20,7 @@ use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 use crate::exposition::{
-    escape_label_value, label_key, label_key_cow, prometheus_name, scope_labels, BoundsText, LabelBlock, Number,
-    Writer,
+    escape_label_value, label_key, label_key_cow, prometheus_name, scope_labels, BoundsText, LabelBlock, Number, Writer,
 };
 
 /// The exposition name of a metric and its Prometheus type.
