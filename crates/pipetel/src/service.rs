@@ -229,10 +229,11 @@ impl ServiceMetrics {
         let registry = registry_for(prefix)?;
         let opts = |otel: &str, unit: &str| Opts::new().otel(format!("{prefix}.{otel}"), unit);
         let counter =
-            |name: &str, otel: &str, help: &str| registry.counter_of(name, help, labels, opts(otel, "{task}"));
-        let gauge = |name: &str, otel: &str, help: &str| registry.gauge_of(name, help, labels, opts(otel, "{task}"));
+            |name: &str, otel: &str, help: &str| registry.series(name, help, labels, opts(otel, "{task}")).map(Counter);
+        let gauge =
+            |name: &str, otel: &str, help: &str| registry.series(name, help, labels, opts(otel, "{task}")).map(Gauge);
         let histogram = |name: &str, otel: &str, help: &str| {
-            registry.histogram_of(name, help, labels, opts(otel, "s").buckets(buckets.to_vec()))
+            registry.series(name, help, labels, opts(otel, "s").buckets(buckets.to_vec())).map(Histogram)
         };
         let inner = Inner {
             created: counter("tasks_created", "tasks.created", "Tasks created (submitted to the queue)")?,

@@ -1,13 +1,12 @@
 //! Counters: values that only go up.
 
-use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{add_f64, handle_of, load_f64, observe_live, sealed, Cell, Family, Handle, Meta, Metric};
-use super::{Labels, MetricVec, RegistryError};
+use super::family::{add_f64, load_f64, metric_handle, observe_live, Cell, Family, Handle, Meta};
+use super::{Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::Writer;
 
 /// Whole increments go to an integer cell (one `fetch_add`); fractional ones to an `f64` cell.
@@ -39,7 +38,11 @@ impl CounterCell {
 }
 
 impl Cell for CounterCell {
+    const KIND: Kind = Kind::Counter;
     type Spec = ();
+    fn spec(_: &str, _: &Opts, _: &Arc<[f64]>) -> Result<(), RegistryError> {
+        Ok(())
+    }
     type Shared = ();
     fn new(_: &()) -> Self {
         CounterCell { whole: AtomicU64::new(0), frac: AtomicU64::new(0f64.to_bits()) }
@@ -103,23 +106,6 @@ impl Counter {
     pub fn reset(&self) {
         self.0.series.cell.reset();
     }
-
-    /// The name in the Prometheus exposition (with `_total`).
-    pub fn name(&self) -> String {
-        self.0.name()
-    }
 }
 
-impl std::fmt::Debug for Counter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.debug("Counter", f)
-    }
-}
-
-impl Metric for Counter {}
-
-impl sealed::Sealed for Counter {
-    fn of(family: Arc<dyn Any + Send + Sync>, labels: &dyn Labels) -> Result<Self, RegistryError> {
-        handle_of(family, labels).map(Counter)
-    }
-}
+metric_handle!(Counter);

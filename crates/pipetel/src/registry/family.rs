@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock, Weak};
 use opentelemetry::metrics::Meter;
 use opentelemetry::KeyValue;
 
-use super::{Kind, Labels, RegistryError};
+use super::{Kind, Labels, Opts, RegistryError};
 use crate::exposition::{scope_labels, LabelBlock};
 use crate::limits::{self, OVERFLOW_LABELS, OVERFLOW_MARK};
 
@@ -132,8 +132,12 @@ impl<C> Series<C> {
 
 /// The kind-specific part of a family.
 pub(crate) trait Cell: Send + Sync + Sized + 'static {
+    /// The kind.
+    const KIND: Kind;
     /// The kind's options (buckets, quantiles and window), compared on registration.
     type Spec: Send + Sync + PartialEq + 'static;
+    /// The kind's options from `opts`, checked; `default_buckets` are the registry's.
+    fn spec(metric: &str, opts: &Opts, default_buckets: &Arc<[f64]>) -> Result<Self::Spec, RegistryError>;
     /// State the kind keeps once per family.
     type Shared: Default + Send + Sync + 'static;
     fn new(spec: &Self::Spec) -> Self;
@@ -303,6 +307,37 @@ pub(crate) mod sealed {
         fn of(family: Arc<dyn Any + Send + Sync>, labels: &dyn Labels) -> Result<Self, RegistryError>;
     }
 }
+
+/// What every metric handle type ([`super::Counter`], ...) shares: `name()`, `Debug`, and
+/// [`Metric`], through which a [`MetricVec`] makes it.
+macro_rules! metric_handle {
+    ($ty:ident) => {
+        impl $ty {
+            /// The name in the Prometheus exposition (with `_total` for counters).
+            pub fn name(&self) -> String {
+                self.0.name()
+            }
+        }
+
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.0.debug(stringify!($ty), f)
+            }
+        }
+
+        impl super::family::Metric for $ty {}
+
+        impl super::family::sealed::Sealed for $ty {
+            fn of(
+                family: std::sync::Arc<dyn std::any::Any + Send + Sync>,
+                labels: &dyn super::Labels,
+            ) -> Result<Self, super::RegistryError> {
+                super::family::handle_of(family, labels).map($ty)
+            }
+        }
+    };
+}
+pub(crate) use metric_handle;
 
 /// Makes handles of the kind whose family `family` is; the registry only ever pairs a family
 /// with its own kind's handle type.

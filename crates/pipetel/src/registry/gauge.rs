@@ -1,21 +1,24 @@
 //! Gauges: values that go up and down.
 
-use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{add_f64, handle_of, load_f64, observe_live, sealed, Cell, Family, Handle, Metric};
-use super::{Labels, MetricVec, RegistryError};
+use super::family::{add_f64, load_f64, metric_handle, observe_live, Cell, Family, Handle};
+use super::{Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::Writer;
 
 /// The value's `f64` bits.
 pub(crate) struct GaugeCell(AtomicU64);
 
 impl Cell for GaugeCell {
+    const KIND: Kind = Kind::Gauge;
     type Spec = ();
+    fn spec(_: &str, _: &Opts, _: &Arc<[f64]>) -> Result<(), RegistryError> {
+        Ok(())
+    }
     type Shared = ();
     fn new(_: &()) -> Self {
         GaugeCell(AtomicU64::new(0f64.to_bits()))
@@ -104,23 +107,6 @@ impl Gauge {
     pub fn reset(&self) {
         self.0.series.cell.reset();
     }
-
-    /// The name in the Prometheus exposition.
-    pub fn name(&self) -> String {
-        self.0.name()
-    }
 }
 
-impl std::fmt::Debug for Gauge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.debug("Gauge", f)
-    }
-}
-
-impl Metric for Gauge {}
-
-impl sealed::Sealed for Gauge {
-    fn of(family: Arc<dyn Any + Send + Sync>, labels: &dyn Labels) -> Result<Self, RegistryError> {
-        handle_of(family, labels).map(Gauge)
-    }
-}
+metric_handle!(Gauge);

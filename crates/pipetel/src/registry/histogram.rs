@@ -1,6 +1,5 @@
 //! Histograms: observations counted in fixed buckets.
 
-use std::any::Any;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -8,8 +7,8 @@ use std::sync::Arc;
 use opentelemetry::metrics::{BoundHistogram, Histogram as OtelHistogram, Meter};
 use opentelemetry::KeyValue;
 
-use super::family::{add_f64, handle_of, load_f64, sealed, Cell, Family, Handle, Metric};
-use super::{invalid_option, Labels, MetricVec, RegistryError};
+use super::family::{add_f64, load_f64, metric_handle, Cell, Family, Handle};
+use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::{BoundsText, LabelBlock, Writer};
 use crate::sync::Published;
 
@@ -98,7 +97,16 @@ impl HistogramCell {
 }
 
 impl Cell for HistogramCell {
+    const KIND: Kind = Kind::Histogram;
     type Spec = Arc<[f64]>;
+    fn spec(metric: &str, opts: &Opts, default_buckets: &Arc<[f64]>) -> Result<Arc<[f64]>, RegistryError> {
+        let bounds: Arc<[f64]> = match &opts.buckets {
+            Some(b) => Arc::from(b.as_slice()),
+            None => default_buckets.clone(),
+        };
+        Self::check_bounds(metric, &bounds)?;
+        Ok(bounds)
+    }
     /// The synchronous OTel histogram push exporters read (unpublished while none would read
     /// it); superseded ones stay alive so a series that bound one can still use it.
     type Shared = Published<OtelHistogram<f64>>;
@@ -245,11 +253,6 @@ impl Histogram {
         self.0.series.cell.reset();
     }
 
-    /// The name in the Prometheus exposition.
-    pub fn name(&self) -> String {
-        self.0.name()
-    }
-
     /// Whether observations also go to an OTel histogram.
     #[cfg(test)]
     pub(crate) fn feeds_otel(&self) -> bool {
@@ -257,16 +260,4 @@ impl Histogram {
     }
 }
 
-impl std::fmt::Debug for Histogram {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.debug("Histogram", f)
-    }
-}
-
-impl Metric for Histogram {}
-
-impl sealed::Sealed for Histogram {
-    fn of(family: Arc<dyn Any + Send + Sync>, labels: &dyn Labels) -> Result<Self, RegistryError> {
-        handle_of(family, labels).map(Histogram)
-    }
-}
+metric_handle!(Histogram);

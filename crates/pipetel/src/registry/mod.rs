@@ -104,11 +104,12 @@ pub use crate::limits::set_cardinality_limit;
 use crate::sync::{lock, read, write};
 use collector::{FnFamily, SampleFn, TextFn};
 use counter::CounterCell;
-use family::{AnyFamily, Cell, Family, Handle, Meta};
+pub(crate) use family::Cell;
+use family::{AnyFamily, Family, Handle, Meta};
 use gauge::GaugeCell;
 use histogram::HistogramCell;
 use rules::{check_label_names, check_name};
-use summary::{SummaryCell, SummarySpec};
+use summary::SummaryCell;
 
 /// The kind of a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -390,16 +391,6 @@ pub fn global() -> &'static Registry {
     GLOBAL.get_or_init(|| Registry::build(String::new(), Binding::Global))
 }
 
-/// The label names of a `*_vec` registration.
-fn label_names(labels: &[&str]) -> Box<[String]> {
-    labels.iter().map(|l| (*l).to_string()).collect()
-}
-
-/// The label names of label pairs.
-fn pair_names(labels: &[(&str, &str)]) -> Box<[String]> {
-    labels.iter().map(|(k, _)| (*k).to_string()).collect()
-}
-
 impl Registry {
     /// A registry whose metric names start with `prefix_` (an empty prefix adds nothing).
     ///
@@ -463,7 +454,7 @@ impl Registry {
     /// [`RegistryError::InvalidName`], or [`RegistryError::Conflict`] when the name is taken
     /// by another kind or label set.
     pub fn counter(&self, name: &str, help: &str) -> Result<Counter, RegistryError> {
-        Handle::unlabelled(self.counter_family(name, help, Box::new([]), Opts::new())?).map(Counter)
+        self.one(name, help, Opts::new()).map(Counter)
     }
 
     /// Registers (or finds) a counter with these label names.
@@ -471,19 +462,7 @@ impl Registry {
     /// # Errors
     /// As [`Registry::counter`], and [`RegistryError::InvalidLabelName`].
     pub fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<CounterVec, RegistryError> {
-        Ok(MetricVec::new(self.counter_family(name, help, label_names(labels), Opts::new())?))
-    }
-
-    /// A counter family (`opts`: the OTel name and unit, for pipetel's own metrics).
-    fn counter_family(
-        &self,
-        name: &str,
-        help: &str,
-        labels: Box<[String]>,
-        opts: Opts,
-    ) -> Result<Arc<Family<CounterCell>>, RegistryError> {
-        let name = name.strip_suffix("_total").unwrap_or(name);
-        self.register::<CounterCell>(name, help, Kind::Counter, labels, opts, |_, _| Ok(()))
+        self.vec::<_, CounterCell>(name, help, labels, Opts::new())
     }
 
     /// Registers (or finds) a gauge without labels.
@@ -491,7 +470,7 @@ impl Registry {
     /// # Errors
     /// As [`Registry::counter`].
     pub fn gauge(&self, name: &str, help: &str) -> Result<Gauge, RegistryError> {
-        Handle::unlabelled(self.gauge_family(name, help, Box::new([]), Opts::new())?).map(Gauge)
+        self.one(name, help, Opts::new()).map(Gauge)
     }
 
     /// Registers (or finds) a gauge with these label names.
@@ -499,18 +478,7 @@ impl Registry {
     /// # Errors
     /// As [`Registry::counter_vec`].
     pub fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, RegistryError> {
-        Ok(MetricVec::new(self.gauge_family(name, help, label_names(labels), Opts::new())?))
-    }
-
-    /// A gauge family (`opts`: the OTel name and unit, for pipetel's own metrics).
-    fn gauge_family(
-        &self,
-        name: &str,
-        help: &str,
-        labels: Box<[String]>,
-        opts: Opts,
-    ) -> Result<Arc<Family<GaugeCell>>, RegistryError> {
-        self.register::<GaugeCell>(name, help, Kind::Gauge, labels, opts, |_, _| Ok(()))
+        self.vec::<_, GaugeCell>(name, help, labels, Opts::new())
     }
 
     /// Registers (or finds) a histogram without labels, with the default buckets.
@@ -527,7 +495,7 @@ impl Registry {
     /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for buckets that are
     /// empty, not finite or not strictly increasing, or for summary options.
     pub fn histogram_with(&self, name: &str, help: &str, opts: Opts) -> Result<Histogram, RegistryError> {
-        Handle::unlabelled(self.histogram_family(name, help, Box::new([]), opts)?).map(Histogram)
+        self.one(name, help, opts).map(Histogram)
     }
 
     /// Registers (or finds) a histogram with these label names and the buckets of `opts`
@@ -542,26 +510,7 @@ impl Registry {
         labels: &[&str],
         opts: Opts,
     ) -> Result<HistogramVec, RegistryError> {
-        Ok(MetricVec::new(self.histogram_family(name, help, label_names(labels), opts)?))
-    }
-
-    /// A histogram family.
-    fn histogram_family(
-        &self,
-        name: &str,
-        help: &str,
-        labels: Box<[String]>,
-        opts: Opts,
-    ) -> Result<Arc<Family<HistogramCell>>, RegistryError> {
-        let default = read(&self.inner.default_buckets).clone();
-        let bounds: Arc<[f64]> = match &opts.buckets {
-            Some(b) => Arc::from(b.as_slice()),
-            None => default,
-        };
-        self.register::<HistogramCell>(name, help, Kind::Histogram, labels, opts, |metric, _| {
-            HistogramCell::check_bounds(metric, &bounds)?;
-            Ok(bounds.clone())
-        })
+        self.vec::<_, HistogramCell>(name, help, labels, opts)
     }
 
     /// Registers (or finds) a summary without labels, with the default quantiles and window.
@@ -578,7 +527,7 @@ impl Registry {
     /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for quantiles outside
     /// `[0, 1]`, a zero window, `age_buckets` outside 1..=60, or buckets.
     pub fn summary_with(&self, name: &str, help: &str, opts: Opts) -> Result<Summary, RegistryError> {
-        Handle::unlabelled(self.summary_family(name, help, Box::new([]), opts)?).map(Summary)
+        self.one(name, help, opts).map(Summary)
     }
 
     /// Registers (or finds) a summary with these label names and the quantiles and window of
@@ -593,51 +542,50 @@ impl Registry {
         labels: &[&str],
         opts: Opts,
     ) -> Result<SummaryVec, RegistryError> {
-        Ok(MetricVec::new(self.summary_family(name, help, label_names(labels), opts)?))
+        self.vec::<_, SummaryCell>(name, help, labels, opts)
     }
 
-    fn summary_family(
+    /// The family of a kind (counters' names with or without `_total`).
+    fn family<C: Cell>(
         &self,
         name: &str,
         help: &str,
         labels: Box<[String]>,
         opts: Opts,
-    ) -> Result<Arc<Family<SummaryCell>>, RegistryError> {
-        self.register::<SummaryCell>(name, help, Kind::Summary, labels, opts, SummarySpec::from_opts)
+    ) -> Result<Arc<Family<C>>, RegistryError> {
+        let name = if C::KIND == Kind::Counter { name.strip_suffix("_total").unwrap_or(name) } else { name };
+        let default_buckets = read(&self.inner.default_buckets).clone();
+        self.register::<C>(name, help, labels, opts, |metric, opts| C::spec(metric, opts, &default_buckets))
     }
 
-    /// The counter, gauge and histogram series of pipetel's own metrics (the service metrics):
-    /// the series `labels` of a family with those label names and `opts`' OTel name and unit.
-    pub(crate) fn counter_of(
+    /// The one series of an unlabelled metric.
+    fn one<C: Cell>(&self, name: &str, help: &str, opts: Opts) -> Result<Handle<C>, RegistryError> {
+        Handle::unlabelled(self.family(name, help, Box::new([]), opts)?)
+    }
+
+    /// A labelled metric whose series are `M`s, of `C`'s kind.
+    fn vec<M: Metric, C: Cell>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        opts: Opts,
+    ) -> Result<MetricVec<M>, RegistryError> {
+        let labels = labels.iter().map(|l| (*l).to_string()).collect();
+        Ok(MetricVec::new(self.family::<C>(name, help, labels, opts)?))
+    }
+
+    /// A series of pipetel's own metrics (the service metrics): `labels` of a family with
+    /// those label names and `opts`' OTel name and unit.
+    pub(crate) fn series<C: Cell>(
         &self,
         name: &str,
         help: &str,
         labels: &[(&str, &str)],
         opts: Opts,
-    ) -> Result<Counter, RegistryError> {
-        Handle::of(self.counter_family(name, help, pair_names(labels), opts)?, &labels).map(Counter)
-    }
-
-    /// See [`Registry::counter_of`].
-    pub(crate) fn gauge_of(
-        &self,
-        name: &str,
-        help: &str,
-        labels: &[(&str, &str)],
-        opts: Opts,
-    ) -> Result<Gauge, RegistryError> {
-        Handle::of(self.gauge_family(name, help, pair_names(labels), opts)?, &labels).map(Gauge)
-    }
-
-    /// See [`Registry::counter_of`].
-    pub(crate) fn histogram_of(
-        &self,
-        name: &str,
-        help: &str,
-        labels: &[(&str, &str)],
-        opts: Opts,
-    ) -> Result<Histogram, RegistryError> {
-        Handle::of(self.histogram_family(name, help, pair_names(labels), opts)?, &labels).map(Histogram)
+    ) -> Result<Handle<C>, RegistryError> {
+        let names = labels.iter().map(|(k, _)| (*k).to_string()).collect();
+        Handle::of(self.family(name, help, names, opts)?, &labels)
     }
 
     /// Registers a counter whose samples `collect` returns each time metrics are collected
@@ -739,11 +687,11 @@ impl Registry {
         &self,
         name: &str,
         help: &str,
-        kind: Kind,
         labels: Box<[String]>,
         opts: Opts,
         spec: impl FnOnce(&str, &Opts) -> Result<C::Spec, RegistryError>,
     ) -> Result<Arc<Family<C>>, RegistryError> {
+        let kind = C::KIND;
         check_name(name)?;
         let full = self.full_name(name);
         if matches!(kind, Kind::Histogram | Kind::Summary)

@@ -16,7 +16,6 @@
 //! observation; other systems read `Instant` on every observation. The clock and its thread
 //! are [`crate::sync::clock`].
 
-use std::any::Any;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,9 +23,9 @@ use std::time::Duration;
 use opentelemetry::metrics::Meter;
 use opentelemetry::KeyValue;
 
-use super::family::{handle_of, observe_live, sealed, Cell, Family, Handle, Metric};
+use super::family::{metric_handle, observe_live, Cell, Family, Handle};
 use super::sketch::Sketch;
-use super::{invalid_option, Labels, MetricVec, Opts, RegistryError};
+use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::{LabelBlock, Writer};
 use crate::sync::{clock, SpinGuard, SpinLock};
 
@@ -47,7 +46,7 @@ pub(crate) struct SummarySpec {
 
 impl SummarySpec {
     /// The options' quantiles and window, checked (sorted and deduplicated quantiles).
-    pub(crate) fn from_opts(metric: &str, opts: &Opts) -> Result<Self, RegistryError> {
+    fn from_opts(metric: &str, opts: &Opts) -> Result<Self, RegistryError> {
         let mut quantiles = opts.quantiles.clone().unwrap_or_else(|| DEFAULT_QUANTILES.to_vec());
         if quantiles.is_empty() || quantiles.iter().any(|q| !(0.0..=1.0).contains(q)) {
             return Err(invalid_option(metric, "quantiles must be within [0, 1], at least one"));
@@ -108,7 +107,11 @@ impl SummaryCell {
 }
 
 impl Cell for SummaryCell {
+    const KIND: Kind = Kind::Summary;
     type Spec = SummarySpec;
+    fn spec(metric: &str, opts: &Opts, _: &Arc<[f64]>) -> Result<SummarySpec, RegistryError> {
+        SummarySpec::from_opts(metric, opts)
+    }
     type Shared = ();
     fn new(spec: &SummarySpec) -> Self {
         SummaryCell(SpinLock::new(SummaryState {
@@ -232,26 +235,9 @@ impl Summary {
     pub fn reset(&self) {
         self.0.series.cell.reset();
     }
-
-    /// The name in the Prometheus exposition.
-    pub fn name(&self) -> String {
-        self.0.name()
-    }
 }
 
-impl std::fmt::Debug for Summary {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.debug("Summary", f)
-    }
-}
-
-impl Metric for Summary {}
-
-impl sealed::Sealed for Summary {
-    fn of(family: Arc<dyn Any + Send + Sync>, labels: &dyn Labels) -> Result<Self, RegistryError> {
-        handle_of(family, labels).map(Summary)
-    }
-}
+metric_handle!(Summary);
 
 /// A ring of sketches sliding over time.
 struct Window {
