@@ -42,7 +42,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::Router;
-use pipetel::registry::{CounterHandle, Opts, Registry, Sample};
+use pipetel::registry::{Counter, Registry, Sample};
 use pipetel::service::Task;
 use pipetel::ServiceMetrics;
 
@@ -130,7 +130,7 @@ struct Api {
     tx: mpsc::SyncSender<Job>,
     service: ServiceMetrics,
     occupancy: Arc<Occupancy>,
-    handles: Arc<Vec<CounterHandle>>,
+    handles: Arc<Vec<Counter>>,
     /// Tasks cancelled by the API (shed, or the queue stayed full), for the final cross-check.
     cancelled: Arc<AtomicUsize>,
 }
@@ -281,7 +281,7 @@ fn drive_http(addr: SocketAddr, tasks: usize, n: usize) -> Result<BTreeMap<(&'st
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // Registered before `init` on purpose: pipetel re-registers them with the real providers.
     let app = Registry::new("inference")?;
-    let requests = app.counter_with("requests", "Inference requests by model", Opts::new().labels(["model"]))?;
+    let requests = app.counter_vec("requests", "Inference requests by model", &["model"])?;
     let tokens = app.summary("tokens", "Tokens generated per completed request")?;
     let config = pipetel::Config::from_env()?.with_service_name("inference-service");
     let telemetry = pipetel::init(config.clone())?;

@@ -19,7 +19,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use pipetel::registry::{Opts, RegistryError};
+use pipetel::registry::RegistryError;
 use support::{python_label_values, scrape_checked, Prometheus};
 
 /// 64 KiB: ASCII with every escaped character sprinkled through it.
@@ -85,14 +85,14 @@ fn hostile_label_values_round_trip_through_prometheus_promtool_and_python() {
         );
     }
     for bad in ["bad-label", "1st", "__name__", "otel_scope_name"] {
-        let err = registry.counter_with("labelled", "never", Opts::new().labels([bad])).expect_err(bad);
+        let err = registry.counter_vec("labelled", "never", &[bad]).expect_err(bad);
         assert!(matches!(err, RegistryError::InvalidLabelName { .. }) && err.to_string().contains(bad), "{err}");
     }
     assert!(matches!(pipetel::Registry::new("Bad Prefix"), Err(RegistryError::InvalidName { .. })));
     assert!(pipetel::pipeline::CounterKey::new("Bad-Key").is_err());
 
     // Registry: value i carries i + 1.
-    let counter = registry.counter_with("values", "Hostile label values", Opts::new().labels(["v"])).expect("counter");
+    let counter = registry.counter_vec("values", "Hostile label values", &["v"]).expect("counter");
     for (i, v) in values.iter().enumerate() {
         counter.with([("v", v.as_str())]).expect("any string is a valid label value").inc_by((i + 1) as f64);
     }

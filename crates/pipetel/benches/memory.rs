@@ -134,9 +134,7 @@ fn main() {
         pipetel::registry::set_cardinality_limit(2 * SERIES);
         let registry = pipetel::Registry::with_meters("bench", provider.meter("bench"), provider.meter("bench.push"))
             .expect("registry");
-        let counter = registry
-            .counter_with("items", "Items", pipetel::registry::Opts::new().labels(["stage", "shard"]))
-            .expect("counter");
+        let counter = registry.counter_vec("items", "Items", &["stage", "shard"]).expect("counter");
         for i in 0..SERIES {
             let (stage, shard) = labels(i);
             counter.with([("stage", stage.as_str()), ("shard", shard.as_str())]).expect("series").inc();

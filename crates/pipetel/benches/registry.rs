@@ -58,11 +58,8 @@ impl Values {
 fn counter(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_counter_inc");
     let (r, _provider) = sdk_registry("bench_counter");
-    let handle = r
-        .counter_with("requests", "Requests", Opts::new().labels(["method"]))
-        .expect("counter")
-        .with([("method", "GET")])
-        .expect("handle");
+    let handle = r.counter_vec("requests", "Requests", &["method"]).expect("counter").with([("method", "GET")]);
+    let handle = handle.expect("handle");
     g.bench_function("pipetel_handle_inc", |b| b.iter(|| black_box(&handle).inc()));
     let family = PcFamily::<Vec<(String, String)>, PcCounter>::default();
     let pc = family.get_or_create(&vec![("method".to_string(), "GET".to_string())]).clone();
@@ -72,13 +69,14 @@ fn counter(c: &mut Criterion) {
 
 fn histogram(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_histogram_observe");
-    let opts = || Opts::new().labels(["method"]);
     let r = default_registry("bench_hist");
-    let handle = r.histogram_with("latency_seconds", "Latency", opts()).expect("histogram").with([("method", "GET")]);
+    let handle = r.histogram_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("histogram");
+    let handle = handle.with([("method", "GET")]);
     let handle = handle.expect("handle");
     g.bench_function("pipetel_handle_observe", |b| b.iter(|| handle.observe(black_box(0.042))));
     let (r, _provider) = sdk_registry("bench_hist_sdk");
-    let sdk = r.histogram_with("latency_seconds", "Latency", opts()).expect("histogram").with([("method", "GET")]);
+    let sdk = r.histogram_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("histogram");
+    let sdk = sdk.with([("method", "GET")]);
     let sdk = sdk.expect("handle");
     g.bench_function("pipetel_handle_observe_with_sdk", |b| b.iter(|| sdk.observe(black_box(0.042))));
     let pc = PcHistogram::new(pipetel::SECONDS_BUCKETS.iter().copied());
@@ -91,14 +89,15 @@ fn histogram(c: &mut Criterion) {
 
 fn summary(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_summary_observe");
-    let opts = || Opts::new().labels(["method"]);
     let r = default_registry("bench_summary");
-    let handle = r.summary_with("latency_seconds", "Latency", opts()).expect("summary").with([("method", "GET")]);
+    let handle = r.summary_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("summary");
+    let handle = handle.with([("method", "GET")]);
     let handle = handle.expect("handle");
     let mut x = Values(0.0);
     g.bench_function("pipetel_handle_observe", |b| b.iter(|| handle.observe(black_box(x.next()))));
     let (r, _provider) = sdk_registry("bench_summary_sdk");
-    let sdk = r.summary_with("latency_seconds", "Latency", opts()).expect("summary").with([("method", "GET")]);
+    let sdk = r.summary_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("summary");
+    let sdk = sdk.with([("method", "GET")]);
     let sdk = sdk.expect("handle");
     g.bench_function("pipetel_handle_observe_with_sdk", |b| b.iter(|| sdk.observe(black_box(x.next()))));
     // No summary in prometheus-client: its histogram is the nearest equivalent.

@@ -69,7 +69,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,8 @@ use opentelemetry::KeyValue;
 use pipetel_recorders::{
     merge, DecodeError, Envelope, Family, FrameError, FrameReader, Kind, MetricSnapshot, Receiver, RecvError,
 };
+
+use crate::sync::lock;
 
 #[cfg(test)]
 mod tests;
@@ -540,7 +542,7 @@ struct NativeHistograms(Weak<Mutex<State>>);
 #[cfg(feature = "prometheus")]
 impl crate::export::ExpositionSource for NativeHistograms {
     fn write_exposition(&self, out: &mut String) {
-        use std::fmt::Write as _;
+        use crate::exposition::{label_key, prometheus_name, scope_labels, BoundsText, LabelBlock, Writer};
         let Some(state) = self.0.upgrade() else { return };
         let mut state = lock(&state);
         if state.config.histograms != HistogramExport::Counters {
@@ -549,35 +551,25 @@ impl crate::export::ExpositionSource for NativeHistograms {
         let now = Instant::now();
         let names: Vec<String> =
             state.families.iter().filter(|(_, e)| e.family.kind() == Kind::Histogram).map(|(n, _)| n.clone()).collect();
+        let mut w = Writer::text(out);
+        let mut labels = String::new();
         for name in names {
             let Some(family) = state.families.get(&name).map(|e| e.family.clone()) else { continue };
             let Some(view) = state.view(&name, now) else { continue };
-            let prom = crate::export::encode::histogram_name(family.name(), family.unit());
-            if !family.help().is_empty() {
-                let _ = writeln!(out, "# HELP {prom} {}", family.help().replace('\\', "\\\\").replace('\n', "\\n"));
-            }
-            let _ = writeln!(out, "# TYPE {prom} histogram");
-            let keys: Vec<String> = family.label_names().iter().map(|k| crate::export::encode::sanitize(k)).collect();
+            // Named and labelled as the encoder writes an OTel histogram of pipetel's meter.
+            let prom = prometheus_name(family.name(), family.unit(), false, false);
+            w.header(&prom, "histogram", family.help(), family.unit());
+            let keys: Vec<String> = family.label_names().iter().map(|k| label_key(k)).collect();
+            let bounds = BoundsText::of(family.bounds());
             for series in view.snapshot.series() {
-                let mut labels = String::new();
+                labels.clear();
+                let mut block = LabelBlock::new(&mut labels);
                 for (k, v) in keys.iter().zip(series.labels.iter()) {
-                    labels.push_str(k);
-                    labels.push_str("=\"");
-                    crate::export::encode::escape_label_value(v.as_ref(), &mut labels);
-                    labels.push_str("\",");
+                    block.pair(k, v.as_ref());
                 }
-                labels.push_str("otel_scope_name=\"pipetel\"");
-                for (bound, count) in
-                    family.bounds().iter().chain(std::iter::once(&f64::INFINITY)).zip(series.bucket_counts.iter())
-                {
-                    let _ = write!(out, "{prom}_bucket{{{labels},le=\"");
-                    crate::export::encode::write_f64(*bound, out);
-                    let _ = writeln!(out, "\"}} {count}");
-                }
-                let _ = write!(out, "{prom}_sum{{{labels}}} ");
-                crate::export::encode::write_f64(series.sum, out);
-                out.push('\n');
-                let _ = writeln!(out, "{prom}_count{{{labels}}} {}", series.count());
+                block.raw(&scope_labels(None));
+                let cumulative = series.bucket_counts.iter().copied();
+                w.histogram(&prom, &labels, bounds.get(), cumulative, series.count(), series.sum);
             }
         }
     }
@@ -591,12 +583,6 @@ fn observe(state: &Weak<Mutex<State>>, name: &str, f: impl FnOnce(&View)) {
     if let Some(view) = state.view(name, Instant::now()) {
         f(view);
     }
-}
-
-/// Locks, recovering from poisoning: the state stays consistent because every mutation is
-/// applied only after validation and nothing in between panics.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 struct SourceState {

@@ -36,19 +36,27 @@
 //! | `http` | no | [`http`]: HTTP server request metrics for tower/axum/hyper services |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// `unsafe` lives in `sync` alone, behind safe APIs with their soundness argument.
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod error;
 mod export;
+mod exposition;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod hub;
+mod limits;
 mod measure;
+// Until `pipeline/sample.rs` reads the thread id through `crate::sync::current_tid`.
+#[allow(unsafe_code)]
 pub mod pipeline;
 pub mod registry;
 pub mod sampling;
 pub mod service;
 pub mod span_metrics;
+#[allow(unsafe_code)]
+mod sync;
 mod telemetry;
 
 /// The clock of per-call and per-span durations: the CPU's time-stamp counter where it is

@@ -50,8 +50,7 @@ pub(crate) fn on_init() {
 pub mod __private {
     use std::future::Future;
     use std::pin::Pin;
-    use std::ptr;
-    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, AtomicU64, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
     use std::sync::{Mutex, OnceLock};
     use std::task::{Context, Poll};
 
@@ -61,6 +60,7 @@ pub mod __private {
     pub use tracing;
 
     use super::GENERATION;
+    use crate::sync::StaticCell;
 
     /// Counter: calls started.
     pub const FUNCTION_CALLS: &str = "function.calls";
@@ -123,7 +123,7 @@ pub mod __private {
     #[derive(Debug)]
     pub struct Site {
         info: SiteInfo,
-        handles: AtomicPtr<Handles>,
+        handles: StaticCell<Handles>,
         cells: Cells,
         attrs: OnceLock<Attrs>,
     }
@@ -169,7 +169,7 @@ pub mod __private {
     static OBSERVERS: Mutex<Option<(u64, Observers)>> = Mutex::new(None);
 
     fn each_site(mut f: impl FnMut(&'static Site, &Attrs)) {
-        let sites = SITES.lock().unwrap_or_else(|e| e.into_inner());
+        let sites = crate::sync::lock(&SITES);
         for site in sites.iter() {
             if let Some(attrs) = site.attrs.get() {
                 f(site, attrs);
@@ -180,7 +180,7 @@ pub mod __private {
     /// Registers `function.calls`, `function.errors` and `function.in_flight` on the current
     /// global meter, once per generation.
     fn observe(generation: u64) {
-        let mut observers = OBSERVERS.lock().unwrap_or_else(|e| e.into_inner());
+        let mut observers = crate::sync::lock(&OBSERVERS);
         if observers.as_ref().is_some_and(|(g, _)| *g == generation) {
             return;
         }
@@ -275,7 +275,7 @@ pub mod __private {
         pub const fn new(info: SiteInfo) -> Self {
             Site {
                 info,
-                handles: AtomicPtr::new(ptr::null_mut()),
+                handles: StaticCell::new(),
                 cells: Cells {
                     calls: AtomicU64::new(0),
                     errors_err: AtomicU64::new(0),
@@ -289,43 +289,27 @@ pub mod __private {
         #[inline]
         fn handles(&'static self) -> &'static Handles {
             let generation = GENERATION.load(Ordering::Acquire);
-            let current = self.handles.load(Ordering::Acquire);
-            // SAFETY: a non-null pointer here came from `Box::into_raw` in `resolve` and was
-            // published with release ordering; published handles are never freed.
-            if let Some(handles) = unsafe { current.as_ref() } {
-                if handles.generation == generation {
-                    return handles;
-                }
+            let current = self.handles.get();
+            match current {
+                Some(handles) if handles.generation == generation => handles,
+                _ => self.resolve(current, generation),
             }
-            self.resolve(current, generation)
         }
 
         #[cold]
         #[inline(never)]
-        fn resolve(&'static self, seen: *mut Handles, generation: u64) -> &'static Handles {
+        fn resolve(&'static self, seen: Option<&'static Handles>, generation: u64) -> &'static Handles {
             let mut first = false;
             let attrs = self.attrs.get_or_init(|| {
                 first = true;
                 Attrs::new(&self.info)
             });
             if first {
-                SITES.lock().unwrap_or_else(|e| e.into_inner()).push(self);
+                crate::sync::lock(&SITES).push(self);
             }
-            let fresh = Box::into_raw(Box::new(Handles::resolve(&self.info, attrs, generation)));
-            match self.handles.compare_exchange(seen, fresh, Ordering::AcqRel, Ordering::Acquire) {
-                // SAFETY: `fresh` is a live allocation we just published and never free.
-                Ok(_) => unsafe { &*fresh },
-                Err(winner) => {
-                    // SAFETY: `fresh` was never published, so this is its only owner.
-                    drop(unsafe { Box::from_raw(fresh) });
-                    // SAFETY: as in `handles`; another thread published it and never frees it.
-                    match unsafe { winner.as_ref() } {
-                        Some(handles) => handles,
-                        // Unreachable (nothing stores null), but never panic while recording.
-                        None => self.resolve(winner, generation),
-                    }
-                }
-            }
+            // Published handles are never freed (see the module docs); a thread that loses the
+            // race to publish gets the winner's.
+            self.handles.replace(seen, Handles::resolve(&self.info, attrs, generation))
         }
     }
 
@@ -519,6 +503,8 @@ pub mod __private {
 
     #[cfg(test)]
     mod tests {
+        use std::ptr;
+
         use super::*;
 
         #[test]

@@ -22,8 +22,6 @@
 //! Root spans still go to the bridge whole: their decision must wait for a possible
 //! `set_parent`.
 
-use std::any::TypeId;
-
 use opentelemetry::trace::{SpanContext, TraceContextExt as _};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
@@ -170,16 +168,7 @@ where
         self.inner.on_id_change(old, new, ctx);
     }
 
-    // SAFETY: returns a pointer to `self` only for `Self`'s type id; everything else is the
-    // inner layer's answer (the bridge finds its span-context accessors this way).
-    unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
-        if id == TypeId::of::<Self>() {
-            Some(std::ptr::from_ref(self).cast())
-        } else {
-            // SAFETY: forwarded under the same contract.
-            unsafe { self.inner.downcast_raw(id) }
-        }
-    }
+    crate::sync::forward_downcast_raw!(inner);
 }
 
 /// The OTel span context of a `tracing` span: its own when the bridge tracks it, its unsampled

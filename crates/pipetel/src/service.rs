@@ -28,11 +28,11 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::config::{ConfigError, Origin};
-use crate::registry::{CounterHandle, GaugeHandle, HistogramHandle, Opts, Registry, RegistryError};
+use crate::registry::{Counter, Gauge, Histogram, Opts, Registry, RegistryError};
 
 /// The default prefix.
 pub const DEFAULT_PREFIX: &str = "service";
@@ -150,15 +150,15 @@ pub fn parse_buckets(v: &str) -> Result<Vec<f64>, String> {
 
 struct Inner {
     registry: Registry,
-    created: CounterHandle,
-    completed: CounterHandle,
-    failed: CounterHandle,
-    cancelled: CounterHandle,
-    duration: HistogramHandle,
-    queue_wait: HistogramHandle,
-    queue_size: GaugeHandle,
-    queue_pending: GaugeHandle,
-    queue_processing: GaugeHandle,
+    created: Counter,
+    completed: Counter,
+    failed: Counter,
+    cancelled: Counter,
+    duration: Histogram,
+    queue_wait: Histogram,
+    queue_size: Gauge,
+    queue_pending: Gauge,
+    queue_processing: Gauge,
 }
 
 /// The task and queue metrics of a service. Cheap to clone.
@@ -177,7 +177,7 @@ impl std::fmt::Debug for ServiceMetrics {
 /// model, told apart by labels) share their families.
 fn registry_for(prefix: &str) -> Result<Registry, RegistryError> {
     static REGISTRIES: Mutex<Option<HashMap<String, Registry>>> = Mutex::new(None);
-    let mut map = REGISTRIES.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut map = crate::sync::lock(&REGISTRIES);
     let map = map.get_or_insert_with(HashMap::new);
     if let Some(r) = map.get(prefix) {
         return Ok(r.clone());
@@ -227,14 +227,13 @@ impl ServiceMetrics {
             return Err(RegistryError::InvalidName { name: String::new(), reason: "the prefix is empty" });
         }
         let registry = registry_for(prefix)?;
-        let names: Vec<&str> = labels.iter().map(|(k, _)| *k).collect();
-        let opts = |otel: &str, unit: &str| Opts::new().labels(names.clone()).otel(format!("{prefix}.{otel}"), unit);
+        let opts = |otel: &str, unit: &str| Opts::new().otel(format!("{prefix}.{otel}"), unit);
         let counter =
-            |name: &str, otel: &str, help: &str| registry.counter_with(name, help, opts(otel, "{task}"))?.with(labels);
+            |name: &str, otel: &str, help: &str| registry.series(name, help, labels, opts(otel, "{task}")).map(Counter);
         let gauge =
-            |name: &str, otel: &str, help: &str| registry.gauge_with(name, help, opts(otel, "{task}"))?.with(labels);
+            |name: &str, otel: &str, help: &str| registry.series(name, help, labels, opts(otel, "{task}")).map(Gauge);
         let histogram = |name: &str, otel: &str, help: &str| {
-            registry.histogram_with(name, help, opts(otel, "s").buckets(buckets.to_vec()))?.with(labels)
+            registry.series(name, help, labels, opts(otel, "s").buckets(buckets.to_vec())).map(Histogram)
         };
         let inner = Inner {
             created: counter("tasks_created", "tasks.created", "Tasks created (submitted to the queue)")?,

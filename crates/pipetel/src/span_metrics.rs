@@ -28,7 +28,9 @@
 //! at close: no allocation, no lock, no lookup of the span. Spans that the filter or allow list
 //! leave out cost the cache read and a table probe. When more than about a thousand spans are
 //! open at once, the rest keep their timing in their extensions (an allocation each) and are
-//! counted all the same. The clock is the CPU's time-stamp counter where it is invariant (about a
+//! counted all the same. A layer keeps its resolved callsites (two bound histogram handles
+//! each) for the rest of the process, so a span's timing may point at them without a
+//! reference count; a program builds one layer. The clock is the CPU's time-stamp counter where it is invariant (about a
 //! third of the OS clock's cost per read, calibrated once against it),
 //! the OS monotonic clock elsewhere.
 //!
@@ -39,10 +41,9 @@
 //! library's spans do not flood the metrics.
 
 use std::collections::HashMap;
-use std::ptr;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, RwLock};
 
 use opentelemetry::metrics::{BoundHistogram, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -53,6 +54,8 @@ use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
+
+use crate::sync::StaticCell;
 
 /// Histogram of closed spans' durations, in seconds.
 pub const SPAN_DURATION: &str = "span.duration";
@@ -267,7 +270,7 @@ impl SpanMetricsLayer {
 
     /// The callsite's resolved entry, `None` when its spans do not count.
     #[inline]
-    fn site(&self, meta: &'static Metadata<'static>) -> Option<&Site> {
+    fn site(&self, meta: &'static Metadata<'static>) -> Option<&'static Site> {
         self.sites.get(meta, |meta| self.resolve(meta))
     }
 
@@ -330,14 +333,7 @@ where
         }
         // The table is full (thousands of spans open at once): the span's extensions hold it.
         let Some(span) = ctx.span(id) else { return };
-        let timing = Timing {
-            site: ptr::from_ref(site),
-            start,
-            busy: 0,
-            entered_at: 0,
-            depth: 0,
-            failed: AtomicBool::new(failed),
-        };
+        let timing = Timing { site, start, busy: 0, entered_at: 0, depth: 0, failed: AtomicBool::new(failed) };
         // `replace`, not `insert`: a second copy of this layer must not make the first panic.
         if span.extensions_mut().replace(timing).is_none() {
             self.boxed.fetch_add(1, Ordering::Relaxed);
@@ -346,8 +342,7 @@ where
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
         self.with_timing(id, &ctx, |timing| {
-            // SAFETY: sites live as long as the layer, which outlives the call.
-            if unsafe { &*timing.site() }.status_fields {
+            if timing.site().is_some_and(|site| site.status_fields) {
                 let mut status = StatusVisitor(None);
                 values.record(&mut status);
                 if let Some(failed) = status.0 {
@@ -401,8 +396,7 @@ where
                 Reading::from(TimingRef::Boxed(&mut timing), now, self.busy)
             }
         };
-        // SAFETY: sites live as long as the layer, which outlives the call.
-        let site = unsafe { &*reading.site };
+        let Some(site) = reading.site else { return };
         let histogram = if reading.failed { &site.error } else { &site.ok };
         histogram.record(self.clock.delta_as_nanos(0, reading.ticks) as f64 / 1e9);
     }
@@ -410,7 +404,7 @@ where
 
 /// A closed span's numbers.
 struct Reading {
-    site: *const Site,
+    site: Option<&'static Site>,
     /// Clock ticks (see [`SpanMetricsLayer::now`]).
     ticks: u64,
     failed: bool,
@@ -434,19 +428,13 @@ impl Reading {
 
 /// A span's timing in the spans' extensions, when the open-span table was full at its creation.
 struct Timing {
-    site: *const Site,
+    site: &'static Site,
     start: u64,
     busy: u64,
     entered_at: u64,
     depth: u32,
     failed: AtomicBool,
 }
-
-// SAFETY: `site` points into the layer's site cache, which never frees a site before the layer
-// drops; the pointer is only read through `&SpanMetricsLayer`.
-unsafe impl Send for Timing {}
-// SAFETY: as above.
-unsafe impl Sync for Timing {}
 
 /// A span's timing, in the table or in its extensions.
 enum TimingRef<'a> {
@@ -455,10 +443,10 @@ enum TimingRef<'a> {
 }
 
 impl TimingRef<'_> {
-    fn site(&self) -> *const Site {
+    fn site(&self) -> Option<&'static Site> {
         match self {
-            TimingRef::Slot(s) => s.site.load(Ordering::Relaxed),
-            TimingRef::Boxed(t) => t.site,
+            TimingRef::Slot(s) => s.site.get(),
+            TimingRef::Boxed(t) => Some(t.site),
         }
     }
 
@@ -533,7 +521,7 @@ const FREED: u64 = u64::MAX;
 #[derive(Default)]
 struct Slot {
     id: AtomicU64,
-    site: AtomicPtr<Site>,
+    site: StaticCell<Site>,
     start: AtomicU64,
     busy: AtomicU64,
     entered_at: AtomicU64,
@@ -562,7 +550,7 @@ impl OpenSpans {
 
     /// Claims a slot for `key`; `false` when none was free within [`PROBES`].
     #[inline]
-    fn insert(&self, key: u64, site: &Site, start: u64, failed: bool) -> bool {
+    fn insert(&self, key: u64, site: &'static Site, start: u64, failed: bool) -> bool {
         if key == EMPTY || key == FREED {
             return false;
         }
@@ -574,7 +562,7 @@ impl OpenSpans {
                 continue;
             }
             if slot.id.compare_exchange(current, key, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                slot.site.store(ptr::from_ref(site).cast_mut(), Ordering::Relaxed);
+                slot.site.set(Some(site));
                 slot.start.store(start, Ordering::Relaxed);
                 slot.busy.store(0, Ordering::Relaxed);
                 slot.entered_at.store(0, Ordering::Relaxed);
@@ -607,38 +595,29 @@ impl OpenSpans {
 }
 
 /// Resolved callsites, keyed by their metadata's address: a fixed table read without locks,
-/// written under `owned`'s lock; callsites beyond it go to `overflow`.
+/// written under `writer`'s lock; callsites beyond it go to `overflow`. Sites are leaked: they
+/// live for the rest of the process (see the module docs).
 struct SiteCache {
     keys: Box<[AtomicUsize]>,
-    /// `NOT_COUNTED` for a callsite whose spans do not count, else a pointer into `owned`.
-    values: Box<[AtomicPtr<Site>]>,
-    #[allow(clippy::vec_box)] // boxed: the table holds pointers to them
-    owned: Mutex<Vec<Box<Site>>>,
-    overflow: RwLock<HashMap<usize, *const Site>>,
+    /// The site of the callsite whose key is in the same slot; none for a callsite whose spans
+    /// do not count.
+    values: Box<[StaticCell<Site>]>,
+    writer: Mutex<()>,
+    overflow: RwLock<HashMap<usize, Option<&'static Site>>>,
 }
 
 const SITE_SLOTS: usize = 512;
-
-/// Marks a callsite whose spans do not count (never dereferenced).
-fn not_counted() -> *mut Site {
-    ptr::dangling_mut()
-}
 
 impl Default for SiteCache {
     fn default() -> Self {
         SiteCache {
             keys: (0..SITE_SLOTS).map(|_| AtomicUsize::new(0)).collect(),
-            values: (0..SITE_SLOTS).map(|_| AtomicPtr::new(ptr::null_mut())).collect(),
-            owned: Mutex::new(Vec::new()),
+            values: (0..SITE_SLOTS).map(|_| StaticCell::new()).collect(),
+            writer: Mutex::new(()),
             overflow: RwLock::new(HashMap::new()),
         }
     }
 }
-
-// SAFETY: the raw pointers point into boxes `owned` keeps until the cache drops.
-unsafe impl Send for SiteCache {}
-// SAFETY: as above; the tables are atomics or behind locks.
-unsafe impl Sync for SiteCache {}
 
 impl SiteCache {
     #[inline]
@@ -646,27 +625,18 @@ impl SiteCache {
         &self,
         meta: &'static Metadata<'static>,
         resolve: impl FnOnce(&'static Metadata<'static>) -> Option<Site>,
-    ) -> Option<&Site> {
-        let key = ptr::from_ref(meta) as usize;
+    ) -> Option<&'static Site> {
+        let key = std::ptr::from_ref(meta) as usize;
         let home = OpenSpans::home(key as u64) % SITE_SLOTS;
         for i in 0..PROBES {
             let at = (home + i) % SITE_SLOTS;
             match self.keys[at].load(Ordering::Acquire) {
-                k if k == key => return Self::deref(self.values[at].load(Ordering::Acquire)),
+                k if k == key => return self.values[at].get(),
                 0 => break,
                 _ => {}
             }
         }
         self.get_slow(key, meta, resolve)
-    }
-
-    fn deref(p: *const Site) -> Option<&'static Site> {
-        if p == not_counted().cast_const() || p.is_null() {
-            return None;
-        }
-        // SAFETY: a published pointer points into a box `owned` keeps until the cache drops;
-        // callers hold `&self` (the layer), which bounds how they use it.
-        Some(unsafe { &*p })
     }
 
     #[cold]
@@ -676,18 +646,18 @@ impl SiteCache {
         key: usize,
         meta: &'static Metadata<'static>,
         resolve: impl FnOnce(&'static Metadata<'static>) -> Option<Site>,
-    ) -> Option<&Site> {
-        if let Some(p) = self.overflow.read().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return Self::deref(*p);
+    ) -> Option<&'static Site> {
+        if let Some(site) = crate::sync::read(&self.overflow).get(&key) {
+            return *site;
         }
-        let mut owned = self.owned.lock().unwrap_or_else(PoisonError::into_inner);
+        let writer = crate::sync::lock(&self.writer);
         // Another thread may have resolved it meanwhile.
         let home = OpenSpans::home(key as u64) % SITE_SLOTS;
         let mut free = None;
         for i in 0..PROBES {
             let at = (home + i) % SITE_SLOTS;
             match self.keys[at].load(Ordering::Acquire) {
-                k if k == key => return Self::deref(self.values[at].load(Ordering::Acquire)),
+                k if k == key => return self.values[at].get(),
                 0 => {
                     free = Some(at);
                     break;
@@ -695,30 +665,22 @@ impl SiteCache {
                 _ => {}
             }
         }
-        if let Some(p) = self.overflow.read().unwrap_or_else(PoisonError::into_inner).get(&key) {
-            return Self::deref(*p);
+        if let Some(site) = crate::sync::read(&self.overflow).get(&key) {
+            return *site;
         }
-        let p = match resolve(meta) {
-            Some(site) => {
-                let boxed = Box::new(site);
-                let p = ptr::from_ref(&*boxed).cast_mut();
-                owned.push(boxed);
-                p
-            }
-            None => not_counted(),
-        };
+        let site: Option<&'static Site> = resolve(meta).map(|site| &*Box::leak(Box::new(site)));
         match free {
             Some(at) => {
                 // The value first: a reader that sees the key must see it.
-                self.values[at].store(p, Ordering::Release);
+                self.values[at].set(site);
                 self.keys[at].store(key, Ordering::Release);
             }
             None => {
-                self.overflow.write().unwrap_or_else(PoisonError::into_inner).insert(key, p.cast_const());
+                crate::sync::write(&self.overflow).insert(key, site);
             }
         }
-        drop(owned);
-        Self::deref(p)
+        drop(writer);
+        site
     }
 }
 

@@ -90,9 +90,7 @@ fn flood() {
     );
 
     let registry = pipetel::Registry::new("flood").expect("registry");
-    let by_id = registry
-        .counter_with("by_id", "Requests by id", pipetel::registry::Opts::new().labels(["request_id"]))
-        .expect("counter");
+    let by_id = registry.counter_vec("by_id", "Requests by id", &["request_id"]).expect("counter");
     let before = resident_kib();
     for i in 0..FLOOD {
         by_id.with([("request_id", format!("req-{i:08}").as_str())]).expect("label").inc();

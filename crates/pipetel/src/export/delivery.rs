@@ -66,9 +66,7 @@ impl Ledger {
         match result {
             Ok(()) => self.last_failed.store(false, Ordering::Relaxed),
             Err(e) => {
-                if let Ok(mut state) = self.state.lock() {
-                    state.last_error = Some(e.to_string());
-                }
+                crate::sync::lock(&self.state).last_error = Some(e.to_string());
                 self.failed_items.fetch_add(items as u64, Ordering::Relaxed);
                 self.failed_exports.fetch_add(1, Ordering::Relaxed);
                 self.last_failed.store(true, Ordering::Relaxed);
@@ -79,7 +77,7 @@ impl Ledger {
     /// What was lost since the previous report, as one line naming the signal, the count and the
     /// last error; `None` when nothing was.
     pub(crate) fn report(&self) -> Option<String> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut state = crate::sync::lock(&self.state);
         let error = state.last_error.clone().unwrap_or_else(|| "unknown error".into());
         if self.items.is_empty() {
             // Cumulative metrics: only a failed last export leaves values undelivered.

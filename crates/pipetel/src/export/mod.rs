@@ -2,9 +2,6 @@
 
 #[cfg_attr(not(feature = "otlp"), allow(dead_code))]
 pub(crate) mod delivery;
-#[cfg(feature = "prometheus")]
-pub(crate) mod encode;
-pub(crate) mod format;
 #[cfg(feature = "otlp")]
 pub(crate) mod otlp;
 #[cfg(feature = "prometheus")]
@@ -33,17 +30,15 @@ static SOURCES: RwLock<Vec<Weak<dyn ExpositionSource>>> = RwLock::new(Vec::new()
 /// Registers a source for as long as it lives (sources are held weakly: dropping the `Arc`
 /// removes it from later scrapes).
 pub(crate) fn add_exposition_source(source: &Arc<dyn ExpositionSource>) {
-    if let Ok(mut sources) = SOURCES.write() {
-        sources.retain(|s| s.strong_count() > 0);
-        sources.push(Arc::downgrade(source));
-    }
+    let mut sources = crate::sync::write(&SOURCES);
+    sources.retain(|s| s.strong_count() > 0);
+    sources.push(Arc::downgrade(source));
 }
 
 /// Appends every live source's text.
 #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
 pub(crate) fn write_sources(out: &mut String) {
-    let live: Vec<Arc<dyn ExpositionSource>> =
-        SOURCES.read().map(|s| s.iter().filter_map(Weak::upgrade).collect()).unwrap_or_default();
+    let live: Vec<Arc<dyn ExpositionSource>> = crate::sync::read(&SOURCES).iter().filter_map(Weak::upgrade).collect();
     for source in live {
         source.write_exposition(out);
     }

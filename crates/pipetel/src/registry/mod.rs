@@ -5,16 +5,24 @@
 //! every metric exported through pipetel's OTel providers, so it reaches the pull endpoint and
 //! OTLP alike.
 //!
+//! One type per kind, as in the `prometheus` and `prometheus-client` crates: a [`Counter`],
+//! [`Gauge`], [`Histogram`] or [`Summary`] is one series, cheap to clone, the handle to record
+//! through; a [`CounterVec`], [`GaugeVec`], [`HistogramVec`] or [`SummaryVec`] (a
+//! [`MetricVec`]) is a labelled metric whose [`with`](MetricVec::with) gives the series of one
+//! label set.
+//!
 //! ```
 //! use pipetel::registry::{Opts, Registry};
 //!
 //! # fn main() -> Result<(), pipetel::registry::RegistryError> {
 //! let app = Registry::new("app")?;
-//! let requests = app.counter_with("requests", "Requests served", Opts::new().labels(["method"]))?;
-//! let get = requests.with([("method", "GET")])?; // keep the handle: the hot path is `get.inc()`
+//! let requests = app.counter_vec("requests", "Requests served", &["method"])?; // a CounterVec
+//! let get = requests.with([("method", "GET")])?; // a Counter: keep it, the hot path is `get.inc()`
 //! get.inc();
-//! let latency = app.histogram("request_duration_seconds", "Request latency")?;
+//! let latency = app.histogram("request_duration_seconds", "Request latency")?; // a Histogram
 //! latency.observe(0.042);
+//! let sizes = app.histogram_with("request_size_bytes", "Request sizes", Opts::new().buckets([1e3, 1e6]))?;
+//! sizes.observe(5e4);
 //! assert!(app.prometheus_text().contains("app_requests_total{method=\"GET\"} 1"));
 //! # Ok(()) }
 //! ```
@@ -32,7 +40,7 @@
 //!   `otel_scope_version` (the exporter adds those), not `le` on histograms nor `quantile` on
 //!   summaries; no label twice.
 //! - Registering a name again with the same kind, labels and buckets/quantiles returns the same
-//!   metric; with anything else it is [`RegistryError::Conflict`]. Several registries may coexist;
+//!   metric (a `*_vec` without labels is the same metric as the plain kind); with anything else it is [`RegistryError::Conflict`]. Several registries may coexist;
 //!   give them different prefixes, since their metrics share the OTel meter.
 //!
 //! # Export
@@ -50,6 +58,11 @@
 //! with [`Registry::with_meters`] always feeds its `push_only` meter. Metrics registered before
 //! `init` are re-registered with the real providers when `init` runs.
 //!
+//! # Cardinality
+//! A metric keeps at most [`set_cardinality_limit`] label sets (2,000 unless `init` or you set
+//! another); further label sets share one overflow series marked `otel_metric_overflow="true"`,
+//! with one warning per metric.
+//!
 //! # Summaries: error bound
 //! Quantiles come from a relative-error sketch (after DDSketch, with bins indexed straight from
 //! a value's bits) per slice of the window: each reported quantile is within ±[`RELATIVE_ERROR`]
@@ -60,38 +73,43 @@
 //! An observation takes a short lock and needs the time, to know the slice it belongs to.
 //! Reading the clock would cost as much as the rest of the observation, so on Linux the first
 //! summary starts a thread, `pipetel-clock`, that keeps a recent time for observations to read,
-//! refreshed every 32nd of the shortest slice of any summary (from every millisecond to every
-//! second): the window's edges are exact to that period, a second with the default window.
-//! A forked child starts its own thread at its first observation; on other systems,
-//! observations read the clock.
 
-mod metric;
+mod collector;
+mod counter;
+mod family;
+mod gauge;
+mod histogram;
+mod rules;
+mod sketch;
 mod summary;
-mod text;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use opentelemetry::metrics::Meter;
-use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry::InstrumentationScope;
 
-pub use metric::{
-    Counter, CounterHandle, Gauge, GaugeHandle, Histogram, HistogramHandle, HistogramValue, Summary, SummaryHandle,
-    SummaryValue,
-};
-pub use summary::RELATIVE_ERROR;
+pub use collector::Sample;
+pub use counter::{Counter, CounterVec};
+pub use family::{Metric, MetricVec};
+pub use gauge::{Gauge, GaugeVec};
+pub use histogram::{Histogram, HistogramValue, HistogramVec};
+pub use sketch::RELATIVE_ERROR;
+pub use summary::{Summary, SummaryValue, SummaryVec, DEFAULT_AGE_BUCKETS, DEFAULT_MAX_AGE, DEFAULT_QUANTILES};
 
-use metric::{AnyFamily, CounterCell, Family, GaugeCell, HistogramCell, Meta, SummaryCell, SummarySpec};
+pub use crate::limits::set_cardinality_limit;
 
-/// The default summary quantiles.
-pub const DEFAULT_QUANTILES: &[f64] = &[0.5, 0.9, 0.95, 0.99];
-/// The default summary window.
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(600);
-/// The default number of slices the summary window slides by.
-pub const DEFAULT_AGE_BUCKETS: u32 = 5;
+use crate::sync::{lock, read, write};
+use collector::{FnFamily, SampleFn, TextFn};
+use counter::CounterCell;
+pub(crate) use family::Cell;
+use family::{AnyFamily, Family, Handle, Meta};
+use gauge::GaugeCell;
+use histogram::HistogramCell;
+use rules::{check_label_names, check_name};
+use summary::SummaryCell;
 
 /// The kind of a metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,10 +224,9 @@ impl<T: Labels + ?Sized> Labels for &T {
     }
 }
 
-/// Options of a metric: label names, and buckets or quantiles and window where they apply.
+/// Options of a histogram or summary: buckets, or quantiles and window.
 #[derive(Debug, Clone, Default)]
 pub struct Opts {
-    labels: Vec<String>,
     buckets: Option<Vec<f64>>,
     quantiles: Option<Vec<f64>>,
     max_age: Option<Duration>,
@@ -218,15 +235,9 @@ pub struct Opts {
 }
 
 impl Opts {
-    /// No labels, default buckets / quantiles.
+    /// Default buckets / quantiles and window.
     pub fn new() -> Self {
         Self::default()
-    }
-
-    /// The label names every series of the metric has.
-    pub fn labels<I: IntoIterator<Item = S>, S: Into<String>>(mut self, names: I) -> Self {
-        self.labels = names.into_iter().map(Into::into).collect();
-        self
     }
 
     /// Histogram bucket upper bounds: finite, strictly increasing, at least one (`+Inf` is
@@ -263,114 +274,6 @@ impl Opts {
     }
 }
 
-/// One sample a function collector returns.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
-    /// `(label name, label value)` pairs.
-    pub labels: Vec<(String, String)>,
-    /// The value.
-    pub value: f64,
-}
-
-impl Sample {
-    /// A sample with these labels.
-    pub fn new<K: Into<String>, V: Into<String>>(labels: impl IntoIterator<Item = (K, V)>, value: f64) -> Self {
-        Sample { labels: labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect(), value }
-    }
-}
-
-type SampleFn = dyn Fn() -> Vec<Sample> + Send + Sync;
-type TextFn = dyn Fn() -> String + Send + Sync;
-
-/// One checked sample of a function collector: sorted labels, the same as attributes, the value.
-type Collected = (Vec<(String, String)>, Box<[KeyValue]>, f64);
-
-/// A metric whose samples a callback returns at collection time.
-struct FnFamily {
-    meta: Meta,
-    callback: Arc<SampleFn>,
-}
-
-impl FnFamily {
-    /// Calls the user's callback, keeping only samples that can be exported: a panic, an
-    /// invalid or duplicate label name, or a counter value that is negative or not finite
-    /// drops the sample (or the whole call) with one warning.
-    fn collect(&self) -> Vec<Collected> {
-        let samples = match catch_unwind(AssertUnwindSafe(|| (self.callback)())) {
-            Ok(s) => s,
-            Err(_) => {
-                self.meta.warn_once("the collector callback panicked");
-                return Vec::new();
-            }
-        };
-        let mut out = Vec::with_capacity(samples.len());
-        for mut s in samples {
-            let mut names = HashSet::new();
-            let labels_ok =
-                s.labels.iter().all(|(k, _)| check_label_name(k, self.meta.kind).is_ok() && names.insert(k.clone()));
-            let value_ok = self.meta.kind != Kind::Counter || (s.value.is_finite() && s.value >= 0.0);
-            if !labels_ok || !value_ok {
-                self.meta.warn_once("a collector sample has an invalid label name or value and was dropped");
-                continue;
-            }
-            s.labels.sort();
-            let attrs = s.labels.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
-            out.push((s.labels, attrs, s.value));
-        }
-        out
-    }
-}
-
-impl AnyFamily for FnFamily {
-    fn meta(&self) -> &Meta {
-        &self.meta
-    }
-    fn as_any(self: Arc<Self>) -> Arc<dyn std::any::Any + Send + Sync> {
-        self
-    }
-    fn write_text(&self, out: &mut String) {
-        let name = self.meta.exposed_name();
-        text::write_header(&name, &self.meta.help, &self.meta.kind.to_string(), out);
-        for (labels, _, value) in self.collect() {
-            let (names, values): (Vec<String>, Vec<String>) = labels.into_iter().unzip();
-            text::write_sample(&name, &names, &values, None, value, out);
-        }
-    }
-    fn reset(&self) {}
-    fn bind(self: Arc<Self>, meter: &Meter, _: Option<&Meter>) {
-        let weak = Arc::downgrade(&self);
-        let live = move || weak.upgrade().filter(|f| !f.meta.removed.load(Ordering::Acquire));
-        let (name, unit, help) = (self.meta.otel_name.clone(), self.meta.unit.clone(), self.meta.help.clone());
-        if self.meta.kind == Kind::Counter {
-            let _ = meter
-                .f64_observable_counter(name)
-                .with_unit(unit)
-                .with_description(help)
-                .with_callback(move |obs| {
-                    if let Some(f) = live() {
-                        for (_, attrs, v) in f.collect() {
-                            obs.observe(v, &attrs);
-                        }
-                    }
-                })
-                .build();
-        } else {
-            let _ = meter
-                .f64_observable_gauge(name)
-                .with_unit(unit)
-                .with_description(help)
-                .with_callback(move |obs| {
-                    if let Some(f) = live() {
-                        for (_, attrs, v) in f.collect() {
-                            obs.observe(v, &attrs);
-                        }
-                    }
-                })
-                .build();
-        }
-    }
-}
-
 /// Where a registry's instruments go.
 enum Binding {
     /// The global meter provider, re-resolved when `init` installs it.
@@ -392,44 +295,13 @@ struct Inner {
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
 
-static SERIES_LIMIT: AtomicU64 = AtomicU64::new(crate::config::DEFAULT_CARDINALITY_LIMIT as u64);
-
-/// Sets the most label sets one registry family keeps, process-wide (at least 2; default 2,000);
-/// further label sets share one overflow series marked `otel_metric_overflow="true"`.
-///
-/// `init` sets it from `PIPETEL_CARDINALITY_LIMIT`, together with the meter provider's own
-/// limit, so call it only for registries on a meter provider of your own
-/// ([`Registry::with_meters`]), with that provider's cardinality limit: a registry limit above
-/// the provider's would have the SDK fold what the registry keeps apart.
-pub fn set_cardinality_limit(limit: usize) {
-    SERIES_LIMIT.store(limit.max(2) as u64, Ordering::Relaxed);
-}
-
-/// Label sets a family keeps before new ones share its overflow series (one slot stays for it).
-pub(crate) fn series_limit() -> usize {
-    usize::try_from(SERIES_LIMIT.load(Ordering::Relaxed)).unwrap_or(usize::MAX).saturating_sub(1).max(1)
-}
-
-/// Warns once per metric that its label sets reached the limit.
-pub(crate) fn warn_overflow_once(metric: &str) {
-    static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    if WARNED.lock().unwrap_or_else(PoisonError::into_inner).insert(metric.to_string()) {
-        tracing::warn!(
-            target: "pipetel",
-            metric,
-            limit = series_limit() + 1,
-            "label sets reached the cardinality limit; new ones share one series marked otel_metric_overflow=\"true\" (raise PIPETEL_CARDINALITY_LIMIT, or keep unbounded values such as request ids out of labels)"
-        );
-    }
-}
-
 /// Registers every live registry's instruments with the meter provider `init` just installed:
 /// instruments taken from the global provider before then are no-ops forever. `init` calls it
 /// right after `opentelemetry::global::set_meter_provider`.
 pub(crate) fn on_init() {
     let generation = GENERATION.fetch_add(1, Ordering::AcqRel) + 1;
     let live: Vec<Arc<Inner>> = {
-        let mut list = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut list = lock(&LIVE);
         list.retain(|w| w.strong_count() > 0);
         list.iter().filter_map(Weak::upgrade).collect()
     };
@@ -438,7 +310,7 @@ pub(crate) fn on_init() {
             continue;
         }
         let (meter, push_only) = global_meters();
-        let families = inner.families.read().unwrap_or_else(PoisonError::into_inner);
+        let families = read(&inner.families);
         for family in families.values() {
             if family.meta().bound.swap(generation, Ordering::AcqRel) != generation {
                 family.clone().bind(&meter, push_only.as_ref());
@@ -469,10 +341,9 @@ fn global_meters() -> (Meter, Option<Meter>) {
 
 impl crate::export::ExpositionSource for Inner {
     fn write_exposition(&self, out: &mut String) {
-        let families = self.families.read().unwrap_or_else(PoisonError::into_inner);
-        let mut taken: HashSet<String> = HashSet::new();
+        let families = read(&self.families);
+        let mut taken = collector::taken_names(&families);
         for family in families.values() {
-            taken.extend(family.meta().sample_names());
             // Counters and gauges reach the pull endpoint through OTel instruments; histograms
             // and summaries are read from the registry's own state (their OTel form is push-only).
             if matches!(family.meta().kind, Kind::Histogram | Kind::Summary) {
@@ -486,27 +357,16 @@ impl crate::export::ExpositionSource for Inner {
 
 impl Inner {
     fn write_text_collectors(&self, taken: &mut HashSet<String>, out: &mut String) {
-        let collectors: Vec<Arc<TextFn>> =
-            self.text_collectors.read().unwrap_or_else(PoisonError::into_inner).iter().cloned().collect();
-        for collector in collectors {
-            let Ok(text) = catch_unwind(AssertUnwindSafe(|| collector())) else {
-                self.warn_text("a text collector panicked", "");
-                continue;
-            };
-            if let Some((line, why)) = text::append_checked(&text, taken, out) {
-                self.warn_text(&why, &line);
+        let collectors: Vec<Arc<TextFn>> = read(&self.text_collectors).iter().cloned().collect();
+        if let Some((line, why)) = collector::write_text_collectors(&collectors, taken, out) {
+            if !self.text_warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    target: "pipetel",
+                    registry = %self.prefix,
+                    line,
+                    "text collector output dropped: {why} (logged once per registry)"
+                );
             }
-        }
-    }
-
-    fn warn_text(&self, why: &str, line: &str) {
-        if !self.text_warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                target: "pipetel",
-                registry = %self.prefix,
-                line,
-                "text collector output dropped: {why} (logged once per registry)"
-            );
         }
     }
 }
@@ -567,7 +427,7 @@ impl Registry {
             binding,
             text_warned: AtomicBool::new(false),
         });
-        LIVE.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::downgrade(&inner));
+        lock(&LIVE).push(Arc::downgrade(&inner));
         let source: Arc<dyn crate::export::ExpositionSource> = inner.clone();
         crate::export::add_exposition_source(&source);
         Registry { inner, _source: source }
@@ -583,46 +443,42 @@ impl Registry {
     /// # Errors
     /// [`RegistryError::InvalidOption`] unless the bounds are finite and strictly increasing.
     pub fn set_default_buckets(&self, bounds: &[f64]) -> Result<(), RegistryError> {
-        check_buckets("(default buckets)", bounds)?;
-        *self.inner.default_buckets.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(bounds);
+        HistogramCell::check_bounds("(default buckets)", bounds)?;
+        *write(&self.inner.default_buckets) = Arc::from(bounds);
         Ok(())
     }
 
     /// Registers (or finds) a counter without labels.
     ///
     /// # Errors
-    /// See [`Registry::counter_with`].
+    /// [`RegistryError::InvalidName`], or [`RegistryError::Conflict`] when the name is taken
+    /// by another kind or label set.
     pub fn counter(&self, name: &str, help: &str) -> Result<Counter, RegistryError> {
-        self.counter_with(name, help, Opts::new())
+        self.one(name, help, Opts::new()).map(Counter)
     }
 
-    /// Registers (or finds) a counter.
+    /// Registers (or finds) a counter with these label names.
     ///
     /// # Errors
-    /// [`RegistryError::InvalidName`], [`RegistryError::InvalidLabelName`],
-    /// [`RegistryError::InvalidOption`] (buckets or quantiles given), or
-    /// [`RegistryError::Conflict`] when the name is taken by another kind or label set.
-    pub fn counter_with(&self, name: &str, help: &str, opts: Opts) -> Result<Counter, RegistryError> {
-        let name = name.strip_suffix("_total").unwrap_or(name);
-        let family = self.register::<CounterCell>(name, help, Kind::Counter, opts, |_, _| Ok(()))?;
-        Counter::from_family(family)
+    /// As [`Registry::counter`], and [`RegistryError::InvalidLabelName`].
+    pub fn counter_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<CounterVec, RegistryError> {
+        self.vec::<_, CounterCell>(name, help, labels, Opts::new())
     }
 
     /// Registers (or finds) a gauge without labels.
     ///
     /// # Errors
-    /// See [`Registry::gauge_with`].
+    /// As [`Registry::counter`].
     pub fn gauge(&self, name: &str, help: &str) -> Result<Gauge, RegistryError> {
-        self.gauge_with(name, help, Opts::new())
+        self.one(name, help, Opts::new()).map(Gauge)
     }
 
-    /// Registers (or finds) a gauge.
+    /// Registers (or finds) a gauge with these label names.
     ///
     /// # Errors
-    /// As [`Registry::counter_with`].
-    pub fn gauge_with(&self, name: &str, help: &str, opts: Opts) -> Result<Gauge, RegistryError> {
-        let family = self.register::<GaugeCell>(name, help, Kind::Gauge, opts, |_, _| Ok(()))?;
-        Gauge::from_family(family)
+    /// As [`Registry::counter_vec`].
+    pub fn gauge_vec(&self, name: &str, help: &str, labels: &[&str]) -> Result<GaugeVec, RegistryError> {
+        self.vec::<_, GaugeCell>(name, help, labels, Opts::new())
     }
 
     /// Registers (or finds) a histogram without labels, with the default buckets.
@@ -633,22 +489,28 @@ impl Registry {
         self.histogram_with(name, help, Opts::new())
     }
 
-    /// Registers (or finds) a histogram.
+    /// Registers (or finds) a histogram without labels, with the buckets of `opts`.
     ///
     /// # Errors
-    /// As [`Registry::counter_with`], and [`RegistryError::InvalidOption`] for buckets that are
-    /// empty, not finite or not strictly increasing.
+    /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for buckets that are
+    /// empty, not finite or not strictly increasing, or for summary options.
     pub fn histogram_with(&self, name: &str, help: &str, opts: Opts) -> Result<Histogram, RegistryError> {
-        let default = self.inner.default_buckets.read().unwrap_or_else(PoisonError::into_inner).clone();
-        let bounds: Arc<[f64]> = match &opts.buckets {
-            Some(b) => Arc::from(b.as_slice()),
-            None => default,
-        };
-        let family = self.register::<HistogramCell>(name, help, Kind::Histogram, opts, |metric, _| {
-            check_buckets(metric, &bounds)?;
-            Ok(bounds.clone())
-        })?;
-        Histogram::from_family(family)
+        self.one(name, help, opts).map(Histogram)
+    }
+
+    /// Registers (or finds) a histogram with these label names and the buckets of `opts`
+    /// (`Opts::new()` for the default ones).
+    ///
+    /// # Errors
+    /// As [`Registry::histogram_with`], and [`RegistryError::InvalidLabelName`].
+    pub fn histogram_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        opts: Opts,
+    ) -> Result<HistogramVec, RegistryError> {
+        self.vec::<_, HistogramCell>(name, help, labels, opts)
     }
 
     /// Registers (or finds) a summary without labels, with the default quantiles and window.
@@ -659,30 +521,71 @@ impl Registry {
         self.summary_with(name, help, Opts::new())
     }
 
-    /// Registers (or finds) a summary.
+    /// Registers (or finds) a summary without labels, with the quantiles and window of `opts`.
     ///
     /// # Errors
-    /// As [`Registry::counter_with`], and [`RegistryError::InvalidOption`] for quantiles outside
-    /// `[0, 1]`, a zero window or `age_buckets` outside 1..=60.
+    /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for quantiles outside
+    /// `[0, 1]`, a zero window, `age_buckets` outside 1..=60, or buckets.
     pub fn summary_with(&self, name: &str, help: &str, opts: Opts) -> Result<Summary, RegistryError> {
-        let family = self.register::<SummaryCell>(name, help, Kind::Summary, opts, |metric, opts| {
-            let mut quantiles = opts.quantiles.clone().unwrap_or_else(|| DEFAULT_QUANTILES.to_vec());
-            if quantiles.is_empty() || quantiles.iter().any(|q| !(0.0..=1.0).contains(q)) {
-                return Err(invalid_option(metric, "quantiles must be within [0, 1], at least one"));
-            }
-            quantiles.sort_by(f64::total_cmp);
-            quantiles.dedup();
-            let max_age = opts.max_age.unwrap_or(DEFAULT_MAX_AGE);
-            let age_buckets = opts.age_buckets.unwrap_or(DEFAULT_AGE_BUCKETS);
-            if max_age.is_zero() {
-                return Err(invalid_option(metric, "the window (max_age) must be longer than zero"));
-            }
-            if !(1..=60).contains(&age_buckets) {
-                return Err(invalid_option(metric, "age_buckets must be within 1..=60"));
-            }
-            Ok(SummarySpec { quantiles: quantiles.into_boxed_slice(), max_age, age_buckets })
-        })?;
-        Summary::from_family(family)
+        self.one(name, help, opts).map(Summary)
+    }
+
+    /// Registers (or finds) a summary with these label names and the quantiles and window of
+    /// `opts` (`Opts::new()` for the default ones).
+    ///
+    /// # Errors
+    /// As [`Registry::summary_with`], and [`RegistryError::InvalidLabelName`].
+    pub fn summary_vec(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        opts: Opts,
+    ) -> Result<SummaryVec, RegistryError> {
+        self.vec::<_, SummaryCell>(name, help, labels, opts)
+    }
+
+    /// The family of a kind (counters' names with or without `_total`).
+    fn family<C: Cell>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: Box<[String]>,
+        opts: Opts,
+    ) -> Result<Arc<Family<C>>, RegistryError> {
+        let name = if C::KIND == Kind::Counter { name.strip_suffix("_total").unwrap_or(name) } else { name };
+        let default_buckets = read(&self.inner.default_buckets).clone();
+        self.register::<C>(name, help, labels, opts, |metric, opts| C::spec(metric, opts, &default_buckets))
+    }
+
+    /// The one series of an unlabelled metric.
+    fn one<C: Cell>(&self, name: &str, help: &str, opts: Opts) -> Result<Handle<C>, RegistryError> {
+        Handle::unlabelled(self.family(name, help, Box::new([]), opts)?)
+    }
+
+    /// A labelled metric whose series are `M`s, of `C`'s kind.
+    fn vec<M: Metric, C: Cell>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        opts: Opts,
+    ) -> Result<MetricVec<M>, RegistryError> {
+        let labels = labels.iter().map(|l| (*l).to_string()).collect();
+        Ok(MetricVec::new(self.family::<C>(name, help, labels, opts)?))
+    }
+
+    /// A series of pipetel's own metrics (the service metrics): `labels` of a family with
+    /// those label names and `opts`' OTel name and unit.
+    pub(crate) fn series<C: Cell>(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[(&str, &str)],
+        opts: Opts,
+    ) -> Result<Handle<C>, RegistryError> {
+        let names = labels.iter().map(|(k, _)| (*k).to_string()).collect();
+        Handle::of(self.family(name, help, names, opts)?, &labels)
     }
 
     /// Registers a counter whose samples `collect` returns each time metrics are collected
@@ -723,16 +626,15 @@ impl Registry {
     /// registry; the scrape itself never fails. These lines reach the pull endpoint only, not
     /// OTLP.
     pub fn add_text_collector(&self, collect: impl Fn() -> String + Send + Sync + 'static) {
-        self.inner.text_collectors.write().unwrap_or_else(PoisonError::into_inner).push(Arc::new(collect));
+        write(&self.inner.text_collectors).push(Arc::new(collect));
     }
 
     /// The exposition of this registry alone (format 0.0.4), from its own readings: for tests
     /// and for programs that serve metrics from their own server.
     pub fn prometheus_text(&self) -> String {
         let mut out = String::new();
+        let families: Vec<Arc<dyn AnyFamily>> = read(&self.inner.families).values().cloned().collect();
         let mut taken = HashSet::new();
-        let families: Vec<Arc<dyn AnyFamily>> =
-            self.inner.families.read().unwrap_or_else(PoisonError::into_inner).values().cloned().collect();
         for family in families {
             taken.extend(family.meta().sample_names());
             family.write_text(&mut out);
@@ -743,7 +645,7 @@ impl Registry {
 
     /// Resets every metric to its initial state (registrations stay).
     pub fn reset_all(&self) {
-        for family in self.inner.families.read().unwrap_or_else(PoisonError::into_inner).values() {
+        for family in read(&self.inner.families).values() {
             family.reset();
         }
     }
@@ -751,23 +653,17 @@ impl Registry {
     /// Unregisters every metric and collector. Existing handles keep recording but are no
     /// longer exported; registering a name again starts from zero.
     pub fn clear(&self) {
-        let mut families = self.inner.families.write().unwrap_or_else(PoisonError::into_inner);
+        let mut families = write(&self.inner.families);
         for family in families.values() {
             family.meta().removed.store(true, Ordering::Release);
         }
         families.clear();
-        self.inner.text_collectors.write().unwrap_or_else(PoisonError::into_inner).clear();
+        write(&self.inner.text_collectors).clear();
     }
 
     /// The names of the registered metrics as exposed (counters with `_total`).
     pub fn names(&self) -> Vec<String> {
-        self.inner
-            .families
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .map(|f| f.meta().exposed_name())
-            .collect()
+        read(&self.inner.families).values().map(|f| f.meta().exposed_name()).collect()
     }
 
     fn full_name(&self, name: &str) -> String {
@@ -787,14 +683,15 @@ impl Registry {
 
     /// Validates, finds an existing family of the same kind and options, or creates and binds
     /// a new one (under the write lock, so `on_init` never misses it).
-    fn register<C: metric::Cell>(
+    fn register<C: Cell>(
         &self,
         name: &str,
         help: &str,
-        kind: Kind,
+        labels: Box<[String]>,
         opts: Opts,
         spec: impl FnOnce(&str, &Opts) -> Result<C::Spec, RegistryError>,
     ) -> Result<Arc<Family<C>>, RegistryError> {
+        let kind = C::KIND;
         check_name(name)?;
         let full = self.full_name(name);
         if matches!(kind, Kind::Histogram | Kind::Summary)
@@ -805,35 +702,17 @@ impl Registry {
                 reason: "histogram and summary names may not end with _bucket, _sum or _count",
             });
         }
-        if kind != Kind::Histogram && kind != Kind::Summary && (opts.buckets.is_some()) {
+        if kind != Kind::Histogram && opts.buckets.is_some() {
             return Err(invalid_option(&full, "buckets apply to histograms only"));
         }
         if kind != Kind::Summary && (opts.quantiles.is_some() || opts.max_age.is_some() || opts.age_buckets.is_some()) {
             return Err(invalid_option(&full, "quantiles and the window apply to summaries only"));
         }
-        if kind == Kind::Summary && opts.buckets.is_some() {
-            return Err(invalid_option(&full, "buckets apply to histograms only"));
-        }
-        let mut seen = BTreeSet::new();
-        for label in &opts.labels {
-            check_label_name(label, kind).map_err(|reason| RegistryError::InvalidLabelName {
-                metric: full.clone(),
-                label: label.clone(),
-                reason,
-            })?;
-            if !seen.insert(label.as_str()) {
-                return Err(RegistryError::InvalidLabelName {
-                    metric: full.clone(),
-                    label: label.clone(),
-                    reason: "the label is declared twice",
-                });
-            }
-        }
+        check_label_names(&full, &labels, kind)?;
         let spec = spec(&full, &opts)?;
-        let labels: Box<[String]> = opts.labels.clone().into_boxed_slice();
-        let (otel_name, unit) = opts.otel.clone().unwrap_or_else(|| (full.clone(), String::new()));
+        let (otel_name, unit) = opts.otel.unwrap_or_else(|| (full.clone(), String::new()));
 
-        let mut families = self.inner.families.write().unwrap_or_else(PoisonError::into_inner);
+        let mut families = write(&self.inner.families);
         if let Some(existing) = families.get(&full) {
             let m = existing.meta();
             let describe = || format!("a {} with labels {:?}", m.kind, m.labels);
@@ -862,7 +741,7 @@ impl Registry {
     fn register_fn(&self, name: &str, help: &str, kind: Kind, callback: Arc<SampleFn>) -> Result<(), RegistryError> {
         check_name(name)?;
         let full = self.full_name(name);
-        let mut families = self.inner.families.write().unwrap_or_else(PoisonError::into_inner);
+        let mut families = write(&self.inner.families);
         if let Some(existing) = families.get(&full) {
             return Err(RegistryError::Conflict {
                 name: full,
@@ -903,62 +782,6 @@ fn check_sample_names(families: &BTreeMap<String, Arc<dyn AnyFamily>>, meta: &Me
 
 fn invalid_option(metric: &str, reason: &str) -> RegistryError {
     RegistryError::InvalidOption { metric: metric.to_string(), reason: reason.to_string() }
-}
-
-fn check_buckets(metric: &str, bounds: &[f64]) -> Result<(), RegistryError> {
-    if bounds.is_empty() {
-        return Err(invalid_option(metric, "at least one bucket bound is needed"));
-    }
-    if bounds.iter().any(|b| !b.is_finite()) {
-        return Err(invalid_option(metric, "bucket bounds must be finite (+Inf is implied)"));
-    }
-    if bounds.windows(2).any(|w| w[0] >= w[1]) {
-        return Err(invalid_option(metric, "bucket bounds must be strictly increasing"));
-    }
-    Ok(())
-}
-
-/// Metric names and prefixes: snake_case, not reserved.
-fn check_name(name: &str) -> Result<(), RegistryError> {
-    let err = |reason| Err(RegistryError::InvalidName { name: name.to_string(), reason });
-    let mut chars = name.chars();
-    match chars.next() {
-        None => return err("the name is empty"),
-        Some(c) if !(c.is_ascii_lowercase() || c == '_') => return err("names start with a-z or _"),
-        _ => {}
-    }
-    if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
-        return err("names are snake_case: a-z, 0-9 and _ only");
-    }
-    if name.starts_with("__") {
-        return err("names starting with __ are reserved");
-    }
-    Ok(())
-}
-
-fn check_label_name(label: &str, kind: Kind) -> Result<(), &'static str> {
-    let mut chars = label.chars();
-    match chars.next() {
-        None => return Err("the label name is empty"),
-        Some(c) if !(c.is_ascii_alphabetic() || c == '_') => return Err("label names start with a letter or _"),
-        _ => {}
-    }
-    if !chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err("label names have letters, digits and _ only");
-    }
-    if label.starts_with("__") {
-        return Err("label names starting with __ are reserved");
-    }
-    if label == "otel_scope_name" || label == "otel_scope_version" {
-        return Err("the exporter sets this label");
-    }
-    if kind == Kind::Histogram && label == "le" {
-        return Err("`le` is reserved on histograms");
-    }
-    if kind == Kind::Summary && label == "quantile" {
-        return Err("`quantile` is reserved on summaries");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

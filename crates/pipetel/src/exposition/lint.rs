@@ -1,130 +1,7 @@
-//! The text exposition of a registry's own families, and the checker for lines that text
-//! collectors hand in.
-//!
-//! Written here rather than through the pull endpoint's encoder because `prometheus_text()` and
-//! summaries must work without the `prometheus` feature, and because these values come straight
-//! from the registry's atomics rather than from the SDK's collected data.
+//! The linter for text collectors' output: which lines are valid text exposition (format
+//! 0.0.4) that can join a scrape without breaking it.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
-
-pub(crate) use crate::export::format::{escape_help, escape_label_value, write_f64};
-
-/// Writes `# HELP` and `# TYPE` for a family.
-pub(crate) fn write_header(name: &str, help: &str, kind: &str, out: &mut String) {
-    if !help.is_empty() {
-        let _ = write!(out, "# HELP {name} ");
-        escape_help(help, out);
-        out.push('\n');
-    }
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-}
-
-/// Writes `name{k="v",...,extra} value\n`; `extra` is an already formatted label (e.g. `le`).
-pub(crate) fn write_sample(
-    name: &str,
-    label_names: &[String],
-    label_values: &[String],
-    extra: Option<(&str, f64)>,
-    value: f64,
-    out: &mut String,
-) {
-    out.push_str(name);
-    if !label_names.is_empty() || extra.is_some() {
-        out.push('{');
-        let mut first = true;
-        if label_values.first().map(String::as_str) == Some(super::metric::OVERFLOW_MARK) {
-            out.push_str("otel_metric_overflow=\"true\"");
-            first = false;
-        }
-        let label_values = if first { label_values } else { &[] };
-        for (k, v) in label_names.iter().zip(label_values) {
-            if !first {
-                out.push(',');
-            }
-            first = false;
-            out.push_str(k);
-            out.push_str("=\"");
-            escape_label_value(v, out);
-            out.push('"');
-        }
-        if let Some((k, v)) = extra {
-            if !first {
-                out.push(',');
-            }
-            out.push_str(k);
-            out.push_str("=\"");
-            write_f64(v, out);
-            out.push('"');
-        }
-        out.push('}');
-    }
-    out.push(' ');
-    write_f64(value, out);
-    out.push('\n');
-}
-
-/// `v` as the exposition writes it.
-pub(crate) fn f64_text(v: f64) -> String {
-    let mut s = String::new();
-    write_f64(v, &mut s);
-    s
-}
-
-/// Writes a series' labels without braces: in the declared order, or, with `scope`, sorted by
-/// name and followed by `otel_scope_name="<scope>"` (as the pull endpoint's encoder writes an
-/// OTel data point). The overflow series has the single label `otel_metric_overflow="true"`.
-pub(crate) fn write_label_block(names: &[String], values: &[String], scope: Option<&str>, out: &mut String) {
-    let mut first = true;
-    let mut sep = |out: &mut String| {
-        if !std::mem::take(&mut first) {
-            out.push(',');
-        }
-    };
-    if values.first().map(String::as_str) == Some(super::metric::OVERFLOW_MARK) {
-        sep(out);
-        out.push_str("otel_metric_overflow=\"true\"");
-    } else {
-        let mut pairs: Vec<(&String, &String)> = names.iter().zip(values).collect();
-        if scope.is_some() {
-            pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        }
-        for (k, v) in pairs {
-            sep(out);
-            out.push_str(k);
-            out.push_str("=\"");
-            escape_label_value(v, out);
-            out.push('"');
-        }
-    }
-    if let Some(scope) = scope {
-        sep(out);
-        out.push_str("otel_scope_name=\"");
-        escape_label_value(scope, out);
-        out.push('"');
-    }
-}
-
-/// Writes `name` + `suffix`, the label block `labels` (see [`write_label_block`]) and an `le`
-/// label holding the already formatted `le`, then a space: the caller writes the value.
-pub(crate) fn start_sample(name: &str, suffix: &str, labels: &str, le: Option<&str>, out: &mut String) {
-    out.push_str(name);
-    out.push_str(suffix);
-    if !labels.is_empty() || le.is_some() {
-        out.push('{');
-        out.push_str(labels);
-        if let Some(le) = le {
-            if !labels.is_empty() {
-                out.push(',');
-            }
-            out.push_str("le=\"");
-            out.push_str(le);
-            out.push('"');
-        }
-        out.push('}');
-    }
-    out.push(' ');
-}
 
 /// Checks the output of a text collector line by line and appends the lines that are valid
 /// text exposition (format 0.0.4) to `out`. `taken` holds family names already in the output:
@@ -213,7 +90,7 @@ fn family_of(name: &str, typed: &HashSet<String>, taken: &HashSet<String>) -> St
     name.to_string()
 }
 
-pub(crate) fn is_metric_name(name: &str) -> bool {
+fn is_metric_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
@@ -352,15 +229,5 @@ mod tests {
         assert!(check_sample("a -Inf").is_ok());
         assert!(check_sample("a 1e3").is_ok());
         assert!(check_sample("a").is_err());
-    }
-
-    #[test]
-    fn samples_are_written_escaped() {
-        let mut out = String::new();
-        write_sample("m", &["a".into()], &["x\"y\\z\nü".into()], Some(("le", 0.5)), f64::INFINITY, &mut out);
-        assert_eq!(out, "m{a=\"x\\\"y\\\\z\\nü\",le=\"0.5\"} +Inf\n");
-        let mut out = String::new();
-        write_sample("m", &[], &[], None, 2.0, &mut out);
-        assert_eq!(out, "m 2\n");
     }
 }

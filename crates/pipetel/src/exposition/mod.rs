@@ -1,0 +1,26 @@
+//! The Prometheus exposition, in one place: the text writer (family header, label block,
+//! sample, histogram, summary), its escaping and number rules, the OTel → Prometheus name
+//! translation, and the linter for text that collectors hand in.
+//!
+//! Always compiled and free of SDK types: the registry's `prometheus_text()` needs it without
+//! the `prometheus` feature, and the pull endpoint's encoder, the registry's native histograms
+//! and summaries, and the snapshot hub's native histograms all write through it, so the three
+//! cannot drift apart.
+//!
+//! # Formats
+//! [`text::Format`] names the exposition a [`Writer`] produces. Only the classic text format
+//! (0.0.4) exists today; OpenMetrics (needed for exemplars: `# UNIT`, `# EOF`, `_created`,
+//! exemplars after a sample) is a second variant of it, and every difference between the two
+//! is a `match` on the format inside [`Writer`], nowhere else.
+
+// Without the pull endpoint only the registry's `prometheus_text()` writes: the name translation
+// and some of the writer wait unused.
+#![cfg_attr(not(feature = "prometheus"), allow(dead_code, unused_imports))]
+
+mod lint;
+mod names;
+mod text;
+
+pub(crate) use lint::append_checked;
+pub(crate) use names::{label_key, label_key_cow, prometheus_name};
+pub(crate) use text::{escape_label_value, scope_labels, BoundsText, LabelBlock, Number, Writer};

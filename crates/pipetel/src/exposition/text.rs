@@ -1,0 +1,397 @@
+//! The writer: family headers, label blocks, samples, histograms and summaries, with the
+//! format's escaping and number rules.
+
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+
+/// The exposition a [`Writer`] produces.
+///
+/// Only the classic text format exists today. OpenMetrics, needed for exemplars, becomes a
+/// second variant: its differences (a `# UNIT` line, `# EOF`, exemplars after a sample value,
+/// counters typed without `_total`) are `match`es on this inside [`Writer`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Format {
+    /// The text exposition format 0.0.4.
+    #[default]
+    Text,
+}
+
+/// Writes exposition text into a `String`.
+pub(crate) struct Writer<'a> {
+    out: &'a mut String,
+    format: Format,
+}
+
+impl<'a> Writer<'a> {
+    /// A writer of the text format 0.0.4 appending to `out`.
+    pub(crate) fn text(out: &'a mut String) -> Self {
+        Writer { out, format: Format::Text }
+    }
+
+    /// `# HELP` (unless `help` is empty) and `# TYPE` lines of a family. `unit` is the
+    /// family's unit word; the 0.0.4 format has no line for it (OpenMetrics will).
+    pub(crate) fn header(&mut self, name: &str, kind: &str, help: &str, unit: &str) {
+        if !help.is_empty() {
+            let _ = write!(self.out, "# HELP {name} ");
+            escape_help(help, self.out);
+            self.out.push('\n');
+        }
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+        match self.format {
+            Format::Text => {
+                let _ = unit;
+            }
+        }
+    }
+
+    /// Appends text already written by a writer of the same format.
+    pub(crate) fn raw(&mut self, text: &str) {
+        self.out.push_str(text);
+    }
+
+    /// Starts the sample line `name` + `suffix`: add labels to it, then write its value.
+    pub(crate) fn sample(&mut self, name: &str, suffix: &str) -> Sample<'_> {
+        self.out.push_str(name);
+        self.out.push_str(suffix);
+        Sample(LabelBlock { out: self.out, braces: true, any: false })
+    }
+
+    /// The samples of one histogram series: a `_bucket` per finite bound (`bounds`, formatted,
+    /// with their cumulative counts `cumulative`), the `+Inf` bucket holding `count`, then
+    /// `_sum` and `_count`. `labels` is a label block (see [`LabelBlock`]), the same on each.
+    pub(crate) fn histogram<N: Number>(
+        &mut self,
+        name: &str,
+        labels: &str,
+        bounds: &[String],
+        cumulative: impl IntoIterator<Item = u64>,
+        count: u64,
+        sum: N,
+    ) {
+        for (bound, c) in bounds.iter().zip(cumulative) {
+            let mut s = self.sample(name, "_bucket");
+            s.raw(labels).text("le", bound);
+            s.value(c);
+        }
+        let mut s = self.sample(name, "_bucket");
+        s.raw(labels).text("le", "+Inf");
+        s.value(count);
+        self.sample(name, "_sum").with_raw(labels).value(sum);
+        self.sample(name, "_count").with_raw(labels).value(count);
+    }
+
+    /// The samples of one summary series: one per `(quantile, value)` with a `quantile` label,
+    /// then `_sum` and `_count`.
+    pub(crate) fn summary(
+        &mut self,
+        name: &str,
+        labels: &str,
+        quantiles: impl IntoIterator<Item = (f64, f64)>,
+        sum: f64,
+        count: u64,
+    ) {
+        for (q, v) in quantiles {
+            let mut s = self.sample(name, "");
+            s.raw(labels).with("quantile", |out| write_f64(q, out));
+            s.value(v);
+        }
+        self.sample(name, "_sum").with_raw(labels).value(sum);
+        self.sample(name, "_count").with_raw(labels).value(count);
+    }
+}
+
+/// Labels separated by `,`, each `key="value"` with the value escaped: inside a sample line
+/// (braces added around them when there are any), or alone in a `String` to be reused by the
+/// samples of one series ([`LabelBlock::new`]; then passed to [`LabelBlock::raw`]).
+pub(crate) struct LabelBlock<'a> {
+    out: &'a mut String,
+    braces: bool,
+    any: bool,
+}
+
+impl<'a> LabelBlock<'a> {
+    /// A block written at the end of `out`, without braces.
+    pub(crate) fn new(out: &'a mut String) -> Self {
+        LabelBlock { out, braces: false, any: false }
+    }
+
+    fn sep(&mut self) {
+        if self.any {
+            self.out.push(',');
+        } else if self.braces {
+            self.out.push('{');
+        }
+        self.any = true;
+    }
+
+    /// Adds `key="value"`, escaping the value.
+    pub(crate) fn pair(&mut self, key: &str, value: &str) -> &mut Self {
+        self.with(key, |out| escape_label_value(value, out))
+    }
+
+    /// Adds `key="…"` with the value written by `value`, which must write valid (escaped) text.
+    pub(crate) fn with(&mut self, key: &str, value: impl FnOnce(&mut String)) -> &mut Self {
+        self.sep();
+        self.out.push_str(key);
+        self.out.push_str("=\"");
+        value(self.out);
+        self.out.push('"');
+        self
+    }
+
+    /// Adds `key="text"` where `text` needs no escaping (a formatted number).
+    pub(crate) fn text(&mut self, key: &str, text: &str) -> &mut Self {
+        self.with(key, |out| out.push_str(text))
+    }
+
+    /// Adds an already written block (nothing when it is empty).
+    pub(crate) fn raw(&mut self, block: &str) -> &mut Self {
+        if !block.is_empty() {
+            self.sep();
+            self.out.push_str(block);
+        }
+        self
+    }
+}
+
+/// A sample line being written (see [`Writer::sample`]): labels, then [`Sample::value`].
+pub(crate) struct Sample<'a>(LabelBlock<'a>);
+
+impl<'a> Sample<'a> {
+    /// Adds an already written label block.
+    pub(crate) fn with_raw(mut self, block: &str) -> Self {
+        self.0.raw(block);
+        self
+    }
+
+    /// Writes the value and ends the line.
+    pub(crate) fn value<N: Number>(self, value: N) {
+        let out = self.0.out;
+        if self.0.any {
+            out.push('}');
+        }
+        out.push(' ');
+        value.write(out);
+        out.push('\n');
+    }
+}
+
+impl<'a> std::ops::Deref for Sample<'a> {
+    type Target = LabelBlock<'a>;
+    fn deref(&self) -> &LabelBlock<'a> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Sample<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.0
+    }
+}
+
+/// A sample value.
+pub(crate) trait Number: Copy {
+    /// Appends the value as the format writes it.
+    fn write(self, out: &mut String);
+}
+
+impl Number for f64 {
+    fn write(self, out: &mut String) {
+        write_f64(self, out);
+    }
+}
+
+impl Number for u64 {
+    fn write(self, out: &mut String) {
+        push_u64(self, out);
+    }
+}
+
+impl Number for i64 {
+    fn write(self, out: &mut String) {
+        if self < 0 {
+            out.push('-');
+        }
+        push_u64(self.unsigned_abs(), out);
+    }
+}
+
+/// Appends an unsigned integer without going through `fmt` (this runs once per sample).
+fn push_u64(mut v: u64, out: &mut String) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[i..]).unwrap_or("0"));
+}
+
+/// Writes a sample value the way Prometheus parses it.
+pub(crate) fn write_f64(v: f64, out: &mut String) {
+    if v.is_nan() {
+        out.push_str("NaN");
+    } else if v == f64::INFINITY {
+        out.push_str("+Inf");
+    } else if v == f64::NEG_INFINITY {
+        out.push_str("-Inf");
+    } else {
+        let _ = write!(out, "{v}");
+    }
+}
+
+/// Escapes a label value (`\`, `"`, newline), as the text format requires.
+pub(crate) fn escape_label_value(v: &str, out: &mut String) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Escapes `# HELP` text (`\` and newline).
+pub(crate) fn escape_help(v: &str, out: &mut String) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// The label block naming an instrumentation scope (`otel_scope_name`, and
+/// `otel_scope_version` when there is one), as the OTel → Prometheus rules add it to every
+/// sample of an OTel instrument. `None` means pipetel's own scope ([`crate::SCOPE_NAME`], no
+/// version), the one its meter uses, formatted once.
+pub(crate) fn scope_labels(scope: Option<(&str, &str)>) -> std::borrow::Cow<'static, str> {
+    fn format(name: &str, version: &str) -> String {
+        let mut out = String::new();
+        let mut block = LabelBlock::new(&mut out);
+        block.pair("otel_scope_name", name);
+        if !version.is_empty() {
+            block.pair("otel_scope_version", version);
+        }
+        out
+    }
+    match scope {
+        Some((name, version)) => format(name, version).into(),
+        None => {
+            static OWN: OnceLock<String> = OnceLock::new();
+            OWN.get_or_init(|| format(crate::SCOPE_NAME, "")).as_str().into()
+        }
+    }
+}
+
+/// Histogram bucket bounds as written in `le` labels (without `+Inf`), formatted once and
+/// reused while the bounds stay the same.
+#[derive(Default)]
+pub(crate) struct BoundsText {
+    bounds: Vec<f64>,
+    text: Vec<String>,
+}
+
+impl BoundsText {
+    /// The bounds `bounds`, formatted.
+    pub(crate) fn of(bounds: &[f64]) -> Self {
+        let mut b = BoundsText::default();
+        b.set(bounds.iter().copied());
+        b
+    }
+
+    /// The formatted bounds.
+    pub(crate) fn get(&self) -> &[String] {
+        &self.text
+    }
+
+    /// The formatted text of the bounds `bounds()` yields, formatting them only when they
+    /// differ from the last ones.
+    pub(crate) fn update<I: Iterator<Item = f64>>(&mut self, bounds: impl Fn() -> I) -> &[String] {
+        if !self.bounds.iter().copied().eq(bounds()) {
+            self.set(bounds());
+        }
+        &self.text
+    }
+
+    fn set(&mut self, bounds: impl Iterator<Item = f64>) {
+        self.bounds.clear();
+        self.text.clear();
+        for b in bounds {
+            let mut t = String::new();
+            write_f64(b, &mut t);
+            self.bounds.push(b);
+            self.text.push(t);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_and_numbers_are_written_as_the_format_wants() {
+        let mut s = String::new();
+        escape_label_value("a\\b\"c\nd é", &mut s);
+        assert_eq!(s, "a\\\\b\\\"c\\nd é");
+        let mut v = String::new();
+        for (i, x) in [f64::INFINITY, 0.1, 1e-7, f64::NEG_INFINITY, f64::NAN].into_iter().enumerate() {
+            if i > 0 {
+                v.push(' ');
+            }
+            write_f64(x, &mut v);
+        }
+        assert_eq!(v, "+Inf 0.1 0.0000001 -Inf NaN");
+        let mut n = String::new();
+        u64::MAX.write(&mut n);
+        n.push(' ');
+        i64::MIN.write(&mut n);
+        n.push(' ');
+        0u64.write(&mut n);
+        assert_eq!(n, "18446744073709551615 -9223372036854775808 0");
+    }
+
+    #[test]
+    fn samples_headers_and_series_are_written() {
+        let mut out = String::new();
+        let mut w = Writer::text(&mut out);
+        w.header("m", "gauge", "Help \\ with\nnewline", "bytes");
+        w.header("quiet", "counter", "", "");
+        let mut s = w.sample("m", "");
+        s.pair("a", "x\"y\\z\nü").text("le", "0.5");
+        s.value(f64::INFINITY);
+        w.sample("m", "").value(2.0);
+        let mut labels = String::new();
+        LabelBlock::new(&mut labels).pair("k", "v").raw(&scope_labels(Some(("s", "1.0"))));
+        w.histogram("h", &labels, BoundsText::of(&[0.5, 1.0]).get(), [1, 2], 3, 4.5);
+        w.summary("q", "", [(0.5, 1.0)], 2.0, 1);
+        assert_eq!(
+            out,
+            "# HELP m Help \\\\ with\\nnewline\n# TYPE m gauge\n# TYPE quiet counter\n\
+             m{a=\"x\\\"y\\\\z\\nü\",le=\"0.5\"} +Inf\nm 2\n\
+             h_bucket{k=\"v\",otel_scope_name=\"s\",otel_scope_version=\"1.0\",le=\"0.5\"} 1\n\
+             h_bucket{k=\"v\",otel_scope_name=\"s\",otel_scope_version=\"1.0\",le=\"1\"} 2\n\
+             h_bucket{k=\"v\",otel_scope_name=\"s\",otel_scope_version=\"1.0\",le=\"+Inf\"} 3\n\
+             h_sum{k=\"v\",otel_scope_name=\"s\",otel_scope_version=\"1.0\"} 4.5\n\
+             h_count{k=\"v\",otel_scope_name=\"s\",otel_scope_version=\"1.0\"} 3\n\
+             q{quantile=\"0.5\"} 1\nq_sum 2\nq_count 1\n"
+        );
+        assert_eq!(scope_labels(None), "otel_scope_name=\"pipetel\"");
+    }
+
+    #[test]
+    fn bounds_are_formatted_once_while_they_stay_the_same() {
+        let mut b = BoundsText::default();
+        assert_eq!(b.update(|| [0.25, 1.0].into_iter()), ["0.25", "1"]);
+        assert_eq!(b.update(|| [0.25, 1.0].into_iter()), ["0.25", "1"]);
+        assert_eq!(b.update(|| [2.0].into_iter()), ["2"]);
+    }
+}

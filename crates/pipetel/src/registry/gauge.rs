@@ -1,0 +1,112 @@
+//! Gauges: values that go up and down.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use opentelemetry::metrics::Meter;
+
+use super::family::{add_f64, load_f64, metric_handle, observe_live, Cell, Family, Handle};
+use super::{Kind, MetricVec, Opts, RegistryError};
+use crate::exposition::Writer;
+
+/// The value's `f64` bits.
+pub(crate) struct GaugeCell(AtomicU64);
+
+impl Cell for GaugeCell {
+    const KIND: Kind = Kind::Gauge;
+    type Spec = ();
+    fn spec(_: &str, _: &Opts, _: &Arc<[f64]>) -> Result<(), RegistryError> {
+        Ok(())
+    }
+    type Shared = ();
+    fn new(_: &()) -> Self {
+        GaugeCell(AtomicU64::new(0f64.to_bits()))
+    }
+    fn reset(&self) {
+        self.0.store(0f64.to_bits(), Ordering::Relaxed);
+    }
+    fn write(f: &Family<Self>, out: &mut String) {
+        let name = &f.meta.name;
+        let mut w = Writer::text(out);
+        w.header(name, "gauge", &f.meta.help, &f.meta.unit);
+        f.each(|s| {
+            let mut sample = w.sample(name, "");
+            s.write_labels(&f.meta.labels, false, &mut sample);
+            sample.value(load_f64(&s.cell.0));
+        });
+    }
+    fn bind(family: Arc<Family<Self>>, meter: &Meter, _: Option<&Meter>) {
+        let weak = Arc::downgrade(&family);
+        let _ = meter
+            .f64_observable_gauge(family.meta.otel_name.clone())
+            .with_unit(family.meta.unit.clone())
+            .with_description(family.meta.help.clone())
+            .with_callback(move |obs| observe_live(&weak, |s| obs.observe(load_f64(&s.cell.0), &s.attrs)))
+            .build();
+    }
+}
+
+/// A gauge: one series of a value that goes up and down. Cheap to clone; clones are the same
+/// series.
+///
+/// From [`Registry::gauge`](super::Registry::gauge), or per label set from a [`GaugeVec`].
+#[derive(Clone)]
+pub struct Gauge(pub(crate) Handle<GaugeCell>);
+
+/// Gauges by label values, from [`Registry::gauge_vec`](super::Registry::gauge_vec):
+/// [`GaugeVec::with`](MetricVec::with) gives the [`Gauge`] of one label set.
+pub type GaugeVec = MetricVec<Gauge>;
+
+impl Gauge {
+    /// Sets the value (any `f64`, NaN and infinities included, as Prometheus allows).
+    #[inline]
+    pub fn set(&self, v: f64) {
+        self.0.series.cell.0.store(v.to_bits(), Ordering::Relaxed);
+    }
+
+    /// Adds 1.
+    #[inline]
+    pub fn inc(&self) {
+        self.inc_by(1.0);
+    }
+
+    /// Subtracts 1.
+    #[inline]
+    pub fn dec(&self) {
+        self.inc_by(-1.0);
+    }
+
+    /// Adds `n` (negative to subtract). A non-finite `n` is refused (logged once).
+    #[inline]
+    pub fn inc_by(&self, n: f64) {
+        if !n.is_finite() {
+            self.0.family.meta.warn_once(&format!("a gauge cannot be moved by {n}"));
+            return;
+        }
+        add_f64(&self.0.series.cell.0, n);
+    }
+
+    /// Subtracts `n`. A non-finite `n` is refused (logged once).
+    #[inline]
+    pub fn dec_by(&self, n: f64) {
+        self.inc_by(-n);
+    }
+
+    /// Sets the value to the current Unix time in seconds.
+    pub fn set_to_current_time(&self) {
+        self.set(SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0));
+    }
+
+    /// The current value.
+    pub fn value(&self) -> f64 {
+        load_f64(&self.0.series.cell.0)
+    }
+
+    /// Resets this series to 0.
+    pub fn reset(&self) {
+        self.0.series.cell.reset();
+    }
+}
+
+metric_handle!(Gauge);
