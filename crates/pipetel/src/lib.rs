@@ -48,8 +48,6 @@ pub mod http;
 pub mod hub;
 mod limits;
 mod measure;
-// Until `pipeline/sample.rs` reads the thread id through `crate::sync::current_tid`.
-#[allow(unsafe_code)]
 pub mod pipeline;
 pub mod registry;
 pub mod sampling;

@@ -89,8 +89,6 @@ fn warn_once(metric: &str) {
 /// }
 /// if let Some(sum) = folder.finish() { obs.observe(sum, &overflow_attributes()) }
 /// ```
-// Unused until the pipeline's worker metrics switch to it (they fold by hand today).
-#[allow(dead_code)]
 #[derive(Debug)]
 pub(crate) struct Folder<'a, T> {
     metric: &'a str,
@@ -99,11 +97,17 @@ pub(crate) struct Folder<'a, T> {
     folded: Option<T>,
 }
 
-#[allow(dead_code)]
 impl<'a, T> Folder<'a, T> {
-    /// A folder for one collection of `metric`.
+    /// A folder for one collection of `metric` under the process-wide limit.
+    #[cfg(test)]
     pub(crate) fn new(metric: &'a str) -> Self {
-        Folder { metric, room: room(), series: 0, folded: None }
+        Folder::with_limit(metric, cardinality_limit())
+    }
+
+    /// A folder for one collection of `metric` under `limit` (the overflow series included;
+    /// below 2 it still keeps one series of its own).
+    pub(crate) fn with_limit(metric: &'a str, limit: usize) -> Self {
+        Folder { metric, room: limit.saturating_sub(1).max(1), series: 0, folded: None }
     }
 
     /// Counts the next series; `true` when it is observed as its own, `false` when its value

@@ -70,7 +70,7 @@ struct Inner {
     #[cfg(feature = "prometheus")]
     prometheus: Option<(crate::export::prometheus::PrometheusServer, crate::export::PrometheusRender)>,
     runtime: Option<tokio::runtime::Runtime>,
-    pipeline: Option<crate::pipeline::state::PipelineGuard>,
+    pipeline: Option<crate::pipeline::runtime::PipelineGuard>,
     #[cfg(feature = "gpu")]
     gpu: Option<pipetel_gpu::GpuTelemetry>,
     shutdown_timeout: Duration,
@@ -502,7 +502,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     }
 
     // ----- stage and worker telemetry -----
-    let settings = crate::pipeline::state::PipelineSettings {
+    let settings = crate::pipeline::runtime::PipelineSettings {
         namespace: config.namespace().to_string(),
         sample_interval: config.sample_interval(),
         retention: config.stage_retention(),
@@ -511,7 +511,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         metrics: config.stage_metrics(),
     };
     let logger = logger_provider.as_ref().map(|lp| opentelemetry::logs::LoggerProvider::logger(lp, SCOPE_NAME));
-    let pipeline = match crate::pipeline::state::install(
+    let pipeline = match crate::pipeline::runtime::install(
         settings,
         &opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME),
         logger,

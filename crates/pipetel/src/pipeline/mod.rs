@@ -53,9 +53,6 @@ mod sink;
 mod stage;
 mod table;
 
-/// The runtime's former path, kept until `telemetry.rs` names `runtime` (then remove).
-pub(crate) use runtime as state;
-
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, KeyError};
 pub use metrics::METRICS;

@@ -1,14 +1,15 @@
-//! The worker series' cardinality overflow, all of it in one place: an instrument observes at
-//! most `limit - 1` shard series; past that, counters fold the rest into one series marked
-//! `otel.metric.overflow=true` holding their sum (the SDK's own overflow series would keep only
-//! one of the observed values), gauges drop them, and the first time any instrument goes past
-//! the limit one warning is logged for the process.
+//! The worker series' cardinality overflow: the one rule of [`crate::limits`] applied to the
+//! pipeline's observable instruments. An instrument observes at most `limit - 1` shard series;
+//! past that, counters fold the rest into one series marked `otel.metric.overflow=true` holding
+//! their sum (the SDK's own overflow series would keep only one of the observed values), gauges
+//! drop them, and the first overflow of each metric is logged once.
 
 use std::ops::Add;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::metrics::AsyncInstrument;
 use opentelemetry::KeyValue;
+
+use crate::limits::{overflow_attributes, Folder};
 
 /// What happens to a series past the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,48 +22,29 @@ pub(crate) enum Fold {
 
 /// One collection's series of one instrument, counted against the limit.
 pub(crate) struct Series<M> {
-    limit: usize,
-    room: usize,
-    seen: usize,
+    folder: Folder<'static, M>,
     fold: Fold,
-    overflow: Option<M>,
 }
 
-impl<M: Copy + Default + Add<Output = M>> Series<M> {
-    pub(crate) fn new(limit: usize, fold: Fold) -> Self {
-        // One slot stays for the overflow series.
-        Self { limit, room: limit.saturating_sub(1).max(1), seen: 0, fold, overflow: None }
+impl<M: Add<Output = M>> Series<M> {
+    pub(crate) fn new(metric: &'static str, limit: usize, fold: Fold) -> Self {
+        Self { folder: Folder::with_limit(metric, limit), fold }
     }
 
     /// Observes `value` under `attrs`, or folds it once the room is used up.
     pub(crate) fn observe(&mut self, obs: &dyn AsyncInstrument<M>, value: M, attrs: &[KeyValue]) {
-        if self.seen < self.room {
+        if self.folder.admit() {
             obs.observe(value, attrs);
         } else if self.fold == Fold::Sum {
-            self.overflow = Some(self.overflow.unwrap_or_default() + value);
+            self.folder.fold(value, Add::add);
         }
-        self.seen += 1;
     }
 
-    /// Observes the overflow series, if any, and warns once per process past the limit.
+    /// Observes the overflow series, if anything folded (the limits module warns once).
     pub(crate) fn finish(self, obs: &dyn AsyncInstrument<M>) {
-        if let Some(v) = self.overflow {
-            obs.observe(v, &[KeyValue::new("otel.metric.overflow", true)]);
+        if let Some(v) = self.folder.finish() {
+            obs.observe(v, &overflow_attributes());
         }
-        warn_once(self.seen, self.limit);
-    }
-}
-
-static WARNED: AtomicBool = AtomicBool::new(false);
-
-fn warn_once(series: usize, limit: usize) {
-    if series > limit && !WARNED.swap(true, Ordering::Relaxed) {
-        tracing::warn!(
-            target: "pipetel",
-            series,
-            limit,
-            "worker series exceed the cardinality limit; the excess folds into one series marked otel.metric.overflow=true (raise PIPETEL_CARDINALITY_LIMIT, or rely on the worker rows, which always carry every shard)"
-        );
     }
 }
 
@@ -84,7 +66,7 @@ mod tests {
 
     fn run(limit: usize, fold: Fold, values: &[u64]) -> Vec<(u64, bool)> {
         let seen = Seen::default();
-        let mut series = Series::new(limit, fold);
+        let mut series = Series::new("test.worker.metric", limit, fold);
         for v in values {
             series.observe(&seen, *v, &[]);
         }

@@ -50,24 +50,8 @@ impl ProcessSampler {
     }
 }
 
-/// The OS id of the calling thread, when the platform has one we can read CPU time by.
-pub(crate) fn current_tid() -> Option<i32> {
-    #[cfg(target_os = "linux")]
-    {
-        Some(gettid())
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        None
-    }
-}
-
-/// The pipeline's only `unsafe`: the `gettid` system call (moves to `crate::sync` with the rest).
-#[cfg(target_os = "linux")]
-fn gettid() -> i32 {
-    // SAFETY: gettid has no preconditions and cannot fail.
-    unsafe { libc::gettid() }
-}
+/// The OS id of the calling thread (see [`crate::sync::current_tid`]).
+pub(crate) use crate::sync::current_tid;
 
 #[cfg(test)]
 mod tests {

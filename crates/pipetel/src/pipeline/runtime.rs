@@ -28,7 +28,7 @@ struct Runtime {
 static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
 
 fn runtime() -> Option<Arc<Runtime>> {
-    RUNTIME.read().ok().and_then(|g| g.clone())
+    crate::sync::read(&RUNTIME).clone()
 }
 
 /// The installed stream names (the defaults before `init`).
@@ -76,16 +76,12 @@ pub(crate) struct PipelineGuard {
 impl Drop for PipelineGuard {
     fn drop(&mut self) {
         let (lock, cvar) = &*self.stop;
-        if let Ok(mut stopped) = lock.lock() {
-            *stopped = true;
-        }
+        *crate::sync::lock(lock) = true;
         cvar.notify_all();
         if let Some(t) = self.sampler.take() {
             let _ = t.join();
         }
-        if let Ok(mut rt) = RUNTIME.write() {
-            *rt = None;
-        }
+        *crate::sync::write(&RUNTIME) = None;
     }
 }
 
@@ -108,9 +104,7 @@ pub(crate) fn install(
         stage_runs: StageRunInstruments::new(meter),
         retention: settings.retention,
     };
-    if let Ok(mut slot) = RUNTIME.write() {
-        *slot = Some(Arc::new(rt));
-    }
+    *crate::sync::write(&RUNTIME) = Some(Arc::new(rt));
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
     let stop2 = stop.clone();
     let interval = settings.sample_interval;
@@ -126,8 +120,10 @@ fn sampler_loop(interval: Duration, stop: &(Mutex<bool>, Condvar)) {
     let (lock, cvar) = stop;
     loop {
         {
-            let Ok(guard) = lock.lock() else { return };
-            let Ok((stopped, _)) = cvar.wait_timeout_while(guard, interval, |stopped| !*stopped) else { return };
+            let guard = crate::sync::lock(lock);
+            let (stopped, _) = cvar
+                .wait_timeout_while(guard, interval, |stopped| !*stopped)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if *stopped {
                 return;
             }
@@ -145,7 +141,7 @@ pub(crate) fn sample_all(process: &mut ProcessSampler) {
                 continue;
             }
             let row = shard.row(WorkerStatus::Running, process, None);
-            let span = shard.span.lock().ok().and_then(|s| s.clone());
+            let span = crate::sync::lock(&shard.span).clone();
             if let Some(span) = &span {
                 use tracing_opentelemetry::OpenTelemetrySpanExt;
                 span.add_event(

@@ -67,10 +67,12 @@ impl<'a> ShardBuilder<'a> {
         if let Parent::Remote(cx) = self.parent {
             let _ = span.set_parent(cx.clone());
         }
-        if let Ok(mut s) = inner.span.lock() {
+        {
+            let mut s = crate::sync::lock(&inner.span);
             *s = Some(span.clone());
         }
-        if let Ok(mut shards) = stage.shards.lock() {
+        {
+            let mut shards = crate::sync::lock(&stage.shards);
             shards.push(inner.clone());
         }
         let row = inner.row(WorkerStatus::Start, &mut ProcessSampler::new(), None);
@@ -108,7 +110,8 @@ impl Shard {
             cell.fetch_add(value, Ordering::Relaxed);
             return;
         }
-        if let Ok(mut extra) = self.inner.extra_counters.lock() {
+        {
+            let mut extra = crate::sync::lock(&self.inner.extra_counters);
             match extra.iter_mut().find(|(k, _)| k == key) {
                 Some(slot) => slot.1 = slot.1.saturating_add(value),
                 None => extra.push((key.clone(), value)),
@@ -164,7 +167,8 @@ impl Shard {
             self.span.record("error", r.as_str());
         }
         emit_worker_row(&row, span_context(&self.span).as_ref());
-        if let Ok(mut s) = self.inner.span.lock() {
+        {
+            let mut s = crate::sync::lock(&self.inner.span);
             *s = None;
         }
         row

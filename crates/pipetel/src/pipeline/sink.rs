@@ -96,10 +96,9 @@ impl RowSink {
                 obj.insert(k.clone(), json(v));
             }
             let line = serde_json::Value::Object(obj).to_string();
-            if let Ok(mut f) = file.lock() {
-                if let Err(error) = writeln!(f, "{line}").and_then(|()| f.flush()) {
-                    self.warn_once_rows_file(&error);
-                }
+            let mut f = crate::sync::lock(file);
+            if let Err(error) = writeln!(f, "{line}").and_then(|()| f.flush()) {
+                self.warn_once_rows_file(&error);
             }
         }
     }

@@ -189,9 +189,7 @@ impl Stage {
             // Already ended (finish after a drop path cannot happen; kept for safety).
             return self.inner.aggregate(status, reason);
         }
-        if let Ok(mut at) = self.inner.finished_at.lock() {
-            *at = Some(Instant::now());
-        }
+        *crate::sync::lock(&self.inner.finished_at) = Some(Instant::now());
         if status == StageStatus::Failed {
             self.inner.stage_errors.fetch_add(1, Ordering::Relaxed);
         }
@@ -223,9 +221,7 @@ impl Drop for Stage {
         if self.remote {
             // A remote view has no row of its own; it just stops being exported.
             if self.inner.state.compare_exchange(RUNNING, SUCCEEDED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-                if let Ok(mut at) = self.inner.finished_at.lock() {
-                    *at = Some(Instant::now());
-                }
+                *crate::sync::lock(&self.inner.finished_at) = Some(Instant::now());
             }
             return;
         }

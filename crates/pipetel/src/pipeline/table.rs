@@ -84,7 +84,8 @@ impl ShardInner {
     pub(crate) fn counters_snapshot(&self) -> Vec<(String, u64)> {
         let mut out: Vec<(String, u64)> =
             self.counters.iter().map(|(k, v)| (k.name().to_string(), v.load(Ordering::Relaxed))).collect();
-        if let Ok(extra) = self.extra_counters.lock() {
+        {
+            let extra = crate::sync::lock(&self.extra_counters);
             out.extend(extra.iter().map(|(k, v)| (k.name().to_string(), *v)));
         }
         out
@@ -96,23 +97,23 @@ impl ShardInner {
 
     /// What the last sample computed (none while the sample state's lock is poisoned).
     pub(crate) fn last_sample(&self) -> Option<Taken> {
-        self.sample.lock().ok().map(|g| g.last)
+        Some(crate::sync::lock(&self.sample).last)
     }
 
     /// Wall-clock time of the last sample, seconds since the epoch (0 before the first).
     pub(crate) fn heartbeat(&self) -> Option<f64> {
-        self.sample.lock().ok().map(|g| g.heartbeat)
+        Some(crate::sync::lock(&self.sample).heartbeat)
     }
 
     fn cpu_percent_avg(&self) -> Option<f64> {
-        self.sample.lock().ok().and_then(|g| g.cpu_percent_avg())
+        crate::sync::lock(&self.sample).cpu_percent_avg()
     }
 
     /// Takes a sample now and builds the worker row for `status`.
     pub(crate) fn row(&self, status: WorkerStatus, process: &mut ProcessSampler, reason: Option<String>) -> WorkerStat {
         let items = self.items();
         let bytes = self.bytes();
-        let mut sample = self.sample.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut sample = crate::sync::lock(&self.sample);
         let reading = process.read(self.tid);
         let now = Instant::now();
         let taken = sample.update(now, self.started, items, bytes, reading, status == WorkerStatus::Start);
@@ -202,7 +203,7 @@ impl StageInner {
     }
 
     pub(crate) fn shards(&self) -> Vec<Arc<ShardInner>> {
-        self.shards.lock().map(|s| s.clone()).unwrap_or_default()
+        crate::sync::lock(&self.shards).clone()
     }
 
     pub(crate) fn is_running(&self) -> bool {
@@ -241,7 +242,7 @@ impl StageInner {
 
     /// Items and bytes: the given totals of an explicitly reported stage, else the shards' sum.
     pub(crate) fn totals(&self) -> (u64, u64) {
-        if let Some(f) = self.fixed.lock().ok().and_then(|f| f.as_ref().map(|s| (s.items, s.bytes))) {
+        if let Some(f) = crate::sync::lock(&self.fixed).as_ref().map(|s| (s.items, s.bytes)) {
             return f;
         }
         self.shards().iter().fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
@@ -298,19 +299,21 @@ impl StageTable {
     /// Adds a stage, first dropping finished stages past `retention`.
     pub(crate) fn add(&self, stage: Arc<StageInner>, retention: Duration) {
         self.prune(retention);
-        if let Ok(mut s) = self.stages.lock() {
+        {
+            let mut s = crate::sync::lock(&self.stages);
             s.push(stage);
         }
     }
 
     pub(crate) fn stages(&self) -> Vec<Arc<StageInner>> {
-        self.stages.lock().map(|s| s.clone()).unwrap_or_default()
+        crate::sync::lock(&self.stages).clone()
     }
 
     /// Drops finished stages older than `retention`, so a long-lived process stays bounded.
     pub(crate) fn prune(&self, retention: Duration) {
-        if let Ok(mut stages) = self.stages.lock() {
-            stages.retain(|s| match s.finished_at.lock().ok().and_then(|f| *f) {
+        {
+            let mut stages = crate::sync::lock(&self.stages);
+            stages.retain(|s| match *crate::sync::lock(&s.finished_at) {
                 Some(at) => at.elapsed() < retention,
                 None => true,
             });
@@ -319,7 +322,7 @@ impl StageTable {
 
     /// Number of live stage entries (for tests of the retention).
     pub(crate) fn len(&self) -> usize {
-        self.stages.lock().map(|s| s.len()).unwrap_or(0)
+        crate::sync::lock(&self.stages).len()
     }
 
     fn find_or_add(
@@ -330,7 +333,8 @@ impl StageTable {
         execution_id: &str,
         total_shards: u32,
     ) -> Arc<StageInner> {
-        if let Ok(stages) = self.stages.lock() {
+        {
+            let stages = crate::sync::lock(&self.stages);
             if let Some(s) = stages.iter().find(|s| s.meta.name == name && s.meta.execution_id == execution_id) {
                 return s.clone();
             }
@@ -343,7 +347,8 @@ impl StageTable {
     /// Makes the stage of an explicitly reported row show that row's totals and status.
     pub(crate) fn record_explicit_stage(&self, ns: Namespaces, retention: Duration, stat: &StageStat) {
         let stage = self.find_or_add(ns, retention, &stat.stage_name, &stat.execution_id, stat.total_shards);
-        if let Ok(mut f) = stage.fixed.lock() {
+        {
+            let mut f = crate::sync::lock(&stage.fixed);
             *f = Some(stat.clone());
         }
         let state = match stat.status {
@@ -353,7 +358,8 @@ impl StageTable {
         };
         stage.state.store(state, Ordering::Release);
         if state != RUNNING {
-            if let Ok(mut at) = stage.finished_at.lock() {
+            {
+                let mut at = crate::sync::lock(&stage.finished_at);
                 at.get_or_insert_with(Instant::now);
             }
         }
@@ -363,7 +369,7 @@ impl StageTable {
     pub(crate) fn record_explicit_worker(&self, ns: Namespaces, retention: Duration, stat: &WorkerStat) {
         let stage = self.find_or_add(ns, retention, &stat.stage_name, &stat.execution_id, 0);
         let shard = {
-            let Ok(mut shards) = stage.shards.lock() else { return };
+            let mut shards = crate::sync::lock(&stage.shards);
             match shards.iter().find(|s| s.index == stat.shard_index) {
                 Some(s) => s.clone(),
                 None => {
@@ -375,7 +381,8 @@ impl StageTable {
         };
         shard.cells.items.store(stat.items, Ordering::Relaxed);
         shard.cells.bytes.store(stat.bytes, Ordering::Relaxed);
-        if let Ok(mut s) = shard.sample.lock() {
+        {
+            let mut s = crate::sync::lock(&shard.sample);
             s.set_from_row(stat);
         }
         let state = match stat.status {

@@ -30,7 +30,6 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockW
 pub(crate) use layer::forward_downcast_raw;
 pub(crate) use publish::{Published, StaticCell};
 pub(crate) use spin::{SpinGuard, SpinLock};
-#[allow(unused_imports)] // until `pipeline/sample.rs` switches to it
 pub(crate) use thread::current_tid;
 
 /// Locks `m`, recovering from poisoning (see the [module docs](self)).

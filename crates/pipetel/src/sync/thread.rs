@@ -2,8 +2,6 @@
 
 /// The OS id of the calling thread, when the platform has one that its CPU time can be read by
 /// (`/proc/self/task/<tid>/stat` on Linux); `None` elsewhere.
-// Unused until `pipeline/sample.rs` switches to it from its own copy.
-#[allow(dead_code)]
 pub(crate) fn current_tid() -> Option<i32> {
     #[cfg(target_os = "linux")]
     {
