@@ -212,3 +212,9 @@ fn as_text(value: &toml::Value, kind: Kind) -> Result<String, String> {
         (Table, _) => Err("expected a table".into()),
     }
 }
+
+/// The keys with a row, for the test that the README's table names only real keys.
+#[cfg(test)]
+pub(super) fn keys() -> impl Iterator<Item = &'static str> {
+    KEYS.iter().map(|(key, _, _)| *key)
+}

@@ -589,3 +589,23 @@ fn service_metrics_from_lookup_reads_only_its_variables() {
     let c = ServiceMetricsConfig::from_lookup(|n| env.get(n).map(|v| v.to_string())).expect("valid");
     assert_eq!(c.prefix, "telefuser");
 }
+
+/// The README's configuration table names only keys the file reader knows, and every key has
+/// a row.
+#[test]
+fn readme_file_keys_are_the_real_ones() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+    let known: Vec<&str> = file::keys().collect();
+    let mut named = std::collections::HashSet::new();
+    for line in readme.lines().filter(|l| ENV_VARS.iter().any(|v| l.starts_with(&format!("| `{v}` |")))) {
+        let column = line.split('|').nth(2).expect("file key column");
+        // The first code span is the key (`[resource]` names a whole table); "was ..." notes follow.
+        let Some(key) = column.split('`').nth(1) else { continue };
+        let key = key.trim_start_matches('[').trim_end_matches(']');
+        assert!(known.contains(&key), "README names file key `{key}`, which the file reader does not know");
+        named.insert(key);
+    }
+    for key in known {
+        assert!(named.contains(key), "file key `{key}` has no row in the README's table");
+    }
+}
