@@ -139,6 +139,16 @@ macro_rules! setters {
     )*};
 }
 
+/// Getters of the value in effect: the value set (unchecked), or the setting's default.
+macro_rules! getters {
+    ($( $(#[$attr:meta])* fn $name:ident() -> $ty:ty = $default:expr; )*) => {$(
+        $(#[$attr])*
+        pub fn $name(&self) -> $ty {
+            parse::OrDefault::or_default_to(&self.$name, $default)
+        }
+    )*};
+}
+
 impl Config {
     /// Reads the file named by [`PIPETEL_CONFIG`] (when set), then the environment over it.
     ///
@@ -366,13 +376,37 @@ impl Config {
     pub fn service_version(&self) -> Option<&str> {
         self.service_version.value().map(String::as_str)
     }
+    getters! {
+        /// Whether the SDK is disabled.
+        fn sdk_disabled() -> bool = false;
+        /// Host of the Prometheus endpoint.
+        fn prometheus_host() -> &str = DEFAULT_PROMETHEUS_HOST;
+        /// Port of the Prometheus endpoint.
+        fn prometheus_port() -> u16 = DEFAULT_PROMETHEUS_PORT;
+        /// Path of the Prometheus endpoint.
+        fn prometheus_path() -> &str = DEFAULT_PROMETHEUS_PATH;
+        /// Interval of pushed metric exports.
+        fn metric_export_interval() -> Duration = DEFAULT_EXPORT_INTERVAL;
+        /// Whether `tracing` events are printed to stderr.
+        fn console_log() -> bool = true;
+        /// The `tracing` filter directives.
+        fn log_filter() -> &str = DEFAULT_LOG_FILTER;
+        /// Upper bound of flush and shutdown.
+        fn shutdown_timeout() -> Duration = DEFAULT_SHUTDOWN_TIMEOUT;
+        /// Most attribute sets kept per metric instrument.
+        fn cardinality_limit() -> usize = DEFAULT_CARDINALITY_LIMIT;
+        /// Prefix of the stage and worker namespaces.
+        fn namespace() -> &str = DEFAULT_NAMESPACE;
+        /// Interval of periodic worker samples.
+        fn sample_interval() -> Duration = DEFAULT_SAMPLE_INTERVAL;
+        /// How long a finished stage's series stay exported.
+        fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
+        /// Whether the stage/worker metrics are registered.
+        fn stage_metrics() -> bool = true;
+    }
     /// Extra resource attributes.
     pub fn resource_attributes(&self) -> &[(String, String)] {
         &self.resource_attributes
-    }
-    /// Whether the SDK is disabled.
-    pub fn sdk_disabled(&self) -> bool {
-        self.sdk_disabled.value().copied().unwrap_or(false)
     }
     /// Whether any OTLP endpoint was configured explicitly (then OTLP becomes the default exporter).
     fn otlp_configured(&self) -> bool {
@@ -404,18 +438,6 @@ impl Config {
     pub fn otlp_target(&self, signal: Signal) -> Result<OtlpTarget, ConfigError> {
         otlp::target(&self.otlp, self.otlp_scope(signal), signal)
     }
-    /// Host of the Prometheus endpoint.
-    pub fn prometheus_host(&self) -> &str {
-        self.prometheus_host.value().map_or(DEFAULT_PROMETHEUS_HOST, String::as_str)
-    }
-    /// Port of the Prometheus endpoint.
-    pub fn prometheus_port(&self) -> u16 {
-        self.prometheus_port.value().copied().unwrap_or(DEFAULT_PROMETHEUS_PORT)
-    }
-    /// Path of the Prometheus endpoint.
-    pub fn prometheus_path(&self) -> &str {
-        self.prometheus_path.value().map_or(DEFAULT_PROMETHEUS_PATH, String::as_str)
-    }
     /// The bearer token the pull endpoint requires, if any.
     pub fn prometheus_bearer_token(&self) -> Option<&str> {
         self.prometheus_bearer_token.value().map(String::as_str)
@@ -428,51 +450,15 @@ impl Config {
     pub fn prometheus_tls(&self) -> Option<(&Path, &Path)> {
         Some((self.prometheus_tls_cert.value()?.as_path(), self.prometheus_tls_key.value()?.as_path()))
     }
-    /// Interval of pushed metric exports.
-    pub fn metric_export_interval(&self) -> Duration {
-        self.metric_export_interval.value().copied().unwrap_or(DEFAULT_EXPORT_INTERVAL)
-    }
     /// The trace sampler (its ratio from `OTEL_TRACES_SAMPLER_ARG` or the file's `sampler_arg`
     /// when those set it).
     pub fn sampler(&self) -> SamplerConfig {
         let sampler = self.sampler.value().copied().unwrap_or(SamplerConfig::ParentBasedAlwaysOn);
         self.sampler_arg.value().map_or(sampler, |r| sampler.with_ratio(*r))
     }
-    /// Whether `tracing` events are printed to stderr.
-    pub fn console_log(&self) -> bool {
-        self.console_log.value().copied().unwrap_or(true)
-    }
-    /// The `tracing` filter directives.
-    pub fn log_filter(&self) -> &str {
-        self.log_filter.value().map_or(DEFAULT_LOG_FILTER, String::as_str)
-    }
-    /// Upper bound of flush and shutdown.
-    pub fn shutdown_timeout(&self) -> Duration {
-        self.shutdown_timeout.value().copied().unwrap_or(DEFAULT_SHUTDOWN_TIMEOUT)
-    }
-    /// Most attribute sets kept per metric instrument.
-    pub fn cardinality_limit(&self) -> usize {
-        self.cardinality_limit.value().copied().unwrap_or(DEFAULT_CARDINALITY_LIMIT)
-    }
-    /// Prefix of the stage and worker namespaces.
-    pub fn namespace(&self) -> &str {
-        self.namespace.value().map_or(DEFAULT_NAMESPACE, String::as_str)
-    }
-    /// Interval of periodic worker samples.
-    pub fn sample_interval(&self) -> Duration {
-        self.sample_interval.value().copied().unwrap_or(DEFAULT_SAMPLE_INTERVAL)
-    }
-    /// How long a finished stage's series stay exported.
-    pub fn stage_retention(&self) -> Duration {
-        self.stage_retention.value().copied().unwrap_or(DEFAULT_STAGE_RETENTION)
-    }
     /// The JSON Lines file rows are appended to, if any.
     pub fn rows_file(&self) -> Option<&Path> {
         self.rows_file.value().map(PathBuf::as_path)
-    }
-    /// Whether the stage/worker metrics are registered.
-    pub fn stage_metrics(&self) -> bool {
-        self.stage_metrics.value().copied().unwrap_or(true)
     }
     /// The service-metrics configuration ([`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config)).
     pub fn service_metrics(&self) -> ServiceMetricsConfig {

@@ -110,6 +110,23 @@ impl<T: Show> Slot<T> for Option<Set<T>> {
     }
 }
 
+/// A slot's value, or the setting's default: what the getters return.
+pub(crate) trait OrDefault<'a, R> {
+    fn or_default_to(&'a self, default: R) -> R;
+}
+
+impl<T: Copy> OrDefault<'_, T> for Option<Set<T>> {
+    fn or_default_to(&self, default: T) -> T {
+        self.as_ref().map_or(default, |s| s.value)
+    }
+}
+
+impl<'a> OrDefault<'a, &'a str> for Option<Set<String>> {
+    fn or_default_to(&'a self, default: &'a str) -> &'a str {
+        self.as_ref().map_or(default, |s| s.value.as_str())
+    }
+}
+
 /// How a value is shown in an error (text as it is, the rest as `Debug` shows it).
 pub(crate) trait Show: fmt::Debug {
     fn show(&self) -> String {

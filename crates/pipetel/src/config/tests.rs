@@ -152,6 +152,22 @@ fn write_file(text: &str) -> (PathBuf, String) {
     (path, s)
 }
 
+/// Reads `text` as the configuration file, expecting it to be refused; the error's message.
+fn file_error(text: &str) -> String {
+    let (path, p) = write_file(text);
+    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err(text).to_string();
+    let _ = std::fs::remove_file(path);
+    err
+}
+
+/// Reads `text` as the configuration file, expecting it to be accepted.
+fn file_config(text: &str) -> Config {
+    let (path, p) = write_file(text);
+    let config = from(&[(PIPETEL_CONFIG, &p)]).expect(text);
+    let _ = std::fs::remove_file(path);
+    config
+}
+
 #[test]
 fn code_beats_env_beats_file_beats_default() {
     let (path, p) = write_file(
@@ -487,39 +503,31 @@ fn sampler_argument_layers_over_the_file_and_code_ratio_beats_it() {
     let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
     assert_eq!(c.sampler(), SamplerConfig::ParentBasedTraceIdRatio(0.2));
     let c = from(&[(PIPETEL_CONFIG, &p), (OTEL_TRACES_SAMPLER_ARG, "0.7")]).expect("valid");
+    let _ = std::fs::remove_file(path);
     assert_eq!(c.sampler(), SamplerConfig::ParentBasedTraceIdRatio(0.7));
     let c = c.with_sampler(SamplerConfig::TraceIdRatio(0.1));
     assert_eq!(c.sampler(), SamplerConfig::TraceIdRatio(0.1));
     assert_eq!(c.with_sampler(SamplerConfig::AlwaysOn).sampler(), SamplerConfig::AlwaysOn);
-    let _ = std::fs::remove_file(path);
 }
 
 /// `gpu.mode` is the mode key; the old `gpu.enabled` still works and leaves a deprecation note.
 #[test]
 fn gpu_mode_key_and_its_old_name() {
-    let (path, p) = write_file("[gpu]\nmode = \"off\"\n");
-    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    let c = file_config("[gpu]\nmode = \"off\"\n");
     assert_eq!(c.gpu().mode, pipetel_gpu::GpuMode::Off);
     assert!(c.deprecations().is_empty());
-    let _ = std::fs::remove_file(path);
 
-    let (path, p) = write_file("[gpu]\nenabled = \"on\"\n");
-    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    let c = file_config("[gpu]\nenabled = \"on\"\n");
     assert_eq!(c.gpu().mode, pipetel_gpu::GpuMode::On);
     assert_eq!(c.deprecations().len(), 1);
     assert!(c.deprecations()[0].contains("gpu.enabled") && c.deprecations()[0].contains("gpu.mode"));
     assert_eq!(c.resolve().expect("ok").deprecations, c.deprecations());
-    let _ = std::fs::remove_file(path);
 
-    let (path, p) = write_file("[gpu]\nenabled = \"on\"\nmode = \"off\"\n");
-    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err("both spellings").to_string();
+    let err = file_error("[gpu]\nenabled = \"on\"\nmode = \"off\"\n");
     assert!(err.contains("gpu.enabled") && err.contains("gpu.mode"), "{err}");
-    let _ = std::fs::remove_file(path);
 
-    let (path, p) = write_file("[gpu]\nmode = \"sometimes\"\n");
-    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err("bad mode").to_string();
+    let err = file_error("[gpu]\nmode = \"sometimes\"\n");
     assert!(err.contains("gpu.mode") && err.contains("\"sometimes\""), "{err}");
-    let _ = std::fs::remove_file(path);
 }
 
 /// The prefix check is pure (no registry is built), and agrees with the registry's own rule.
@@ -534,14 +542,10 @@ fn service_prefix_check_agrees_with_the_registry() {
 
 #[test]
 fn unknown_file_keys_list_the_section() {
-    let (path, p) = write_file("[pipeline]\nsample_every = 3\n");
-    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err("unknown").to_string();
+    let err = file_error("[pipeline]\nsample_every = 3\n");
     assert!(err.contains("pipeline.sample_every") && err.contains("sample_interval_ms"), "{err}");
-    let _ = std::fs::remove_file(path);
-    let (path, p) = write_file("otlp = 3\n");
-    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err("a section given a value").to_string();
+    let err = file_error("otlp = 3\n");
     assert!(err.contains("otlp"), "{err}");
-    let _ = std::fs::remove_file(path);
 }
 
 #[test]
