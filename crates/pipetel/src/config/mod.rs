@@ -127,13 +127,13 @@ struct GpuSlots {
     init_timeout: Option<Set<Duration>>,
 }
 
-/// `with_*` setters that store one value, remembering the setter as its origin; the value is
-/// checked by its setting's rule when the configuration is resolved.
+/// `with_*` setters that store one value (or each field of a group), remembering the setter as
+/// the origin; each value is checked by its setting's rule when the configuration is resolved.
 macro_rules! setters {
-    ($( $(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) -> $($field:ident).+ = $value:expr, $rule:ident; )*) => {$(
+    ($( $(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) -> { $($($field:ident).+ = $value:expr, $rule:ident;)+ } )*) => {$(
         $(#[$attr])*
         pub fn $name(mut self, $arg: $ty) -> Self {
-            self.$($field).+ = Some(Set::code($value, stringify!($name), &parse::$rule));
+            $(self.$($field).+ = Some(Set::code($value, stringify!($name), &parse::$rule));)+
             self
         }
     )*};
@@ -202,67 +202,84 @@ impl Config {
 
     setters! {
         /// Sets `service.name`.
-        fn with_service_name(name: impl Into<String>) -> service_name = name.into(), TEXT;
+        fn with_service_name(name: impl Into<String>) -> { service_name = name.into(), TEXT; }
         /// Sets `service.version`.
-        fn with_service_version(version: impl Into<String>) -> service_version = version.into(), TEXT;
+        fn with_service_version(version: impl Into<String>) -> { service_version = version.into(), TEXT; }
         /// Disables (or re-enables) every signal, as `OTEL_SDK_DISABLED` does.
-        fn with_sdk_disabled(disabled: bool) -> sdk_disabled = disabled, BOOL;
+        fn with_sdk_disabled(disabled: bool) -> { sdk_disabled = disabled, BOOL; }
         /// Sets the trace exporters (an empty list means none).
-        fn with_traces_exporters(exporters: impl IntoIterator<Item = TraceExporter>) -> traces_exporters =
-            parse::dedup(exporters), TRACE_EXPORTERS;
+        fn with_traces_exporters(exporters: impl IntoIterator<Item = TraceExporter>) -> {
+            traces_exporters = parse::dedup(exporters), TRACE_EXPORTERS;
+        }
         /// Sets the metric exporters (an empty list means none).
-        fn with_metrics_exporters(exporters: impl IntoIterator<Item = MetricExporter>) -> metrics_exporters =
-            parse::dedup(exporters), METRIC_EXPORTERS;
+        fn with_metrics_exporters(exporters: impl IntoIterator<Item = MetricExporter>) -> {
+            metrics_exporters = parse::dedup(exporters), METRIC_EXPORTERS;
+        }
         /// Sets the log exporters (an empty list means none).
-        fn with_logs_exporters(exporters: impl IntoIterator<Item = LogExporter>) -> logs_exporters =
-            parse::dedup(exporters), LOG_EXPORTERS;
+        fn with_logs_exporters(exporters: impl IntoIterator<Item = LogExporter>) -> {
+            logs_exporters = parse::dedup(exporters), LOG_EXPORTERS;
+        }
         /// Sets the OTLP endpoint of every signal (checked at `init`).
-        fn with_otlp_endpoint(endpoint: impl Into<String>) -> otlp.endpoint = endpoint.into(), ENDPOINT;
+        fn with_otlp_endpoint(endpoint: impl Into<String>) -> { otlp.endpoint = endpoint.into(), ENDPOINT; }
         /// Sets the OTLP protocol of every signal.
-        fn with_otlp_protocol(protocol: OtlpProtocol) -> otlp.protocol = protocol, PROTOCOL;
+        fn with_otlp_protocol(protocol: OtlpProtocol) -> { otlp.protocol = protocol, PROTOCOL; }
         /// Sets the OTLP export timeout of every signal.
-        fn with_otlp_timeout(timeout: Duration) -> otlp.timeout = timeout, MILLIS;
+        fn with_otlp_timeout(timeout: Duration) -> { otlp.timeout = timeout, MILLIS; }
         /// Sets the OTLP compression of every signal.
-        fn with_otlp_compression(compression: OtlpCompression) -> otlp.compression = compression, COMPRESSION;
+        fn with_otlp_compression(compression: OtlpCompression) -> { otlp.compression = compression, COMPRESSION; }
         /// Sets the host the Prometheus endpoint binds to.
-        fn with_prometheus_host(host: impl Into<String>) -> prometheus_host = host.into(), HOST;
+        fn with_prometheus_host(host: impl Into<String>) -> { prometheus_host = host.into(), HOST; }
         /// Sets the Prometheus endpoint's port (`0` picks a free one; see `Telemetry::prometheus_addr`).
-        fn with_prometheus_port(port: u16) -> prometheus_port = port, PORT;
+        fn with_prometheus_port(port: u16) -> { prometheus_port = port, PORT; }
         /// Sets the path the Prometheus endpoint serves.
-        fn with_prometheus_path(path: impl Into<String>) -> prometheus_path = path.into(), URL_PATH;
+        fn with_prometheus_path(path: impl Into<String>) -> { prometheus_path = path.into(), URL_PATH; }
         /// Requires `Authorization: Bearer <token>` on the pull endpoint.
-        fn with_prometheus_bearer_token(token: impl Into<String>) -> prometheus_bearer_token = token.into(), TOKEN;
+        fn with_prometheus_bearer_token(token: impl Into<String>) -> { prometheus_bearer_token = token.into(), TOKEN; }
         /// Sets the interval of pushed (OTLP, console) metric exports.
-        fn with_metric_export_interval(interval: Duration) -> metric_export_interval = interval, POSITIVE_MILLIS;
+        fn with_metric_export_interval(interval: Duration) -> { metric_export_interval = interval, POSITIVE_MILLIS; }
         /// Prints `tracing` events to stderr (or not).
-        fn with_console_log(enabled: bool) -> console_log = enabled, BOOL;
+        fn with_console_log(enabled: bool) -> { console_log = enabled, BOOL; }
         /// Sets the `tracing` filter directives (as in `RUST_LOG`; checked at `init`).
-        fn with_log_filter(directives: impl Into<String>) -> log_filter = directives.into(), LOG_FILTER;
+        fn with_log_filter(directives: impl Into<String>) -> { log_filter = directives.into(), LOG_FILTER; }
         /// Sets the upper bound of flush and shutdown.
-        fn with_shutdown_timeout(timeout: Duration) -> shutdown_timeout = timeout, POSITIVE_MILLIS;
+        fn with_shutdown_timeout(timeout: Duration) -> { shutdown_timeout = timeout, POSITIVE_MILLIS; }
         /// Sets the most attribute sets kept per metric instrument; more fold into an overflow
         /// series carrying `otel.metric.overflow=true`.
-        fn with_cardinality_limit(limit: usize) -> cardinality_limit = limit, CARDINALITY;
+        fn with_cardinality_limit(limit: usize) -> { cardinality_limit = limit, CARDINALITY; }
         /// Sets the prefix of the stage and worker namespaces (`zephyr` gives `zephyr.stage` and
         /// `zephyr.worker`; checked at `init`).
-        fn with_namespace(prefix: impl Into<String>) -> namespace = prefix.into(), NAMESPACE;
+        fn with_namespace(prefix: impl Into<String>) -> { namespace = prefix.into(), NAMESPACE; }
         /// Sets the interval of periodic worker samples (at least 100 ms; checked at `init`).
-        fn with_sample_interval(interval: Duration) -> sample_interval = interval, SAMPLE_INTERVAL;
+        fn with_sample_interval(interval: Duration) -> { sample_interval = interval, SAMPLE_INTERVAL; }
         /// Sets how long a finished stage's series stay exported before they are dropped.
-        fn with_stage_retention(retention: Duration) -> stage_retention = retention, MILLIS;
+        fn with_stage_retention(retention: Duration) -> { stage_retention = retention, MILLIS; }
         /// Appends every stage and worker row to this file as JSON Lines.
-        fn with_rows_file(path: impl Into<PathBuf>) -> rows_file = path.into(), FILE;
+        fn with_rows_file(path: impl Into<PathBuf>) -> { rows_file = path.into(), FILE; }
         /// Registers the stage/worker metrics (or not; rows and spans flow either way).
-        fn with_stage_metrics(enabled: bool) -> stage_metrics = enabled, BOOL;
+        fn with_stage_metrics(enabled: bool) -> { stage_metrics = enabled, BOOL; }
+        /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
+        fn with_service_metrics(service: ServiceMetricsConfig) -> {
+            queue_metrics = service.queue_metrics, BOOL;
+            http_metrics = service.http_metrics, BOOL;
+            service_prefix = service.prefix, SERVICE_PREFIX;
+            histogram_buckets = service.histogram_buckets, BUCKETS;
+        }
+        /// Sets which spans feed the `span.duration` histogram, and with which duration.
+        fn with_span_metrics(span_metrics: SpanMetricsConfig) -> {
+            span_metrics_enabled = span_metrics.enabled, BOOL;
+            span_metrics_allow = span_metrics.allow, SPAN_ALLOW;
+            span_metrics_filter = span_metrics.filter, SPAN_FILTER;
+            span_metrics_time = span_metrics.time, SPAN_TIME;
+        }
         /// Sets the GPU mode (`Auto`, `On`, `Off`).
         #[cfg(feature = "gpu")]
-        fn with_gpu_mode(mode: pipetel_gpu::GpuMode) -> gpu.mode = mode, GPU_MODE;
+        fn with_gpu_mode(mode: pipetel_gpu::GpuMode) -> { gpu.mode = mode, GPU_MODE; }
         /// Sets the NVML library path.
         #[cfg(feature = "gpu")]
-        fn with_nvml_library(path: impl Into<PathBuf>) -> gpu.nvml_library = path.into(), LIBRARY;
+        fn with_nvml_library(path: impl Into<PathBuf>) -> { gpu.nvml_library = path.into(), LIBRARY; }
         /// Sets the GPU poll interval (at least 1 s; checked at `init`).
         #[cfg(feature = "gpu")]
-        fn with_gpu_poll_interval(interval: Duration) -> gpu.poll_interval = interval, GPU_POLL_SECONDS;
+        fn with_gpu_poll_interval(interval: Duration) -> { gpu.poll_interval = interval, GPU_POLL_SECONDS; }
     }
 
     /// Adds (or replaces) one resource attribute.
@@ -322,25 +339,6 @@ impl Config {
         };
         self
     }
-    /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
-    pub fn with_service_metrics(mut self, service: ServiceMetricsConfig) -> Self {
-        let setter = "with_service_metrics";
-        self.queue_metrics = Some(Set::code(service.queue_metrics, setter, &parse::BOOL));
-        self.http_metrics = Some(Set::code(service.http_metrics, setter, &parse::BOOL));
-        self.service_prefix = Some(Set::code(service.prefix, setter, &parse::SERVICE_PREFIX));
-        self.histogram_buckets = Some(Set::code(service.histogram_buckets, setter, &parse::BUCKETS));
-        self
-    }
-    /// Sets which spans feed the `span.duration` histogram, and with which duration.
-    pub fn with_span_metrics(mut self, span_metrics: SpanMetricsConfig) -> Self {
-        let setter = "with_span_metrics";
-        self.span_metrics_enabled = Some(Set::code(span_metrics.enabled, setter, &parse::BOOL));
-        self.span_metrics_allow = Some(Set::code(span_metrics.allow, setter, &parse::SPAN_ALLOW));
-        self.span_metrics_filter = Some(Set::code(span_metrics.filter, setter, &parse::SPAN_FILTER));
-        self.span_metrics_time = Some(Set::code(span_metrics.time, setter, &parse::SPAN_TIME));
-        self
-    }
-
     fn add_resource_attributes(&mut self, pairs: Vec<(String, String)>) {
         merge_pairs(&mut self.resource_attributes, pairs);
     }

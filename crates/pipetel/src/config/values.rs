@@ -57,12 +57,14 @@ impl FromStr for OtlpCompression {
 
     /// `gzip`, `zstd`, or `none` (also the empty text).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim() {
-            "none" | "" => Ok(Self::None),
-            "gzip" => Ok(Self::Gzip),
-            "zstd" => Ok(Self::Zstd),
-            _ => Err(ParseValueError::new("expected `gzip`, `zstd` or `none`")),
-        }
+        const NAMES: [(&str, OtlpCompression); 4] = [
+            ("none", OtlpCompression::None),
+            ("", OtlpCompression::None),
+            ("gzip", OtlpCompression::Gzip),
+            ("zstd", OtlpCompression::Zstd),
+        ];
+        let found = NAMES.iter().find(|(name, _)| *name == s.trim());
+        found.map(|(_, c)| *c).ok_or_else(|| ParseValueError::new("expected `gzip`, `zstd` or `none`"))
     }
 }
 
