@@ -1,5 +1,5 @@
 //! The setting groups other modules take whole: the service metrics' switches
-//! ([`ServiceMetricsConfig`], used by [`crate::service`] and [`crate::http`]) and the span-metrics
+//! ([`ServiceMetricsConfig`], used by [`crate::service`] and the `http` module) and the span-metrics
 //! layer's settings ([`SpanMetricsConfig`], used by [`crate::span_metrics`]). They live here so
 //! that those modules depend on the configuration and never the reverse.
 
