@@ -41,7 +41,6 @@
 //! library's spans do not flood the metrics.
 
 use std::collections::HashMap;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, RwLock};
 
@@ -66,127 +65,7 @@ pub const ATTR_SPAN_TARGET: &str = "span.target";
 /// Attribute: `ok` or `error`.
 pub const ATTR_STATUS: &str = "status";
 
-/// Which duration of a span the histogram records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SpanTime {
-    /// Creation to close, await points included (the default).
-    #[default]
-    Wall,
-    /// The sum of the intervals the span was entered.
-    Busy,
-}
-
-impl FromStr for SpanTime {
-    type Err = SpanMetricsError;
-
-    /// `wall` or `busy` (case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "wall" => Ok(SpanTime::Wall),
-            "busy" => Ok(SpanTime::Busy),
-            _ => Err(SpanMetricsError::InvalidTime(s.to_string())),
-        }
-    }
-}
-
-/// A bad span-metrics setting.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SpanMetricsError {
-    /// The filter is not a valid `Targets` directive.
-    #[error("invalid span metrics filter `{directive}`: {reason}")]
-    InvalidFilter {
-        /// The directive as given.
-        directive: String,
-        /// Why it was rejected.
-        reason: String,
-    },
-    /// The allow list holds an empty name.
-    #[error("the span metrics allow list holds an empty span name")]
-    EmptySpanName,
-    /// Not `wall` or `busy`.
-    #[error("invalid span time `{0}`: expected `wall` or `busy`")]
-    InvalidTime(String),
-}
-
-/// Settings of the span-metrics layer.
-#[derive(Clone, Debug, PartialEq)]
-#[non_exhaustive]
-pub struct SpanMetricsConfig {
-    /// Whether the layer is installed at all (default `true`).
-    pub enabled: bool,
-    /// Span names to record; empty (the default) records every span the filter lets through.
-    pub allow: Vec<String>,
-    /// A [`Targets`] directive (`info`, `my_crate=debug,hyper=off`); default `trace` (all).
-    pub filter: String,
-    /// Wall or busy time (default wall).
-    pub time: SpanTime,
-}
-
-impl Default for SpanMetricsConfig {
-    fn default() -> Self {
-        SpanMetricsConfig { enabled: true, allow: Vec::new(), filter: "trace".to_string(), time: SpanTime::Wall }
-    }
-}
-
-impl SpanMetricsConfig {
-    /// Switches the layer on or off.
-    pub fn with_enabled(mut self, enabled: bool) -> Self {
-        self.enabled = enabled;
-        self
-    }
-
-    /// Records only spans with these names.
-    pub fn with_allow<I, N>(mut self, names: I) -> Self
-    where
-        I: IntoIterator<Item = N>,
-        N: Into<String>,
-    {
-        self.allow = names.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets the target/level filter (a [`Targets`] directive).
-    pub fn with_filter(mut self, directive: impl Into<String>) -> Self {
-        self.filter = directive.into();
-        self
-    }
-
-    /// Chooses wall or busy time.
-    pub fn with_time(mut self, time: SpanTime) -> Self {
-        self.time = time;
-        self
-    }
-
-    /// Splits a comma-separated allow list (`a, b,c`), as an environment variable holds it;
-    /// blanks around names and empty entries are dropped.
-    pub fn parse_allow(list: &str) -> Vec<String> {
-        list.split(',').map(str::trim).filter(|n| !n.is_empty()).map(str::to_string).collect()
-    }
-
-    /// Checks the settings.
-    ///
-    /// # Errors
-    /// [`SpanMetricsError::InvalidFilter`] for a filter [`Targets`] cannot parse,
-    /// [`SpanMetricsError::EmptySpanName`] for an empty name in the allow list.
-    pub fn validate(&self) -> Result<(), SpanMetricsError> {
-        self.targets()?;
-        if self.allow.iter().any(|n| n.trim().is_empty()) {
-            return Err(SpanMetricsError::EmptySpanName);
-        }
-        Ok(())
-    }
-
-    fn targets(&self) -> Result<Targets, SpanMetricsError> {
-        let directive = self.filter.trim();
-        if directive.is_empty() {
-            return Ok(Targets::new().with_default(tracing::level_filters::LevelFilter::TRACE));
-        }
-        Targets::from_str(directive)
-            .map_err(|e| SpanMetricsError::InvalidFilter { directive: self.filter.clone(), reason: e.to_string() })
-    }
-}
+pub use crate::config::{SpanMetricsConfig, SpanMetricsError, SpanTime};
 
 /// Builds the layer `init` installs: `None` when the configuration disables it.
 ///

@@ -15,7 +15,8 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
 
 use crate::config::{
-    Config, LogExporter, MetricExporter, OtlpProtocol, SamplerConfig, Signal, TraceExporter, DEFAULT_CARDINALITY_LIMIT,
+    Config, LogExporter, MetricExporter, OtlpProtocol, ResourceSettings, SamplerConfig, Settings, TraceExporter,
+    DEFAULT_CARDINALITY_LIMIT,
 };
 use crate::error::{InitError, ShutdownError};
 #[cfg_attr(not(feature = "otlp"), allow(unused_imports))]
@@ -40,13 +41,14 @@ pub const SCOPE_NAME: &str = "pipetel";
 /// exporter that cannot be built. A collector that is down is *not* an error: exports retry and
 /// failures are logged.
 pub fn init(config: Config) -> Result<Telemetry, InitError> {
-    config.validate()?;
+    // Resolved once: everything below reads plain values.
+    let settings = config.resolve()?;
     // Calibrated here rather than inside the first measured call or span.
     let _ = crate::clock();
     if INITIALIZED.swap(true, Ordering::SeqCst) {
         return Err(InitError::AlreadyInitialized);
     }
-    match build(config) {
+    match build(settings) {
         Ok(t) => Ok(t),
         Err(e) => {
             INITIALIZED.store(false, Ordering::SeqCst);
@@ -261,17 +263,12 @@ fn run_bounded(timeout: Duration, work: impl FnOnce() -> Vec<String> + Send + 's
     }
 }
 
-fn resource(config: &Config) -> Resource {
+fn resource(settings: &ResourceSettings) -> Resource {
     let mut attrs: Vec<KeyValue> =
-        config.resource_attributes().iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
-    // OTEL_SERVICE_NAME (or code) beats service.name in OTEL_RESOURCE_ATTRIBUTES.
-    let from_attrs = config.resource_attributes().iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone());
-    let service_name =
-        config.explicit_service_name().map(str::to_string).or(from_attrs).unwrap_or_else(|| config.service_name());
-    attrs.retain(|kv| kv.key.as_str() != "service.name");
-    attrs.push(KeyValue::new("service.name", service_name));
-    if let Some(v) = config.service_version() {
-        attrs.push(KeyValue::new("service.version", v.to_string()));
+        settings.attributes.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect();
+    attrs.push(KeyValue::new("service.name", settings.service_name.clone()));
+    if let Some(v) = &settings.service_version {
+        attrs.push(KeyValue::new("service.version", v.clone()));
     }
     attrs.push(KeyValue::new("service.instance.id", uuid::Uuid::new_v4().to_string()));
     attrs.push(KeyValue::new("host.name", gethostname::gethostname().to_string_lossy().into_owned()));
@@ -301,41 +298,47 @@ fn is_exporter_internal(target: &str) -> bool {
     ["opentelemetry", "hyper", "h2", "tonic", "tower", "reqwest", "rustls"].iter().any(|p| target.starts_with(p))
 }
 
-fn needs_grpc(config: &Config) -> Result<bool, InitError> {
-    let grpc = |signal| config.otlp_target(signal).map(|t| t.protocol == OtlpProtocol::Grpc);
-    Ok((config.traces_exporters().contains(&TraceExporter::Otlp) && grpc(Signal::Traces)?)
-        || (config.metrics_exporters().contains(&MetricExporter::Otlp) && grpc(Signal::Metrics)?)
-        || (config.logs_exporters().contains(&LogExporter::Otlp) && grpc(Signal::Logs)?))
+fn needs_grpc(s: &Settings) -> bool {
+    let grpc = |target: &crate::config::OtlpTarget| target.protocol == OtlpProtocol::Grpc;
+    (s.traces.exporters.contains(&TraceExporter::Otlp) && grpc(&s.traces.otlp))
+        || (s.metrics.exporters.contains(&MetricExporter::Otlp) && grpc(&s.metrics.otlp))
+        || (s.logs.exporters.contains(&LogExporter::Otlp) && grpc(&s.logs.otlp))
+}
+
+/// Logs what the configuration read under an old name; called once a subscriber exists, since
+/// the configuration is read before there is one.
+fn log_deprecations(settings: &Settings) {
+    for note in &settings.deprecations {
+        tracing::warn!(target: "pipetel", "{note}");
+    }
 }
 
 #[cfg_attr(not(feature = "otlp"), allow(unused_variables))]
 #[cfg_attr(not(any(feature = "otlp", feature = "console")), allow(unused_mut))]
 // Without some exporters compiled in, a loop arm returns at once.
 #[cfg_attr(not(all(feature = "otlp", feature = "console", feature = "prometheus")), allow(clippy::never_loop))]
-fn build(config: Config) -> Result<Telemetry, InitError> {
+fn build(settings: Settings) -> Result<Telemetry, InitError> {
+    let log_filter = &settings.subscriber.log_filter;
     let filter = tracing_subscriber::EnvFilter::builder()
         // Quiet defaults for the exporters' own crates first, so the user's directives can override them.
         .parse(format!(
             "opentelemetry=warn,opentelemetry_sdk=warn,h2=warn,hyper=warn,tonic=warn,tower=warn,reqwest=warn,{}",
-            config.log_filter()
+            log_filter.value
         ))
-        .map_err(|e| crate::config::ConfigError::InvalidValue {
-            origin: crate::config::Origin::Env(crate::config::RUST_LOG.into()),
-            value: config.log_filter().to_string(),
-            reason: e.to_string(),
-        })?;
+        .map_err(|e| log_filter.invalid(log_filter.value.clone(), e.to_string()))?;
 
-    if config.sdk_disabled() {
-        let fmt_layer = config.console_log().then(|| {
+    if settings.sdk_disabled {
+        let fmt_layer = settings.subscriber.console.then(|| {
             tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal())
         });
         let subscriber = tracing_subscriber::registry().with(fmt_layer).with(filter);
         tracing::subscriber::set_global_default(subscriber).map_err(|e| InitError::Subscriber(e.to_string()))?;
+        log_deprecations(&settings);
         return Ok(Telemetry { inner: None });
     }
 
-    let resource = resource(&config);
-    let runtime = if needs_grpc(&config)? {
+    let resource = resource(&settings.resource);
+    let runtime = if needs_grpc(&settings) {
         Some(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(1)
@@ -354,13 +357,13 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     let mut ledgers: Vec<Arc<Ledger>> = Vec::new();
     // ----- metrics -----
     let mut mp = SdkMeterProvider::builder().with_resource(resource.clone());
-    let limit = config.cardinality_limit();
+    let limit = settings.cardinality_limit;
     if limit != DEFAULT_CARDINALITY_LIMIT {
         mp = mp.with_view(move |_: &Instrument| Stream::builder().with_cardinality_limit(limit).build().ok());
     }
     #[cfg(feature = "prometheus")]
     let mut prometheus_render = None;
-    for exporter in config.metrics_exporters() {
+    for exporter in &settings.metrics.exporters {
         match exporter {
             MetricExporter::Prometheus => {
                 #[cfg(feature = "prometheus")]
@@ -375,12 +378,12 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
             MetricExporter::Otlp => {
                 #[cfg(feature = "otlp")]
                 {
-                    let target = config.otlp_target(Signal::Metrics)?;
-                    let exporter = crate::export::otlp::metric_exporter(&target)?;
-                    let exporter = Tracked::new(exporter, ledger(&mut ledgers, "metrics", "", &target));
+                    let target = &settings.metrics.otlp;
+                    let exporter = crate::export::otlp::metric_exporter(target)?;
+                    let exporter = Tracked::new(exporter, ledger(&mut ledgers, "metrics", "", target));
                     mp = mp.with_reader(
                         opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
-                            .with_interval(config.metric_export_interval())
+                            .with_interval(settings.metrics.export_interval)
                             .build(),
                     );
                 }
@@ -393,7 +396,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
                     let exporter = opentelemetry_stdout::MetricExporter::default();
                     mp = mp.with_reader(
                         opentelemetry_sdk::metrics::PeriodicReader::builder(exporter)
-                            .with_interval(config.metric_export_interval())
+                            .with_interval(settings.metrics.export_interval)
                             .build(),
                     );
                 }
@@ -403,25 +406,24 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         }
     }
     let meter_provider = mp.build();
-    crate::registry::set_push_exporter(config.metrics_exporters().iter().any(|e| *e != MetricExporter::Prometheus));
+    crate::registry::set_push_exporter(settings.metrics.exporters.iter().any(|e| *e != MetricExporter::Prometheus));
 
     // ----- traces -----
-    let trace_exporters = config.traces_exporters();
-    let tracer_provider = if trace_exporters.is_empty() {
+    let tracer_provider = if settings.traces.exporters.is_empty() {
         None
     } else {
         let mut tp =
-            SdkTracerProvider::builder().with_resource(resource.clone()).with_sampler(sampler(config.sampler()));
-        for exporter in trace_exporters {
+            SdkTracerProvider::builder().with_resource(resource.clone()).with_sampler(sampler(settings.traces.sampler));
+        for exporter in &settings.traces.exporters {
             match exporter {
                 TraceExporter::Otlp => {
                     #[cfg(feature = "otlp")]
                     {
-                        let target = config.otlp_target(Signal::Traces)?;
-                        let exporter = crate::export::otlp::span_exporter(&target)?;
+                        let target = &settings.traces.otlp;
+                        let exporter = crate::export::otlp::span_exporter(target)?;
                         tp = tp.with_batch_exporter(Tracked::new(
                             exporter,
-                            ledger(&mut ledgers, "traces", "span", &target),
+                            ledger(&mut ledgers, "traces", "span", target),
                         ));
                     }
                     #[cfg(not(feature = "otlp"))]
@@ -441,19 +443,18 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     };
 
     // ----- logs -----
-    let log_exporters = config.logs_exporters();
-    let logger_provider = if log_exporters.is_empty() {
+    let logger_provider = if settings.logs.exporters.is_empty() {
         None
     } else {
         let mut lp = SdkLoggerProvider::builder().with_resource(resource.clone());
-        for exporter in log_exporters {
+        for exporter in &settings.logs.exporters {
             match exporter {
                 LogExporter::Otlp => {
                     #[cfg(feature = "otlp")]
                     {
-                        let target = config.otlp_target(Signal::Logs)?;
-                        let exporter = crate::export::otlp::log_exporter(&target)?;
-                        let ledger = ledger(&mut ledgers, "logs", "log record", &target);
+                        let target = &settings.logs.otlp;
+                        let exporter = crate::export::otlp::log_exporter(target)?;
+                        let ledger = ledger(&mut ledgers, "logs", "log record", target);
                         lp = lp.with_batch_exporter(Tracked::new(exporter, ledger));
                     }
                     #[cfg(not(feature = "otlp"))]
@@ -476,13 +477,9 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     #[cfg(feature = "prometheus")]
     let prometheus = match prometheus_render {
         Some(render) => {
-            let server = endpoint_options(&config).and_then(|options| {
-                crate::export::prometheus::PrometheusServer::start(
-                    config.prometheus_host(),
-                    config.prometheus_port(),
-                    options,
-                    render.clone(),
-                )
+            let pull = &settings.metrics.prometheus;
+            let server = endpoint_options(pull).and_then(|options| {
+                crate::export::prometheus::PrometheusServer::start(&pull.host, pull.port, options, render.clone())
             });
             match server {
                 Ok(server) => Some((server, render)),
@@ -495,35 +492,35 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         None => None,
     };
 
-    crate::registry::set_cardinality_limit(config.cardinality_limit());
+    crate::registry::set_cardinality_limit(settings.cardinality_limit);
     // Registries created from now on use the configured default buckets.
-    if let Err(e) = crate::registry::global().set_default_buckets(&config.service_metrics().histogram_buckets) {
+    if let Err(e) = crate::registry::global().set_default_buckets(&settings.service.histogram_buckets) {
         tracing::warn!(target: "pipetel", error = %e, "default histogram buckets not applied");
     }
 
     // ----- stage and worker telemetry -----
-    let settings = crate::pipeline::runtime::PipelineSettings {
-        namespace: config.namespace().to_string(),
-        sample_interval: config.sample_interval(),
-        retention: config.stage_retention(),
-        rows_file: config.rows_file().map(std::path::Path::to_path_buf),
-        cardinality_limit: config.cardinality_limit(),
-        metrics: config.stage_metrics(),
+    let rows = &settings.pipeline;
+    let pipeline_settings = crate::pipeline::runtime::PipelineSettings {
+        namespace: rows.namespace.clone(),
+        sample_interval: rows.sample_interval,
+        retention: rows.retention,
+        rows_file: rows.rows_file.as_ref().map(|f| f.value.clone()),
+        cardinality_limit: settings.cardinality_limit,
+        metrics: rows.metrics,
     };
     let logger = logger_provider.as_ref().map(|lp| opentelemetry::logs::LoggerProvider::logger(lp, SCOPE_NAME));
     let pipeline = match crate::pipeline::runtime::install(
-        settings,
+        pipeline_settings,
         &opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME),
         logger,
     ) {
         Ok(guard) => guard,
         Err(e) => {
             discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
-            let path = config.rows_file().map(|p| p.display().to_string()).unwrap_or_default();
-            return Err(crate::config::ConfigError::InvalidValue {
-                origin: crate::config::Origin::Env(crate::config::PIPETEL_ROWS_FILE.into()),
-                value: path,
-                reason: format!("cannot open for appending: {e}"),
+            let reason = format!("cannot open for appending: {e}");
+            return Err(match &rows.rows_file {
+                Some(file) => file.invalid(file.value.display().to_string(), reason),
+                None => crate::config::ConfigError::invalid(crate::config::Origin::Default, "", reason),
             }
             .into());
         }
@@ -536,10 +533,10 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     #[cfg(feature = "gpu")]
     let gpu_meter = opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME);
     #[cfg(feature = "gpu")]
-    let gpu_now = config.gpu().mode == pipetel_gpu::GpuMode::On;
+    let gpu_now = settings.gpu.mode == pipetel_gpu::GpuMode::On;
     #[cfg(feature = "gpu")]
     let mut gpu = if gpu_now {
-        match pipetel_gpu::start(config.gpu()) {
+        match pipetel_gpu::start(&settings.gpu) {
             Ok(gpu) => {
                 gpu.register_metrics(&gpu_meter);
                 Some(gpu)
@@ -558,33 +555,30 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
     // With `always_off` no span is ever sampled, so the bridge is left out: building span data
     // only for the sampler to drop it would cost about as much as exporting it. Trace and span
     // ids then no longer reach log records and `Stage::traceparent` returns `None`.
-    let otel_layer =
-        tracer_provider.as_ref().filter(|_| !matches!(config.sampler(), SamplerConfig::AlwaysOff)).map(|tp| {
-            // Spans whose parent was not sampled skip the bridge (see `crate::sampling`).
-            let bridge = tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME));
-            match config.sampler() {
-                SamplerConfig::AlwaysOn => crate::sampling::SamplingGate::passthrough(bridge),
-                SamplerConfig::TraceIdRatio(r) if r >= 1.0 => crate::sampling::SamplingGate::passthrough(bridge),
-                SamplerConfig::TraceIdRatio(_) => crate::sampling::SamplingGate::new(bridge, false),
-                _ => crate::sampling::SamplingGate::new(bridge, true),
-            }
-        });
+    let sampler = settings.traces.sampler;
+    let otel_layer = tracer_provider.as_ref().filter(|_| !matches!(sampler, SamplerConfig::AlwaysOff)).map(|tp| {
+        // Spans whose parent was not sampled skip the bridge (see `crate::sampling`).
+        let bridge = tracing_opentelemetry::layer().with_tracer(tp.tracer(SCOPE_NAME));
+        match sampler {
+            SamplerConfig::AlwaysOn => crate::sampling::SamplingGate::passthrough(bridge),
+            SamplerConfig::TraceIdRatio(r) if r >= 1.0 => crate::sampling::SamplingGate::passthrough(bridge),
+            SamplerConfig::TraceIdRatio(_) => crate::sampling::SamplingGate::new(bridge, false),
+            _ => crate::sampling::SamplingGate::new(bridge, true),
+        }
+    });
     let log_layer = logger_provider.as_ref().map(|lp| {
         opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp)
             .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target())))
     });
-    let fmt_layer = config.console_log().then(|| {
+    let fmt_layer = settings.subscriber.console.then(|| {
         tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(std::io::stderr().is_terminal())
     });
+    let span_config = &settings.span_metrics;
     let span_metrics = crate::span_metrics::layer(
-        config.span_metrics(),
+        &span_config.value,
         &opentelemetry::metrics::MeterProvider::meter(&meter_provider, SCOPE_NAME),
     )
-    .map_err(|e| crate::config::ConfigError::InvalidValue {
-        origin: crate::config::Origin::Env(crate::config::PIPETEL_SPAN_METRICS_FILTER.into()),
-        value: String::new(),
-        reason: e.to_string(),
-    })?;
+    .map_err(|e| span_config.invalid(span_config.value.filter.clone(), e.to_string()))?;
     let subscriber =
         tracing_subscriber::registry().with(otel_layer).with(span_metrics).with(log_layer).with(fmt_layer).with(filter);
     if let Err(e) = tracing::subscriber::set_global_default(subscriber) {
@@ -592,9 +586,10 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
         discard(&meter_provider, tracer_provider.as_ref(), logger_provider.as_ref());
         return Err(InitError::Subscriber(e.to_string()));
     }
+    log_deprecations(&settings);
     #[cfg(feature = "gpu")]
     if !gpu_now {
-        match pipetel_gpu::start(config.gpu()) {
+        match pipetel_gpu::start(&settings.gpu) {
             Ok(g) => {
                 g.register_metrics(&gpu_meter);
                 gpu = Some(g);
@@ -623,7 +618,7 @@ fn build(config: Config) -> Result<Telemetry, InitError> {
             pipeline: Some(pipeline),
             #[cfg(feature = "gpu")]
             gpu,
-            shutdown_timeout: config.shutdown_timeout(),
+            shutdown_timeout: settings.shutdown_timeout,
             ledgers,
         }),
     })
@@ -641,29 +636,27 @@ fn discard(mp: &SdkMeterProvider, tp: Option<&SdkTracerProvider>, lp: Option<&Sd
 }
 
 #[cfg(feature = "prometheus")]
-fn endpoint_options(config: &Config) -> Result<crate::export::prometheus::EndpointOptions, InitError> {
-    let mut options = crate::export::prometheus::EndpointOptions::new(config.prometheus_path());
-    if let Some(token) = config.prometheus_bearer_token() {
+fn endpoint_options(
+    pull: &crate::config::PrometheusSettings,
+) -> Result<crate::export::prometheus::EndpointOptions, InitError> {
+    let mut options = crate::export::prometheus::EndpointOptions::new(&pull.path);
+    if let Some(token) = &pull.bearer_token {
         options = options.with_bearer_token(token);
     }
-    if let Some((user, password)) = config.prometheus_basic_auth() {
+    if let Some((user, password)) = &pull.basic_auth {
         options = options.with_basic_auth(user, password);
     }
-    if let Some((cert, key)) = config.prometheus_tls() {
+    if let Some(tls) = &pull.tls {
         #[cfg(feature = "tls")]
         {
-            let tls = crate::export::prometheus::tls_config(cert, key).map_err(|reason| {
-                crate::config::ConfigError::InvalidValue {
-                    origin: crate::config::Origin::Env(crate::config::PIPETEL_PROMETHEUS_TLS_CERT.into()),
-                    value: cert.display().to_string(),
-                    reason,
-                }
-            })?;
+            let (cert, key) = &tls.value;
+            let tls = crate::export::prometheus::tls_config(cert, key)
+                .map_err(|reason| tls.invalid(cert.display().to_string(), reason))?;
             options.tls = Some(tls);
         }
         #[cfg(not(feature = "tls"))]
         {
-            let _ = (cert, key);
+            let _ = tls;
             return Err(InitError::FeatureDisabled { exporter: "TLS pull endpoint", feature: "tls" });
         }
     }

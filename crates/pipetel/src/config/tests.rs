@@ -1,5 +1,7 @@
 use super::*;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 fn from(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
     let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -27,7 +29,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (OTEL_EXPORTER_OTLP_HEADERS, "authorization"),
         (OTEL_EXPORTER_OTLP_HEADERS, "bad header=1"),
         (OTEL_EXPORTER_OTLP_TRACES_HEADERS, "a=%4"),
-        (OTEL_EXPORTER_OTLP_TIMEOUT, "10s"),
+        (OTEL_EXPORTER_OTLP_TIMEOUT, "10sec"),
         (OTEL_EXPORTER_OTLP_METRICS_TIMEOUT, "-5"),
         (OTEL_EXPORTER_OTLP_COMPRESSION, "brotli"),
         (OTEL_EXPORTER_OTLP_LOGS_COMPRESSION, "lz4"),
@@ -35,7 +37,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (OTEL_EXPORTER_PROMETHEUS_PORT, "70000"),
         (OTEL_EXPORTER_PROMETHEUS_PORT, "http"),
         (OTEL_METRIC_EXPORT_INTERVAL, "0"),
-        (OTEL_METRIC_EXPORT_INTERVAL, "1.5"),
+        (OTEL_METRIC_EXPORT_INTERVAL, "1.5 days"),
         (OTEL_TRACES_SAMPLER, "sometimes"),
         (PIPETEL_PROMETHEUS_PATH, "metrics"),
         (PIPETEL_PROMETHEUS_PATH, "/me trics"),
@@ -48,7 +50,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_NAMESPACE, "Zephyr"),
         (PIPETEL_NAMESPACE, "a..b"),
         (PIPETEL_SAMPLE_INTERVAL, "50"),
-        (PIPETEL_SAMPLE_INTERVAL, "10s"),
+        (PIPETEL_SAMPLE_INTERVAL, "0.05s"),
         (PIPETEL_STAGE_RETENTION, "forever"),
         (PIPETEL_SPAN_METRICS, "perhaps"),
         (PIPETEL_SPAN_METRICS_FILTER, "info,hyper=loud"),
@@ -148,6 +150,22 @@ fn write_file(text: &str) -> (PathBuf, String) {
     std::fs::write(&path, text).expect("write temp file");
     let s = path.display().to_string();
     (path, s)
+}
+
+/// Reads `text` as the configuration file, expecting it to be refused; the error's message.
+fn file_error(text: &str) -> String {
+    let (path, p) = write_file(text);
+    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err(text).to_string();
+    let _ = std::fs::remove_file(path);
+    err
+}
+
+/// Reads `text` as the configuration file, expecting it to be accepted.
+fn file_config(text: &str) -> Config {
+    let (path, p) = write_file(text);
+    let config = from(&[(PIPETEL_CONFIG, &p)]).expect(text);
+    let _ = std::fs::remove_file(path);
+    config
 }
 
 #[test]
@@ -359,7 +377,7 @@ fn service_switches_layer_like_every_setting() {
 fn bad_gpu_span_and_service_settings_set_in_code_name_their_setter() {
     let cases: Vec<(Config, &str)> = vec![
         (Config::default().with_gpu_poll_interval(Duration::from_millis(10)), "with_gpu"),
-        (Config::default().with_nvml_library(""), "with_gpu"),
+        (Config::default().with_nvml_library(""), "with_nvml_library"),
         (
             Config::default()
                 .with_span_metrics(crate::span_metrics::SpanMetricsConfig::default().with_filter("x=loud")),
@@ -376,5 +394,222 @@ fn bad_gpu_span_and_service_settings_set_in_code_name_their_setter() {
     for (config, setter) in cases {
         let err = config.validate().expect_err(setter);
         assert!(err.to_string().contains(setter), "{err}");
+    }
+}
+
+#[test]
+fn every_variable_but_the_file_has_an_env_row() {
+    let rows: Vec<&str> = env::names().collect();
+    for var in ENV_VARS.iter().filter(|v| **v != PIPETEL_CONFIG) {
+        assert!(rows.contains(var), "{var} is listed but never read");
+    }
+    for row in &rows {
+        assert!(ENV_VARS.contains(row), "{row} is read but not listed in ENV_VARS");
+    }
+}
+
+/// One duration grammar on every path; a bare number keeps each setting's documented unit.
+#[test]
+fn durations_take_units_and_bare_numbers_keep_their_unit() {
+    let c = from(&[
+        (OTEL_EXPORTER_OTLP_TIMEOUT, "10s"),
+        (OTEL_METRIC_EXPORT_INTERVAL, "1500"),
+        (PIPETEL_SAMPLE_INTERVAL, "2s"),
+        (PIPETEL_STAGE_RETENTION, "5m"),
+        (PIPETEL_SHUTDOWN_TIMEOUT, "250ms"),
+        (PIPETEL_GPU_POLL_INTERVAL, "2"),
+    ])
+    .expect("valid");
+    assert_eq!(c.otlp_target(Signal::Logs).expect("logs").timeout, Duration::from_secs(10));
+    assert_eq!(c.metric_export_interval(), Duration::from_millis(1500));
+    assert_eq!(c.sample_interval(), Duration::from_secs(2));
+    assert_eq!(c.stage_retention(), Duration::from_secs(300));
+    assert_eq!(c.shutdown_timeout(), Duration::from_millis(250));
+    assert_eq!(c.gpu().poll_interval, Duration::from_secs(2), "the GPU variable's bare unit is seconds");
+    let c = from(&[(PIPETEL_GPU_POLL_INTERVAL, "1500ms")]).expect("valid");
+    assert_eq!(c.gpu().poll_interval, Duration::from_millis(1500));
+
+    let (path, p) = write_file(
+        "shutdown_timeout_ms = \"2s\"\n[pipeline]\nsample_interval_ms = 200\nretention_ms = \"1m\"\n[gpu]\npoll_interval_ms = 2500\n",
+    );
+    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    assert_eq!(c.shutdown_timeout(), Duration::from_secs(2));
+    assert_eq!(c.sample_interval(), Duration::from_millis(200));
+    assert_eq!(c.stage_retention(), Duration::from_secs(60));
+    assert_eq!(c.gpu().poll_interval, Duration::from_millis(2500), "the file key's bare unit is milliseconds");
+    let _ = std::fs::remove_file(path);
+}
+
+/// A value keeps its origin through resolution, so errors raised by `init` can name it.
+#[test]
+fn resolved_settings_remember_where_values_came_from() {
+    let s = Config::default().resolve().expect("defaults");
+    assert_eq!(s.subscriber.log_filter.origin, Origin::Default);
+    assert_eq!(s.subscriber.log_filter.value, "info");
+    assert!(s.pipeline.rows_file.is_none());
+
+    let s = from(&[(RUST_LOG, "debug"), (PIPETEL_ROWS_FILE, "/tmp/rows.jsonl")]).expect("valid").resolve().expect("ok");
+    assert_eq!(s.subscriber.log_filter.origin, Origin::Env(RUST_LOG.into()));
+    assert_eq!(s.pipeline.rows_file.as_ref().map(|f| f.origin.clone()), Some(Origin::Env(PIPETEL_ROWS_FILE.into())));
+
+    let (path, p) = write_file("[log]\nfilter = \"warn\"\n[span_metrics]\nfilter = \"info\"\n");
+    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    let s = c.resolve().expect("ok");
+    assert_eq!(s.subscriber.log_filter.origin, Origin::File { path: path.clone(), key: "log.filter".into() });
+    assert_eq!(s.span_metrics.origin, Origin::File { path: path.clone(), key: "span_metrics.filter".into() });
+
+    let s = c
+        .with_log_filter("trace")
+        .with_rows_file("/tmp/r.jsonl")
+        .with_span_metrics(crate::span_metrics::SpanMetricsConfig::default())
+        .resolve()
+        .expect("ok");
+    assert_eq!(s.subscriber.log_filter.origin, Origin::Code("with_log_filter"));
+    assert_eq!(s.pipeline.rows_file.map(|f| f.origin), Some(Origin::Code("with_rows_file")));
+    assert_eq!(s.span_metrics.origin, Origin::Code("with_span_metrics"));
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn settings_group_what_each_builder_needs() {
+    let s = from(&[
+        (OTEL_RESOURCE_ATTRIBUTES, "service.name=from-attrs,team=ml"),
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "http://collector:4318"),
+        (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, "grpc"),
+        (OTEL_TRACES_SAMPLER, "traceidratio"),
+        (OTEL_TRACES_SAMPLER_ARG, "0.5"),
+        (OTEL_EXPORTER_PROMETHEUS_PORT, "0"),
+        (PIPETEL_CARDINALITY_LIMIT, "10"),
+    ])
+    .expect("valid")
+    .resolve()
+    .expect("ok");
+    assert_eq!(s.resource.service_name, "from-attrs", "service.name among the attributes beats the default");
+    assert_eq!(s.resource.attributes, vec![("team".to_string(), "ml".to_string())]);
+    assert_eq!(s.traces.exporters, vec![TraceExporter::Otlp]);
+    assert_eq!(s.traces.otlp.protocol, OtlpProtocol::Grpc);
+    assert_eq!(s.traces.sampler, SamplerConfig::TraceIdRatio(0.5));
+    assert_eq!(s.metrics.otlp.endpoint, "http://collector:4318/v1/metrics");
+    assert_eq!(s.logs.otlp.endpoint, "http://collector:4318/v1/logs");
+    assert_eq!(s.metrics.prometheus.port, 0);
+    assert_eq!(s.cardinality_limit, 10);
+    let s = Config::default().with_service_name("code").resolve().expect("ok");
+    assert_eq!(s.resource.service_name, "code");
+}
+
+#[test]
+fn sampler_argument_layers_over_the_file_and_code_ratio_beats_it() {
+    let (path, p) = write_file("[traces]\nsampler = \"parentbased_traceidratio\"\nsampler_arg = 0.2\n");
+    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    assert_eq!(c.sampler(), SamplerConfig::ParentBasedTraceIdRatio(0.2));
+    let c = from(&[(PIPETEL_CONFIG, &p), (OTEL_TRACES_SAMPLER_ARG, "0.7")]).expect("valid");
+    let _ = std::fs::remove_file(path);
+    assert_eq!(c.sampler(), SamplerConfig::ParentBasedTraceIdRatio(0.7));
+    let c = c.with_sampler(SamplerConfig::TraceIdRatio(0.1));
+    assert_eq!(c.sampler(), SamplerConfig::TraceIdRatio(0.1));
+    assert_eq!(c.with_sampler(SamplerConfig::AlwaysOn).sampler(), SamplerConfig::AlwaysOn);
+}
+
+/// `gpu.mode` is the mode key; the old `gpu.enabled` still works and leaves a deprecation note.
+#[test]
+fn gpu_mode_key_and_its_old_name() {
+    let c = file_config("[gpu]\nmode = \"off\"\n");
+    assert_eq!(c.gpu().mode, pipetel_gpu::GpuMode::Off);
+    assert!(c.deprecations().is_empty());
+
+    let c = file_config("[gpu]\nenabled = \"on\"\n");
+    assert_eq!(c.gpu().mode, pipetel_gpu::GpuMode::On);
+    assert_eq!(c.deprecations().len(), 1);
+    assert!(c.deprecations()[0].contains("gpu.enabled") && c.deprecations()[0].contains("gpu.mode"));
+    assert_eq!(c.resolve().expect("ok").deprecations, c.deprecations());
+
+    let err = file_error("[gpu]\nenabled = \"on\"\nmode = \"off\"\n");
+    assert!(err.contains("gpu.enabled") && err.contains("gpu.mode"), "{err}");
+
+    let err = file_error("[gpu]\nmode = \"sometimes\"\n");
+    assert!(err.contains("gpu.mode") && err.contains("\"sometimes\""), "{err}");
+}
+
+/// The prefix check is pure (no registry is built), and agrees with the registry's own rule.
+#[test]
+fn service_prefix_check_agrees_with_the_registry() {
+    for name in ["service", "telefuser", "_x", "a1_b", "", "Bad", "1a", "a-b", "__reserved", "a b"] {
+        let pure = parse::service_prefix(&name.to_string()).is_ok();
+        let registry = !name.is_empty() && crate::registry::Registry::new(name).is_ok();
+        assert_eq!(pure, registry, "{name:?}");
+    }
+}
+
+#[test]
+fn unknown_file_keys_list_the_section() {
+    let err = file_error("[pipeline]\nsample_every = 3\n");
+    assert!(err.contains("pipeline.sample_every") && err.contains("sample_interval_ms"), "{err}");
+    let err = file_error("otlp = 3\n");
+    assert!(err.contains("otlp"), "{err}");
+}
+
+#[test]
+fn file_tables_keep_their_values_exactly() {
+    let (path, p) =
+        write_file("[resource]\n\"team\" = \"ml, infra=1 %20\"\n[otlp.headers]\nauthorization = \" Bearer x \"\n");
+    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    assert_eq!(c.resource_attributes(), &[("team".to_string(), "ml, infra=1 %20".to_string())]);
+    let t = c.otlp_target(Signal::Traces).expect("traces");
+    assert_eq!(t.headers, vec![("authorization".to_string(), " Bearer x ".to_string())]);
+    let _ = std::fs::remove_file(path);
+}
+
+#[test]
+fn tls_certificate_and_key_may_come_from_different_places() {
+    let (path, p) = write_file("[prometheus]\ntls_key = \"/k.pem\"\n");
+    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err("key alone").to_string();
+    assert!(err.contains("prometheus.tls_key") && err.contains("tls_cert"), "{err}");
+    let c = Config::from_file(&path).expect_err("checked when read");
+    assert!(c.to_string().contains("prometheus.tls_key"), "{c}");
+    let _ = std::fs::remove_file(path);
+    let (path, p) = write_file("[prometheus]\ntls_cert = \"/c.pem\"\n");
+    let c = from(&[(PIPETEL_CONFIG, &p), (PIPETEL_PROMETHEUS_TLS_KEY, "/k.pem")]).expect_err("file alone is checked");
+    assert!(c.to_string().contains("prometheus.tls_cert"), "{c}");
+    let _ = std::fs::remove_file(path);
+    let s = from(&[(PIPETEL_PROMETHEUS_TLS_CERT, "/c.pem"), (PIPETEL_PROMETHEUS_TLS_KEY, "/k.pem")])
+        .expect("pair")
+        .resolve()
+        .expect("ok");
+    let tls = s.metrics.prometheus.tls.expect("tls");
+    assert_eq!(tls.value, (PathBuf::from("/c.pem"), PathBuf::from("/k.pem")));
+    assert_eq!(tls.origin, Origin::Env(PIPETEL_PROMETHEUS_TLS_CERT.into()));
+}
+
+#[test]
+fn debug_output_redacts_credentials() {
+    let c = Config::default().with_prometheus_bearer_token("s3cret-token").with_prometheus_basic_auth("u", "pw-s3cret");
+    let shown = format!("{c:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+}
+
+#[test]
+fn service_metrics_from_lookup_reads_only_its_variables() {
+    let env: HashMap<&str, &str> = [(PIPETEL_SERVICE_PREFIX, "telefuser"), (OTEL_SDK_DISABLED, "not read")].into();
+    let c = ServiceMetricsConfig::from_lookup(|n| env.get(n).map(|v| v.to_string())).expect("valid");
+    assert_eq!(c.prefix, "telefuser");
+}
+
+/// The README's configuration table names only keys the file reader knows, and every key has
+/// a row.
+#[test]
+fn readme_file_keys_are_the_real_ones() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+    let known: Vec<&str> = file::keys().collect();
+    let mut named = std::collections::HashSet::new();
+    for line in readme.lines().filter(|l| ENV_VARS.iter().any(|v| l.starts_with(&format!("| `{v}` |")))) {
+        let column = line.split('|').nth(2).expect("file key column");
+        // The first code span is the key (`[resource]` names a whole table); "was ..." notes follow.
+        let Some(key) = column.split('`').nth(1) else { continue };
+        let key = key.trim_start_matches('[').trim_end_matches(']');
+        assert!(known.contains(&key), "README names file key `{key}`, which the file reader does not know");
+        named.insert(key);
+    }
+    for key in known {
+        assert!(named.contains(key), "file key `{key}` has no row in the README's table");
     }
 }

@@ -1,0 +1,126 @@
+//! The environment: one row per variable, naming the field it sets and the rule that reads it.
+
+use super::error::{ConfigError, Origin};
+use super::parse;
+use super::vars::*;
+use super::Config;
+
+/// Reads a value's text from an origin into the configuration.
+pub(super) type Apply = fn(&mut Config, &str, Origin) -> Result<(), ConfigError>;
+
+/// A row's setter: reads the text with `parse::$rule` and stores it in `$field`.
+macro_rules! to {
+    ($($field:ident).+, $rule:ident) => {
+        |c: &mut Config, text: &str, origin: Origin| {
+            c.$($field).+ = Some(parse::$rule.read(text, origin)?);
+            Ok(())
+        }
+    };
+}
+pub(super) use to;
+
+/// Every variable except [`PIPETEL_CONFIG`] (read first, by `Config::from_lookup`).
+const ROWS: &[(&str, Apply)] = &[
+    (OTEL_SDK_DISABLED, to!(sdk_disabled, BOOL)),
+    (OTEL_SERVICE_NAME, to!(service_name, TEXT)),
+    (OTEL_RESOURCE_ATTRIBUTES, add_resource_attributes),
+    (OTEL_TRACES_EXPORTER, to!(traces_exporters, TRACE_EXPORTERS)),
+    (OTEL_METRICS_EXPORTER, to!(metrics_exporters, METRIC_EXPORTERS)),
+    (OTEL_LOGS_EXPORTER, to!(logs_exporters, LOG_EXPORTERS)),
+    (OTEL_EXPORTER_OTLP_ENDPOINT, to!(otlp.endpoint, ENDPOINT)),
+    (OTEL_EXPORTER_OTLP_PROTOCOL, to!(otlp.protocol, PROTOCOL)),
+    (OTEL_EXPORTER_OTLP_HEADERS, to!(otlp.headers, HEADERS)),
+    (OTEL_EXPORTER_OTLP_TIMEOUT, to!(otlp.timeout, MILLIS)),
+    (OTEL_EXPORTER_OTLP_COMPRESSION, to!(otlp.compression, COMPRESSION)),
+    (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, to!(otlp_traces.endpoint, ENDPOINT)),
+    (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, to!(otlp_traces.protocol, PROTOCOL)),
+    (OTEL_EXPORTER_OTLP_TRACES_HEADERS, to!(otlp_traces.headers, HEADERS)),
+    (OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, to!(otlp_traces.timeout, MILLIS)),
+    (OTEL_EXPORTER_OTLP_TRACES_COMPRESSION, to!(otlp_traces.compression, COMPRESSION)),
+    (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, to!(otlp_metrics.endpoint, ENDPOINT)),
+    (OTEL_EXPORTER_OTLP_METRICS_PROTOCOL, to!(otlp_metrics.protocol, PROTOCOL)),
+    (OTEL_EXPORTER_OTLP_METRICS_HEADERS, to!(otlp_metrics.headers, HEADERS)),
+    (OTEL_EXPORTER_OTLP_METRICS_TIMEOUT, to!(otlp_metrics.timeout, MILLIS)),
+    (OTEL_EXPORTER_OTLP_METRICS_COMPRESSION, to!(otlp_metrics.compression, COMPRESSION)),
+    (OTEL_EXPORTER_OTLP_LOGS_ENDPOINT, to!(otlp_logs.endpoint, ENDPOINT)),
+    (OTEL_EXPORTER_OTLP_LOGS_PROTOCOL, to!(otlp_logs.protocol, PROTOCOL)),
+    (OTEL_EXPORTER_OTLP_LOGS_HEADERS, to!(otlp_logs.headers, HEADERS)),
+    (OTEL_EXPORTER_OTLP_LOGS_TIMEOUT, to!(otlp_logs.timeout, MILLIS)),
+    (OTEL_EXPORTER_OTLP_LOGS_COMPRESSION, to!(otlp_logs.compression, COMPRESSION)),
+    (OTEL_EXPORTER_PROMETHEUS_HOST, to!(prometheus_host, HOST)),
+    (OTEL_EXPORTER_PROMETHEUS_PORT, to!(prometheus_port, PORT)),
+    (OTEL_METRIC_EXPORT_INTERVAL, to!(metric_export_interval, POSITIVE_MILLIS)),
+    (OTEL_TRACES_SAMPLER, to!(sampler, SAMPLER)),
+    (OTEL_TRACES_SAMPLER_ARG, to!(sampler_arg, SAMPLER_ARG)),
+    (PIPETEL_SERVICE_VERSION, to!(service_version, TEXT)),
+    (PIPETEL_PROMETHEUS_PATH, to!(prometheus_path, URL_PATH)),
+    (PIPETEL_PROMETHEUS_BEARER_TOKEN, to!(prometheus_bearer_token, TOKEN)),
+    (PIPETEL_PROMETHEUS_BASIC_AUTH, to!(prometheus_basic_auth, BASIC_AUTH)),
+    (PIPETEL_PROMETHEUS_TLS_CERT, to!(prometheus_tls_cert, FILE)),
+    (PIPETEL_PROMETHEUS_TLS_KEY, to!(prometheus_tls_key, FILE)),
+    (PIPETEL_CONSOLE_LOG, to!(console_log, BOOL)),
+    (PIPETEL_SHUTDOWN_TIMEOUT, to!(shutdown_timeout, POSITIVE_MILLIS)),
+    (PIPETEL_CARDINALITY_LIMIT, to!(cardinality_limit, CARDINALITY)),
+    (PIPETEL_NAMESPACE, to!(namespace, NAMESPACE)),
+    (PIPETEL_SAMPLE_INTERVAL, to!(sample_interval, SAMPLE_INTERVAL)),
+    (PIPETEL_STAGE_RETENTION, to!(stage_retention, MILLIS)),
+    (PIPETEL_ROWS_FILE, to!(rows_file, FILE)),
+    (PIPETEL_SPAN_METRICS, to!(span_metrics_enabled, BOOL)),
+    (PIPETEL_SPAN_METRICS_ALLOW, to!(span_metrics_allow, SPAN_ALLOW)),
+    (PIPETEL_SPAN_METRICS_FILTER, to!(span_metrics_filter, SPAN_FILTER)),
+    (PIPETEL_SPAN_METRICS_TIME, to!(span_metrics_time, SPAN_TIME)),
+    (PIPETEL_STAGE_METRICS, to!(stage_metrics, BOOL)),
+    (PIPETEL_QUEUE_METRICS, to!(queue_metrics, BOOL)),
+    (PIPETEL_HTTP_METRICS, to!(http_metrics, BOOL)),
+    (PIPETEL_SERVICE_PREFIX, to!(service_prefix, SERVICE_PREFIX)),
+    (PIPETEL_HISTOGRAM_BUCKETS, to!(histogram_buckets, BUCKETS)),
+    (RUST_LOG, to!(log_filter, LOG_FILTER)),
+];
+
+/// The GPU variables (read only in builds with the `gpu` feature).
+#[cfg(feature = "gpu")]
+const GPU_ROWS: &[(&str, Apply)] = &[
+    (PIPETEL_GPU, to!(gpu.mode, GPU_MODE)),
+    (PIPETEL_NVML_LIBRARY, to!(gpu.nvml_library, LIBRARY)),
+    (PIPETEL_ROCM_SMI_LIBRARY, to!(gpu.rocm_smi_library, LIBRARY)),
+    (PIPETEL_GPU_POLL_INTERVAL, to!(gpu.poll_interval, GPU_POLL_SECONDS)),
+    (PIPETEL_GPU_PLATFORM, to!(gpu.platform, GPU_PLATFORM)),
+    (PIPETEL_GPU_PCIE_THROUGHPUT, to!(gpu.pcie_throughput, BOOL)),
+    (PIPETEL_GPU_PROCESS_MEMORY, to!(gpu.process_memory, BOOL)),
+];
+#[cfg(not(feature = "gpu"))]
+const GPU_ROWS: &[(&str, Apply)] = &[];
+
+/// `OTEL_RESOURCE_ATTRIBUTES` adds to the attributes the file gave, key by key.
+pub(super) fn add_resource_attributes(c: &mut Config, text: &str, origin: Origin) -> Result<(), ConfigError> {
+    let pairs = parse::RESOURCE.read(text, origin)?.value;
+    c.add_resource_attributes(pairs);
+    Ok(())
+}
+
+/// Lays the variables `lookup` finds over `config`. With `only`, just those variables are read
+/// and an empty value is a value; otherwise every variable is read and an empty one counts as
+/// unset (shells make it easy to export one by mistake).
+pub(super) fn apply(
+    config: &mut Config,
+    lookup: &dyn Fn(&str) -> Option<String>,
+    only: Option<&[&str]>,
+) -> Result<(), ConfigError> {
+    for (name, apply) in ROWS.iter().chain(GPU_ROWS) {
+        if only.is_some_and(|only| !only.contains(name)) {
+            continue;
+        }
+        let Some(text) = lookup(name) else { continue };
+        if only.is_none() && text.trim().is_empty() {
+            continue;
+        }
+        apply(config, &text, Origin::Env((*name).to_string()))?;
+    }
+    Ok(())
+}
+
+/// The variables with a row, for the test that every variable is read.
+#[cfg(test)]
+pub(super) fn names() -> impl Iterator<Item = &'static str> {
+    ROWS.iter().chain(GPU_ROWS).map(|(name, _)| *name)
+}

@@ -1,0 +1,185 @@
+//! The setting groups other modules take whole: the service metrics' switches
+//! ([`ServiceMetricsConfig`], used by [`crate::service`] and the `http` module) and the span-metrics
+//! layer's settings ([`SpanMetricsConfig`], used by [`crate::span_metrics`]). They live here so
+//! that those modules depend on the configuration and never the reverse.
+
+use std::str::FromStr;
+
+use super::error::ConfigError;
+use super::parse;
+use super::vars::{DEFAULT_SERVICE_PREFIX, SERVICE_ENV_VARS};
+
+/// Switches and names of the service metrics.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ServiceMetricsConfig {
+    /// Task and queue metrics on ([`PIPETEL_QUEUE_METRICS`](super::PIPETEL_QUEUE_METRICS)).
+    pub queue_metrics: bool,
+    /// HTTP server metrics on ([`PIPETEL_HTTP_METRICS`](super::PIPETEL_HTTP_METRICS)).
+    pub http_metrics: bool,
+    /// Name prefix ([`PIPETEL_SERVICE_PREFIX`](super::PIPETEL_SERVICE_PREFIX)).
+    pub prefix: String,
+    /// Histogram buckets ([`PIPETEL_HISTOGRAM_BUCKETS`](super::PIPETEL_HISTOGRAM_BUCKETS)).
+    pub histogram_buckets: Vec<f64>,
+}
+
+impl Default for ServiceMetricsConfig {
+    fn default() -> Self {
+        ServiceMetricsConfig {
+            queue_metrics: true,
+            http_metrics: true,
+            prefix: DEFAULT_SERVICE_PREFIX.to_string(),
+            histogram_buckets: crate::SECONDS_BUCKETS.to_vec(),
+        }
+    }
+}
+
+impl ServiceMetricsConfig {
+    /// Reads the process environment.
+    ///
+    /// # Errors
+    /// As [`ServiceMetricsConfig::from_lookup`].
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the variables through `lookup`; unset ones keep their defaults. Unlike
+    /// [`Config::from_lookup`](super::Config::from_lookup), an empty value is a value (an empty
+    /// prefix is refused).
+    ///
+    /// # Errors
+    /// [`ConfigError::InvalidValue`] naming the variable and the value: a switch that is not a
+    /// boolean, a prefix that is not snake_case, buckets that are not finite, strictly
+    /// increasing numbers.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut config = super::Config::default();
+        super::env::apply(&mut config, &lookup, Some(SERVICE_ENV_VARS))?;
+        Ok(config.service_metrics())
+    }
+}
+
+/// Which duration of a span the histogram records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpanTime {
+    /// Creation to close, await points included (the default).
+    #[default]
+    Wall,
+    /// The sum of the intervals the span was entered.
+    Busy,
+}
+
+impl FromStr for SpanTime {
+    type Err = SpanMetricsError;
+
+    /// `wall` or `busy` (case-insensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "wall" => Ok(SpanTime::Wall),
+            "busy" => Ok(SpanTime::Busy),
+            _ => Err(SpanMetricsError::InvalidTime(s.to_string())),
+        }
+    }
+}
+
+/// A bad span-metrics setting.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SpanMetricsError {
+    /// The filter is not a valid `Targets` directive.
+    #[error("invalid span metrics filter `{directive}`: {reason}")]
+    InvalidFilter {
+        /// The directive as given.
+        directive: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// The allow list holds an empty name.
+    #[error("the span metrics allow list holds an empty span name")]
+    EmptySpanName,
+    /// Not `wall` or `busy`.
+    #[error("invalid span time `{0}`: expected `wall` or `busy`")]
+    InvalidTime(String),
+}
+
+/// Settings of the span-metrics layer.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct SpanMetricsConfig {
+    /// Whether the layer is installed at all (default `true`).
+    pub enabled: bool,
+    /// Span names to record; empty (the default) records every span the filter lets through.
+    pub allow: Vec<String>,
+    /// A [`Targets`](tracing_subscriber::filter::Targets) directive (`info`,
+    /// `my_crate=debug,hyper=off`); default `trace` (all).
+    pub filter: String,
+    /// Wall or busy time (default wall).
+    pub time: SpanTime,
+}
+
+impl Default for SpanMetricsConfig {
+    fn default() -> Self {
+        SpanMetricsConfig { enabled: true, allow: Vec::new(), filter: "trace".to_string(), time: SpanTime::Wall }
+    }
+}
+
+impl SpanMetricsConfig {
+    /// Switches the layer on or off.
+    #[must_use]
+    pub fn with_enabled(mut self, enabled: bool) -> Self {
+        self.enabled = enabled;
+        self
+    }
+
+    /// Records only spans with these names.
+    #[must_use]
+    pub fn with_allow<I, N>(mut self, names: I) -> Self
+    where
+        I: IntoIterator<Item = N>,
+        N: Into<String>,
+    {
+        self.allow = names.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets the target/level filter (a [`Targets`](tracing_subscriber::filter::Targets)
+    /// directive).
+    #[must_use]
+    pub fn with_filter(mut self, directive: impl Into<String>) -> Self {
+        self.filter = directive.into();
+        self
+    }
+
+    /// Chooses wall or busy time.
+    #[must_use]
+    pub fn with_time(mut self, time: SpanTime) -> Self {
+        self.time = time;
+        self
+    }
+
+    /// Splits a comma-separated allow list (`a, b,c`), as an environment variable holds it;
+    /// blanks around names and empty entries are dropped.
+    pub fn parse_allow(list: &str) -> Vec<String> {
+        parse::names(list).unwrap_or_default()
+    }
+
+    /// Checks the settings.
+    ///
+    /// # Errors
+    /// [`SpanMetricsError::InvalidFilter`] for a filter
+    /// [`Targets`](tracing_subscriber::filter::Targets) cannot parse,
+    /// [`SpanMetricsError::EmptySpanName`] for an empty name in the allow list.
+    pub fn validate(&self) -> Result<(), SpanMetricsError> {
+        self.targets()?;
+        if self.allow.iter().any(|n| n.trim().is_empty()) {
+            return Err(SpanMetricsError::EmptySpanName);
+        }
+        Ok(())
+    }
+
+    /// The filter as the layer applies it.
+    pub(crate) fn targets(&self) -> Result<tracing_subscriber::filter::Targets, SpanMetricsError> {
+        parse::span_targets(&self.filter)
+            .map_err(|reason| SpanMetricsError::InvalidFilter { directive: self.filter.clone(), reason })
+    }
+}

@@ -1,0 +1,522 @@
+//! Configuration: a builder, the standard `OTEL_*` environment variables and a TOML file.
+//!
+//! # Resolution order
+//! Every setting resolves in one documented order, highest first:
+//! 1. a value set in code (`Config::with_*`),
+//! 2. the environment (for OTLP settings the signal-specific variable, then the generic one),
+//! 3. the TOML file named by [`PIPETEL_CONFIG`] (or given to [`Config::from_file`]),
+//! 4. the default.
+//!
+//! `Config::from_env()` reads the file first and lays the environment over it; `with_*` calls made
+//! afterwards lay code over both. Every value remembers where it came from ([`Origin`]), and
+//! [`Config::resolve`] turns the whole into plain [`Settings`] once, checking each value with the
+//! same rule whatever its path: a bad value is an error naming the variable, file key or setter
+//! and the value; nothing is silently replaced by a default.
+//!
+//! # Where things are
+//! | module | job |
+//! |---|---|
+//! | `vars` | every variable (`pub const`), [`ENV_VARS`], the defaults |
+//! | `error` | [`ConfigError`], [`Origin`] |
+//! | `values` | the value types ([`OtlpProtocol`], the exporters, [`SamplerConfig`], [`Signal`]) |
+//! | `groups` | setting groups other modules take whole ([`ServiceMetricsConfig`], [`SpanMetricsConfig`]) |
+//! | `parse` | one rule (lexer + check) per setting, shared by every path |
+//! | `env` | the table variable → rule → field |
+//! | `file` | the table file key → kind → rule → field |
+//! | `otlp` | OTLP resolution per signal |
+//! | `settings` | [`Config::resolve`] and the plain [`Settings`] `init` reads |
+//!
+//! A new setting is a line in `vars`, a row in `env` and in `file`, its rule in `parse`, and
+//! its field, setter and place in [`Settings`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+mod env;
+mod error;
+mod file;
+mod groups;
+mod otlp;
+mod parse;
+mod settings;
+mod values;
+mod vars;
+
+pub use error::{ConfigError, Origin};
+pub use groups::{ServiceMetricsConfig, SpanMetricsConfig, SpanMetricsError, SpanTime};
+pub use otlp::OtlpTarget;
+pub use parse::parse_buckets;
+pub use settings::{
+    LogsSettings, MetricsSettings, PipelineSettings, PrometheusSettings, ResourceSettings, Settings, Sourced,
+    SubscriberSettings, TracesSettings,
+};
+pub use values::{
+    LogExporter, MetricExporter, OtlpCompression, OtlpProtocol, ParseValueError, SamplerConfig, Signal, TraceExporter,
+};
+pub use vars::*;
+
+use otlp::OtlpScope;
+use parse::{Set, Slot};
+
+/// pipetel's configuration. Build it with [`Config::from_env`] (file + environment) or
+/// [`Config::default`] (defaults only), then adjust with the `with_*` methods, which beat both.
+///
+/// ```
+/// let config = pipetel::Config::default()
+///     .with_service_name("tokenize")
+///     .with_prometheus_port(0);
+/// assert_eq!(config.service_name(), "tokenize");
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    service_name: Option<Set<String>>,
+    service_version: Option<Set<String>>,
+    resource_attributes: Vec<(String, String)>,
+    sdk_disabled: Option<Set<bool>>,
+    traces_exporters: Option<Set<Vec<TraceExporter>>>,
+    metrics_exporters: Option<Set<Vec<MetricExporter>>>,
+    logs_exporters: Option<Set<Vec<LogExporter>>>,
+    otlp: OtlpScope,
+    otlp_traces: OtlpScope,
+    otlp_metrics: OtlpScope,
+    otlp_logs: OtlpScope,
+    prometheus_host: Option<Set<String>>,
+    prometheus_port: Option<Set<u16>>,
+    prometheus_path: Option<Set<String>>,
+    prometheus_bearer_token: Option<Set<String>>,
+    prometheus_basic_auth: Option<Set<(String, String)>>,
+    prometheus_tls_cert: Option<Set<PathBuf>>,
+    prometheus_tls_key: Option<Set<PathBuf>>,
+    metric_export_interval: Option<Set<Duration>>,
+    sampler: Option<Set<SamplerConfig>>,
+    sampler_arg: Option<Set<f64>>,
+    console_log: Option<Set<bool>>,
+    log_filter: Option<Set<String>>,
+    shutdown_timeout: Option<Set<Duration>>,
+    cardinality_limit: Option<Set<usize>>,
+    namespace: Option<Set<String>>,
+    sample_interval: Option<Set<Duration>>,
+    stage_retention: Option<Set<Duration>>,
+    rows_file: Option<Set<PathBuf>>,
+    stage_metrics: Option<Set<bool>>,
+    queue_metrics: Option<Set<bool>>,
+    http_metrics: Option<Set<bool>>,
+    service_prefix: Option<Set<String>>,
+    histogram_buckets: Option<Set<Vec<f64>>>,
+    span_metrics_enabled: Option<Set<bool>>,
+    span_metrics_allow: Option<Set<Vec<String>>>,
+    span_metrics_filter: Option<Set<String>>,
+    span_metrics_time: Option<Set<SpanTime>>,
+    #[cfg(feature = "gpu")]
+    gpu: GpuSlots,
+    /// Deprecated spellings met while reading; `init` logs them once its subscriber is up.
+    deprecations: Vec<String>,
+}
+
+/// The GPU settings, one slot per field of [`pipetel_gpu::GpuConfig`].
+#[cfg(feature = "gpu")]
+#[derive(Debug, Clone, Default)]
+struct GpuSlots {
+    mode: Option<Set<pipetel_gpu::GpuMode>>,
+    poll_interval: Option<Set<Duration>>,
+    nvml_library: Option<Set<PathBuf>>,
+    rocm_smi_library: Option<Set<PathBuf>>,
+    platform: Option<Set<pipetel_gpu::GpuPlatform>>,
+    pcie_throughput: Option<Set<bool>>,
+    process_memory: Option<Set<bool>>,
+    init_timeout: Option<Set<Duration>>,
+}
+
+/// `with_*` setters that store one value (or each field of a group), remembering the setter as
+/// the origin; each value is checked by its setting's rule when the configuration is resolved.
+macro_rules! setters {
+    ($( $(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) -> { $($($field:ident).+ = $value:expr, $rule:ident;)+ } )*) => {$(
+        $(#[$attr])*
+        pub fn $name(mut self, $arg: $ty) -> Self {
+            $(self.$($field).+ = Some(Set::code($value, stringify!($name), &parse::$rule));)+
+            self
+        }
+    )*};
+}
+
+/// Getters of the value in effect: the value set (unchecked), or the setting's default.
+macro_rules! getters {
+    ($( $(#[$attr:meta])* fn $name:ident() -> $ty:ty = $default:expr; )*) => {$(
+        $(#[$attr])*
+        pub fn $name(&self) -> $ty {
+            parse::OrDefault::or_default_to(&self.$name, $default)
+        }
+    )*};
+}
+
+impl Config {
+    /// Reads the file named by [`PIPETEL_CONFIG`] (when set), then the environment over it.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the variable or file key and the value for anything that cannot be
+    /// parsed, and for an unreadable or malformed file or an unknown key in it.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Like [`Config::from_env`], with variables looked up through `lookup` (for tests and for
+    /// programs that keep settings elsewhere).
+    ///
+    /// # Errors
+    /// As [`Config::from_env`].
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut config = match lookup(PIPETEL_CONFIG).filter(|p| !p.trim().is_empty()) {
+            Some(path) => Self::from_file(path)?,
+            None => Self::default(),
+        };
+        env::apply(&mut config, &lookup, None)?;
+        // Settings that only make sense together (a TLS certificate and its key).
+        config.resolve()?;
+        Ok(config)
+    }
+
+    /// Reads a TOML configuration file (no environment). See the README for its keys.
+    ///
+    /// # Errors
+    /// [`ConfigError::FileRead`], [`ConfigError::FileSyntax`] (unknown key, malformed TOML), or
+    /// [`ConfigError::InvalidValue`] naming the key.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref().to_path_buf();
+        let text =
+            std::fs::read_to_string(&path).map_err(|source| ConfigError::FileRead { path: path.clone(), source })?;
+        Self::from_toml_str(&text, &path)
+    }
+
+    /// Parses TOML text as if read from `path` (used in error messages).
+    ///
+    /// # Errors
+    /// As [`Config::from_file`].
+    pub fn from_toml_str(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let mut config = Self::default();
+        file::apply(&mut config, text, path)?;
+        config.resolve()?;
+        Ok(config)
+    }
+
+    // ----- builder -----
+
+    setters! {
+        /// Sets `service.name`.
+        fn with_service_name(name: impl Into<String>) -> { service_name = name.into(), TEXT; }
+        /// Sets `service.version`.
+        fn with_service_version(version: impl Into<String>) -> { service_version = version.into(), TEXT; }
+        /// Disables (or re-enables) every signal, as `OTEL_SDK_DISABLED` does.
+        fn with_sdk_disabled(disabled: bool) -> { sdk_disabled = disabled, BOOL; }
+        /// Sets the trace exporters (an empty list means none).
+        fn with_traces_exporters(exporters: impl IntoIterator<Item = TraceExporter>) -> {
+            traces_exporters = parse::dedup(exporters), TRACE_EXPORTERS;
+        }
+        /// Sets the metric exporters (an empty list means none).
+        fn with_metrics_exporters(exporters: impl IntoIterator<Item = MetricExporter>) -> {
+            metrics_exporters = parse::dedup(exporters), METRIC_EXPORTERS;
+        }
+        /// Sets the log exporters (an empty list means none).
+        fn with_logs_exporters(exporters: impl IntoIterator<Item = LogExporter>) -> {
+            logs_exporters = parse::dedup(exporters), LOG_EXPORTERS;
+        }
+        /// Sets the OTLP endpoint of every signal (checked at `init`).
+        fn with_otlp_endpoint(endpoint: impl Into<String>) -> { otlp.endpoint = endpoint.into(), ENDPOINT; }
+        /// Sets the OTLP protocol of every signal.
+        fn with_otlp_protocol(protocol: OtlpProtocol) -> { otlp.protocol = protocol, PROTOCOL; }
+        /// Sets the OTLP export timeout of every signal.
+        fn with_otlp_timeout(timeout: Duration) -> { otlp.timeout = timeout, MILLIS; }
+        /// Sets the OTLP compression of every signal.
+        fn with_otlp_compression(compression: OtlpCompression) -> { otlp.compression = compression, COMPRESSION; }
+        /// Sets the host the Prometheus endpoint binds to.
+        fn with_prometheus_host(host: impl Into<String>) -> { prometheus_host = host.into(), HOST; }
+        /// Sets the Prometheus endpoint's port (`0` picks a free one; see `Telemetry::prometheus_addr`).
+        fn with_prometheus_port(port: u16) -> { prometheus_port = port, PORT; }
+        /// Sets the path the Prometheus endpoint serves.
+        fn with_prometheus_path(path: impl Into<String>) -> { prometheus_path = path.into(), URL_PATH; }
+        /// Requires `Authorization: Bearer <token>` on the pull endpoint.
+        fn with_prometheus_bearer_token(token: impl Into<String>) -> { prometheus_bearer_token = token.into(), TOKEN; }
+        /// Sets the interval of pushed (OTLP, console) metric exports.
+        fn with_metric_export_interval(interval: Duration) -> { metric_export_interval = interval, POSITIVE_MILLIS; }
+        /// Prints `tracing` events to stderr (or not).
+        fn with_console_log(enabled: bool) -> { console_log = enabled, BOOL; }
+        /// Sets the `tracing` filter directives (as in `RUST_LOG`; checked at `init`).
+        fn with_log_filter(directives: impl Into<String>) -> { log_filter = directives.into(), LOG_FILTER; }
+        /// Sets the upper bound of flush and shutdown.
+        fn with_shutdown_timeout(timeout: Duration) -> { shutdown_timeout = timeout, POSITIVE_MILLIS; }
+        /// Sets the most attribute sets kept per metric instrument; more fold into an overflow
+        /// series carrying `otel.metric.overflow=true`.
+        fn with_cardinality_limit(limit: usize) -> { cardinality_limit = limit, CARDINALITY; }
+        /// Sets the prefix of the stage and worker namespaces (`zephyr` gives `zephyr.stage` and
+        /// `zephyr.worker`; checked at `init`).
+        fn with_namespace(prefix: impl Into<String>) -> { namespace = prefix.into(), NAMESPACE; }
+        /// Sets the interval of periodic worker samples (at least 100 ms; checked at `init`).
+        fn with_sample_interval(interval: Duration) -> { sample_interval = interval, SAMPLE_INTERVAL; }
+        /// Sets how long a finished stage's series stay exported before they are dropped.
+        fn with_stage_retention(retention: Duration) -> { stage_retention = retention, MILLIS; }
+        /// Appends every stage and worker row to this file as JSON Lines.
+        fn with_rows_file(path: impl Into<PathBuf>) -> { rows_file = path.into(), FILE; }
+        /// Registers the stage/worker metrics (or not; rows and spans flow either way).
+        fn with_stage_metrics(enabled: bool) -> { stage_metrics = enabled, BOOL; }
+        /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
+        fn with_service_metrics(service: ServiceMetricsConfig) -> {
+            queue_metrics = service.queue_metrics, BOOL;
+            http_metrics = service.http_metrics, BOOL;
+            service_prefix = service.prefix, SERVICE_PREFIX;
+            histogram_buckets = service.histogram_buckets, BUCKETS;
+        }
+        /// Sets which spans feed the `span.duration` histogram, and with which duration.
+        fn with_span_metrics(span_metrics: SpanMetricsConfig) -> {
+            span_metrics_enabled = span_metrics.enabled, BOOL;
+            span_metrics_allow = span_metrics.allow, SPAN_ALLOW;
+            span_metrics_filter = span_metrics.filter, SPAN_FILTER;
+            span_metrics_time = span_metrics.time, SPAN_TIME;
+        }
+        /// Sets the GPU mode (`Auto`, `On`, `Off`).
+        #[cfg(feature = "gpu")]
+        fn with_gpu_mode(mode: pipetel_gpu::GpuMode) -> { gpu.mode = mode, GPU_MODE; }
+        /// Sets the NVML library path.
+        #[cfg(feature = "gpu")]
+        fn with_nvml_library(path: impl Into<PathBuf>) -> { gpu.nvml_library = path.into(), LIBRARY; }
+        /// Sets the GPU poll interval (at least 1 s; checked at `init`).
+        #[cfg(feature = "gpu")]
+        fn with_gpu_poll_interval(interval: Duration) -> { gpu.poll_interval = interval, GPU_POLL_SECONDS; }
+    }
+
+    /// Adds (or replaces) one resource attribute.
+    pub fn with_resource_attribute(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.add_resource_attributes(vec![(key.into(), value.into())]);
+        self
+    }
+    /// Sets the OTLP endpoint of one signal, used as given (checked at `init`).
+    pub fn with_otlp_signal_endpoint(mut self, signal: Signal, endpoint: impl Into<String>) -> Self {
+        self.otlp_scope_mut(signal).endpoint =
+            Some(Set::code(endpoint.into(), "with_otlp_signal_endpoint", &parse::ENDPOINT));
+        self
+    }
+    /// Sets the OTLP protocol of one signal.
+    pub fn with_otlp_signal_protocol(mut self, signal: Signal, protocol: OtlpProtocol) -> Self {
+        self.otlp_scope_mut(signal).protocol = Some(Set::code(protocol, "with_otlp_signal_protocol", &parse::PROTOCOL));
+        self
+    }
+    /// Adds an OTLP request header for every signal.
+    pub fn with_otlp_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        let mut headers = self.otlp.headers.value().cloned().unwrap_or_default();
+        merge_pairs(&mut headers, vec![(key.into(), value.into())]);
+        self.otlp.headers = Some(Set::code(headers, "with_otlp_header", &parse::HEADERS));
+        self
+    }
+    /// Requires HTTP basic auth on the pull endpoint.
+    pub fn with_prometheus_basic_auth(mut self, user: impl Into<String>, password: impl Into<String>) -> Self {
+        let pair = (user.into(), password.into());
+        self.prometheus_basic_auth = Some(Set::code(pair, "with_prometheus_basic_auth", &parse::BASIC_AUTH));
+        self
+    }
+    /// Serves the pull endpoint over HTTPS with this PEM certificate chain and key (`tls` feature).
+    pub fn with_prometheus_tls(mut self, cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> Self {
+        self.prometheus_tls_cert = Some(Set::code(cert.into(), "with_prometheus_tls", &parse::FILE));
+        self.prometheus_tls_key = Some(Set::code(key.into(), "with_prometheus_tls", &parse::FILE));
+        self
+    }
+    /// Sets the trace sampler.
+    pub fn with_sampler(mut self, sampler: SamplerConfig) -> Self {
+        self.sampler = Some(Set::code(sampler, "with_sampler", &parse::SAMPLER));
+        // A ratio given in code beats `OTEL_TRACES_SAMPLER_ARG`.
+        self.sampler_arg = sampler.ratio().map(|r| Set::code(r, "with_sampler", &parse::SAMPLER_ARG));
+        self
+    }
+    /// Sets the whole GPU configuration (mode, poll interval, library paths, platform, opt-ins).
+    #[cfg(feature = "gpu")]
+    pub fn with_gpu(mut self, gpu: pipetel_gpu::GpuConfig) -> Self {
+        self.gpu = GpuSlots {
+            mode: Some(Set::code(gpu.mode, "with_gpu", &parse::GPU_MODE)),
+            poll_interval: Some(Set::code(gpu.poll_interval, "with_gpu", &parse::GPU_POLL_SECONDS)),
+            nvml_library: gpu.library_path.map(|p| Set::code(p, "with_gpu", &parse::LIBRARY)),
+            rocm_smi_library: gpu.rocm_library_path.map(|p| Set::code(p, "with_gpu", &parse::LIBRARY)),
+            platform: Some(Set::code(gpu.platform, "with_gpu", &parse::GPU_PLATFORM)),
+            pcie_throughput: Some(Set::code(gpu.pcie_throughput, "with_gpu", &parse::BOOL)),
+            process_memory: Some(Set::code(gpu.process_memory, "with_gpu", &parse::BOOL)),
+            init_timeout: Some(Set::code(gpu.init_timeout, "with_gpu", &parse::ANY_DURATION)),
+        };
+        self
+    }
+    fn add_resource_attributes(&mut self, pairs: Vec<(String, String)>) {
+        merge_pairs(&mut self.resource_attributes, pairs);
+    }
+    fn otlp_scope_mut(&mut self, signal: Signal) -> &mut OtlpScope {
+        match signal {
+            Signal::Traces => &mut self.otlp_traces,
+            Signal::Metrics => &mut self.otlp_metrics,
+            Signal::Logs => &mut self.otlp_logs,
+        }
+    }
+    fn otlp_scope(&self, signal: Signal) -> &OtlpScope {
+        match signal {
+            Signal::Traces => &self.otlp_traces,
+            Signal::Metrics => &self.otlp_metrics,
+            Signal::Logs => &self.otlp_logs,
+        }
+    }
+
+    // ----- values in effect (unchecked; `resolve` checks them) -----
+
+    /// `service.name` (default: the executable's name, as OTel's `unknown_service:<exe>`).
+    pub fn service_name(&self) -> String {
+        self.service_name.value().cloned().unwrap_or_else(|| {
+            let exe =
+                std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()));
+            match exe {
+                Some(exe) => format!("unknown_service:{exe}"),
+                None => "unknown_service".to_string(),
+            }
+        })
+    }
+    /// `service.version`, when given.
+    pub fn service_version(&self) -> Option<&str> {
+        self.service_version.value().map(String::as_str)
+    }
+    getters! {
+        /// Whether the SDK is disabled.
+        fn sdk_disabled() -> bool = false;
+        /// Host of the Prometheus endpoint.
+        fn prometheus_host() -> &str = DEFAULT_PROMETHEUS_HOST;
+        /// Port of the Prometheus endpoint.
+        fn prometheus_port() -> u16 = DEFAULT_PROMETHEUS_PORT;
+        /// Path of the Prometheus endpoint.
+        fn prometheus_path() -> &str = DEFAULT_PROMETHEUS_PATH;
+        /// Interval of pushed metric exports.
+        fn metric_export_interval() -> Duration = DEFAULT_EXPORT_INTERVAL;
+        /// Whether `tracing` events are printed to stderr.
+        fn console_log() -> bool = true;
+        /// The `tracing` filter directives.
+        fn log_filter() -> &str = DEFAULT_LOG_FILTER;
+        /// Upper bound of flush and shutdown.
+        fn shutdown_timeout() -> Duration = DEFAULT_SHUTDOWN_TIMEOUT;
+        /// Most attribute sets kept per metric instrument.
+        fn cardinality_limit() -> usize = DEFAULT_CARDINALITY_LIMIT;
+        /// Prefix of the stage and worker namespaces.
+        fn namespace() -> &str = DEFAULT_NAMESPACE;
+        /// Interval of periodic worker samples.
+        fn sample_interval() -> Duration = DEFAULT_SAMPLE_INTERVAL;
+        /// How long a finished stage's series stay exported.
+        fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
+        /// Whether the stage/worker metrics are registered.
+        fn stage_metrics() -> bool = true;
+    }
+    /// Extra resource attributes.
+    pub fn resource_attributes(&self) -> &[(String, String)] {
+        &self.resource_attributes
+    }
+    /// Whether any OTLP endpoint was configured explicitly (then OTLP becomes the default exporter).
+    fn otlp_configured(&self) -> bool {
+        [&self.otlp, &self.otlp_traces, &self.otlp_metrics, &self.otlp_logs].iter().any(|s| s.endpoint.is_some())
+    }
+    /// Trace exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
+    /// else none.
+    pub fn traces_exporters(&self) -> Vec<TraceExporter> {
+        let default = if self.otlp_configured() { vec![TraceExporter::Otlp] } else { Vec::new() };
+        self.traces_exporters.value().cloned().unwrap_or(default)
+    }
+    /// Metric exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
+    /// else the Prometheus pull endpoint (the embedded default).
+    pub fn metrics_exporters(&self) -> Vec<MetricExporter> {
+        let default = if self.otlp_configured() { MetricExporter::Otlp } else { MetricExporter::Prometheus };
+        self.metrics_exporters.value().cloned().unwrap_or(vec![default])
+    }
+    /// Log exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
+    /// else none.
+    pub fn logs_exporters(&self) -> Vec<LogExporter> {
+        let default = if self.otlp_configured() { vec![LogExporter::Otlp] } else { Vec::new() };
+        self.logs_exporters.value().cloned().unwrap_or(default)
+    }
+    /// The resolved OTLP settings of one signal.
+    ///
+    /// # Errors
+    /// A value it uses that its rule refuses (an endpoint or header set in code), naming where it
+    /// came from.
+    pub fn otlp_target(&self, signal: Signal) -> Result<OtlpTarget, ConfigError> {
+        otlp::target(&self.otlp, self.otlp_scope(signal), signal)
+    }
+    /// The bearer token the pull endpoint requires, if any.
+    pub fn prometheus_bearer_token(&self) -> Option<&str> {
+        self.prometheus_bearer_token.value().map(String::as_str)
+    }
+    /// The basic-auth user and password the pull endpoint requires, if any.
+    pub fn prometheus_basic_auth(&self) -> Option<(&str, &str)> {
+        self.prometheus_basic_auth.value().map(|(u, p)| (u.as_str(), p.as_str()))
+    }
+    /// The certificate and key the pull endpoint serves HTTPS with, if both are given.
+    pub fn prometheus_tls(&self) -> Option<(&Path, &Path)> {
+        Some((self.prometheus_tls_cert.value()?.as_path(), self.prometheus_tls_key.value()?.as_path()))
+    }
+    /// The trace sampler (its ratio from `OTEL_TRACES_SAMPLER_ARG` or the file's `sampler_arg`
+    /// when those set it).
+    pub fn sampler(&self) -> SamplerConfig {
+        let sampler = self.sampler.value().copied().unwrap_or(SamplerConfig::ParentBasedAlwaysOn);
+        self.sampler_arg.value().map_or(sampler, |r| sampler.with_ratio(*r))
+    }
+    /// The JSON Lines file rows are appended to, if any.
+    pub fn rows_file(&self) -> Option<&Path> {
+        self.rows_file.value().map(PathBuf::as_path)
+    }
+    /// The service-metrics configuration ([`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config)).
+    pub fn service_metrics(&self) -> ServiceMetricsConfig {
+        let d = ServiceMetricsConfig::default();
+        ServiceMetricsConfig {
+            queue_metrics: self.queue_metrics.value().copied().unwrap_or(d.queue_metrics),
+            http_metrics: self.http_metrics.value().copied().unwrap_or(d.http_metrics),
+            prefix: self.service_prefix.value().cloned().unwrap_or(d.prefix),
+            histogram_buckets: self.histogram_buckets.value().cloned().unwrap_or(d.histogram_buckets),
+        }
+    }
+    /// The span-metrics configuration.
+    pub fn span_metrics(&self) -> SpanMetricsConfig {
+        let d = SpanMetricsConfig::default();
+        SpanMetricsConfig {
+            enabled: self.span_metrics_enabled.value().copied().unwrap_or(d.enabled),
+            allow: self.span_metrics_allow.value().cloned().unwrap_or(d.allow),
+            filter: self.span_metrics_filter.value().cloned().unwrap_or(d.filter),
+            time: self.span_metrics_time.value().copied().unwrap_or(d.time),
+        }
+    }
+    /// The GPU configuration.
+    #[cfg(feature = "gpu")]
+    pub fn gpu(&self) -> pipetel_gpu::GpuConfig {
+        let g = &self.gpu;
+        let mut c = pipetel_gpu::GpuConfig::default();
+        c.mode = g.mode.value().copied().unwrap_or(c.mode);
+        c.poll_interval = g.poll_interval.value().copied().unwrap_or(c.poll_interval);
+        c.library_path = g.nvml_library.value().cloned();
+        c.rocm_library_path = g.rocm_smi_library.value().cloned();
+        c.platform = g.platform.value().copied().unwrap_or(c.platform);
+        c.pcie_throughput = g.pcie_throughput.value().copied().unwrap_or(c.pcie_throughput);
+        c.process_memory = g.process_memory.value().copied().unwrap_or(c.process_memory);
+        c.init_timeout = g.init_timeout.value().copied().unwrap_or(c.init_timeout);
+        c
+    }
+    /// Deprecated spellings met while reading the configuration (file keys with a new name),
+    /// one sentence each; `init` logs them as warnings once its subscriber is installed.
+    pub fn deprecations(&self) -> &[String] {
+        &self.deprecations
+    }
+
+    /// Checks every value (those set in code included) and the settings that go together.
+    ///
+    /// # Errors
+    /// The first value that is out of range, naming where it came from.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.resolve().map(drop)
+    }
+}
+
+/// Adds pairs, a key given again replacing the earlier value.
+fn merge_pairs(into: &mut Vec<(String, String)>, pairs: Vec<(String, String)>) {
+    for (k, v) in pairs {
+        match into.iter_mut().find(|(existing, _)| *existing == k) {
+            Some(slot) => slot.1 = v,
+            None => into.push((k, v)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,582 @@
+//! One rule per setting: how its text becomes a value ([`Rule::lex`]) and what values it accepts
+//! ([`Rule::check`]). The environment, the file and the code paths all go through the same rule:
+//! text is lexed and checked as it is read; a value set in code is checked when the
+//! configuration is resolved. Each rule returns only the reason; the caller names the origin.
+//!
+//! Durations use the one grammar of `pipetel_recorders::duration` (`500ms`, `5s`, `2m`, `1h`),
+//! where a bare number keeps the unit each setting has always documented.
+
+// A check takes `&T` of the stored type, `&String` and `&Vec<_>` included.
+#![allow(clippy::ptr_arg)]
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use pipetel_recorders::duration::{self, BareUnit};
+
+use super::error::{ConfigError, Origin};
+use super::values::{ExporterName, LogExporter, MetricExporter, SamplerConfig, TraceExporter};
+use super::vars::MIN_SAMPLE_INTERVAL;
+
+/// How one setting is read and checked.
+pub(crate) struct Rule<T: 'static> {
+    /// Text to value: the syntax.
+    pub(crate) lex: fn(&str) -> Result<T, String>,
+    /// The accepted values, whatever path the value took.
+    pub(crate) check: fn(&T) -> Result<(), String>,
+    /// A credential: errors show `<redacted>` instead of the value.
+    pub(crate) secret: bool,
+}
+
+impl<T> Rule<T> {
+    const fn new(lex: fn(&str) -> Result<T, String>, check: fn(&T) -> Result<(), String>) -> Self {
+        Rule { lex, check, secret: false }
+    }
+
+    const fn secret(lex: fn(&str) -> Result<T, String>, check: fn(&T) -> Result<(), String>) -> Self {
+        Rule { lex, check, secret: true }
+    }
+
+    /// Reads `text` from `origin`: lexed and checked, or an error naming both.
+    pub(crate) fn read(&'static self, text: &str, origin: Origin) -> Result<Set<T>, ConfigError> {
+        let value = (self.lex)(text).and_then(|v| (self.check)(&v).map(|()| v));
+        match value {
+            Ok(value) => Ok(Set { value, origin, rule: self }),
+            Err(reason) => Err(ConfigError::invalid(origin, if self.secret { "<redacted>" } else { text }, reason)),
+        }
+    }
+}
+
+impl<T> fmt::Debug for Rule<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rule").field("secret", &self.secret).finish_non_exhaustive()
+    }
+}
+
+/// A value that was set, where from, and the rule it answers to.
+#[derive(Clone)]
+pub(crate) struct Set<T: 'static> {
+    pub(crate) value: T,
+    pub(crate) origin: Origin,
+    rule: &'static Rule<T>,
+}
+
+impl<T> Set<T> {
+    /// A value set in code by `setter`; checked when the configuration is resolved.
+    pub(crate) fn code(value: T, setter: &'static str, rule: &'static Rule<T>) -> Self {
+        Set { value, origin: Origin::Code(setter), rule }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Set<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Set");
+        if self.rule.secret {
+            s.field("value", &"<redacted>");
+        } else {
+            s.field("value", &self.value);
+        }
+        s.field("origin", &self.origin).finish()
+    }
+}
+
+/// A setting's slot in `Config`: unset, or set with its origin.
+pub(crate) trait Slot<T> {
+    /// The value, unchecked.
+    fn value(&self) -> Option<&T>;
+    /// The value after its rule's check, or an error naming its origin.
+    fn checked(&self) -> Result<Option<&T>, ConfigError>;
+    /// Where the value came from ([`Origin::Default`] when unset).
+    fn origin(&self) -> Origin;
+}
+
+impl<T: Show> Slot<T> for Option<Set<T>> {
+    fn value(&self) -> Option<&T> {
+        self.as_ref().map(|s| &s.value)
+    }
+
+    fn checked(&self) -> Result<Option<&T>, ConfigError> {
+        let Some(set) = self else { return Ok(None) };
+        (set.rule.check)(&set.value).map_err(|reason| {
+            let shown = if set.rule.secret { "<redacted>".to_string() } else { set.value.show() };
+            ConfigError::invalid(set.origin.clone(), shown, reason)
+        })?;
+        Ok(Some(&set.value))
+    }
+
+    fn origin(&self) -> Origin {
+        self.as_ref().map(|s| s.origin.clone()).unwrap_or_default()
+    }
+}
+
+/// A slot's value, or the setting's default: what the getters return.
+pub(crate) trait OrDefault<'a, R> {
+    fn or_default_to(&'a self, default: R) -> R;
+}
+
+impl<T: Copy> OrDefault<'_, T> for Option<Set<T>> {
+    fn or_default_to(&self, default: T) -> T {
+        self.as_ref().map_or(default, |s| s.value)
+    }
+}
+
+impl<'a> OrDefault<'a, &'a str> for Option<Set<String>> {
+    fn or_default_to(&'a self, default: &'a str) -> &'a str {
+        self.as_ref().map_or(default, |s| s.value.as_str())
+    }
+}
+
+/// How a value is shown in an error (text as it is, the rest as `Debug` shows it).
+pub(crate) trait Show: fmt::Debug {
+    fn show(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+impl Show for String {
+    fn show(&self) -> String {
+        self.clone()
+    }
+}
+impl Show for PathBuf {
+    fn show(&self) -> String {
+        self.display().to_string()
+    }
+}
+impl Show for bool {}
+impl Show for u16 {}
+impl Show for usize {}
+impl Show for f64 {}
+impl Show for Duration {}
+impl Show for SamplerConfig {}
+impl Show for Vec<f64> {}
+impl Show for Vec<String> {}
+impl Show for (String, String) {}
+impl Show for Vec<(String, String)> {}
+impl Show for Vec<TraceExporter> {}
+impl Show for Vec<MetricExporter> {}
+impl Show for Vec<LogExporter> {}
+impl Show for super::values::OtlpProtocol {}
+impl Show for super::values::OtlpCompression {}
+impl Show for super::groups::SpanTime {}
+#[cfg(feature = "gpu")]
+impl Show for pipetel_gpu::GpuMode {}
+#[cfg(feature = "gpu")]
+impl Show for pipetel_gpu::GpuPlatform {}
+
+// ----- the rules, one per setting (settings of one kind share one) -----
+
+/// Switches.
+pub(crate) static BOOL: Rule<bool> = Rule::new(boolean, any);
+/// Free text (service name and version).
+pub(crate) static TEXT: Rule<String> = Rule::new(text, any);
+/// File paths (rows file, TLS certificate and key).
+pub(crate) static FILE: Rule<PathBuf> = Rule::new(file, any);
+/// Durations with no bound but a bare number in milliseconds (retention, OTLP timeouts).
+pub(crate) static MILLIS: Rule<Duration> = Rule::new(millis, any);
+/// Durations that must be positive (export interval, shutdown timeout).
+pub(crate) static POSITIVE_MILLIS: Rule<Duration> = Rule::new(millis, positive);
+pub(crate) static SAMPLE_INTERVAL: Rule<Duration> = Rule::new(millis, sample_interval);
+pub(crate) static RESOURCE: Rule<Vec<(String, String)>> = Rule::new(key_values, any);
+pub(crate) static TRACE_EXPORTERS: Rule<Vec<TraceExporter>> = Rule::new(exporters, any);
+pub(crate) static METRIC_EXPORTERS: Rule<Vec<MetricExporter>> = Rule::new(exporters, any);
+pub(crate) static LOG_EXPORTERS: Rule<Vec<LogExporter>> = Rule::new(exporters, any);
+pub(crate) static ENDPOINT: Rule<String> = Rule::new(trimmed, endpoint);
+pub(crate) static PROTOCOL: Rule<super::values::OtlpProtocol> = Rule::new(from_str, any);
+pub(crate) static HEADERS: Rule<Vec<(String, String)>> = Rule::new(key_values, headers);
+pub(crate) static COMPRESSION: Rule<super::values::OtlpCompression> = Rule::new(from_str, any);
+pub(crate) static HOST: Rule<String> = Rule::new(host, |h| host(h).map(drop));
+pub(crate) static PORT: Rule<u16> = Rule::new(port, any);
+pub(crate) static URL_PATH: Rule<String> = Rule::new(trimmed, url_path);
+pub(crate) static TOKEN: Rule<String> = Rule::secret(trimmed, token);
+pub(crate) static BASIC_AUTH: Rule<(String, String)> = Rule::secret(basic_auth, basic_auth_pair);
+pub(crate) static SAMPLER: Rule<SamplerConfig> = Rule::new(from_str, sampler);
+pub(crate) static SAMPLER_ARG: Rule<f64> = Rule::new(number, ratio);
+pub(crate) static LOG_FILTER: Rule<String> = Rule::new(text, log_filter);
+pub(crate) static CARDINALITY: Rule<usize> = Rule::new(whole, cardinality);
+pub(crate) static NAMESPACE: Rule<String> = Rule::new(trimmed, namespace);
+pub(crate) static SERVICE_PREFIX: Rule<String> = Rule::new(trimmed, service_prefix);
+pub(crate) static BUCKETS: Rule<Vec<f64>> = Rule::new(numbers, buckets);
+pub(crate) static SPAN_ALLOW: Rule<Vec<String>> = Rule::new(names, span_allow);
+pub(crate) static SPAN_FILTER: Rule<String> = Rule::new(text, |f| span_targets(f).map(drop));
+pub(crate) static SPAN_TIME: Rule<super::groups::SpanTime> = Rule::new(from_str, any);
+#[cfg(feature = "gpu")]
+pub(crate) static GPU_MODE: Rule<pipetel_gpu::GpuMode> = Rule::new(from_str, any);
+#[cfg(feature = "gpu")]
+pub(crate) static GPU_PLATFORM: Rule<pipetel_gpu::GpuPlatform> = Rule::new(from_str, any);
+/// The environment's poll interval: a bare number counts seconds, as `pipetel-gpu` documents.
+#[cfg(feature = "gpu")]
+pub(crate) static GPU_POLL_SECONDS: Rule<Duration> = Rule::new(seconds, gpu_poll_interval);
+/// The file's `gpu.poll_interval_ms`: a bare number counts milliseconds.
+#[cfg(feature = "gpu")]
+pub(crate) static GPU_POLL_MILLIS: Rule<Duration> = Rule::new(millis, gpu_poll_interval);
+#[cfg(feature = "gpu")]
+pub(crate) static LIBRARY: Rule<PathBuf> = Rule::new(file, library);
+#[cfg(feature = "gpu")]
+pub(crate) static ANY_DURATION: Rule<Duration> = Rule::new(millis, any);
+
+// ----- lexers: text to value -----
+
+fn text(v: &str) -> Result<String, String> {
+    Ok(v.to_string())
+}
+
+fn trimmed(v: &str) -> Result<String, String> {
+    Ok(v.trim().to_string())
+}
+
+fn file(v: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(v))
+}
+
+fn from_str<T: std::str::FromStr>(v: &str) -> Result<T, String>
+where
+    T::Err: fmt::Display,
+{
+    v.parse::<T>().map_err(|e| e.to_string())
+}
+
+pub(crate) fn boolean(v: &str) -> Result<bool, String> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" => Ok(true),
+        "false" | "0" | "no" | "off" => Ok(false),
+        _ => Err("expected `true` or `false`".into()),
+    }
+}
+
+fn millis(v: &str) -> Result<Duration, String> {
+    duration::parse(v, BareUnit::Millis).map_err(|e| e.to_string())
+}
+
+#[cfg(feature = "gpu")]
+fn seconds(v: &str) -> Result<Duration, String> {
+    duration::parse(v, BareUnit::Seconds).map_err(|e| e.to_string())
+}
+
+fn port(v: &str) -> Result<u16, String> {
+    v.trim().parse::<u16>().map_err(|_| "expected a port number between 0 and 65535".to_string())
+}
+
+fn whole(v: &str) -> Result<usize, String> {
+    v.trim().parse::<usize>().map_err(|_| "expected a whole number".to_string())
+}
+
+fn number(v: &str) -> Result<f64, String> {
+    v.trim().parse::<f64>().map_err(|_| "expected a number within [0, 1]".to_string())
+}
+
+fn split_list(v: &str) -> impl Iterator<Item = &str> {
+    v.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Span names, comma-separated; blanks around names and empty entries are dropped.
+pub(crate) fn names(v: &str) -> Result<Vec<String>, String> {
+    Ok(split_list(v).map(str::to_string).collect())
+}
+
+/// Comma-separated numbers (bucket bounds).
+fn numbers(v: &str) -> Result<Vec<f64>, String> {
+    v.split(',').map(|s| s.trim().parse::<f64>().map_err(|_| format!("{:?} is not a number", s.trim()))).collect()
+}
+
+/// Keeps the first of equal items, in order.
+pub(crate) fn dedup<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for i in items {
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// A comma list of exporter names, or `none` alone.
+fn exporters<T: ExporterName>(v: &str) -> Result<Vec<T>, String>
+where
+    T::Err: fmt::Display,
+{
+    let mut out = Vec::new();
+    let mut saw_none = false;
+    for name in split_list(v) {
+        if name == "none" {
+            saw_none = true;
+            continue;
+        }
+        out.push(name.parse::<T>().map_err(|e| e.to_string())?);
+    }
+    if saw_none && !out.is_empty() {
+        return Err("`none` cannot be combined with other exporters".into());
+    }
+    Ok(dedup(out))
+}
+
+/// `k=v,k2=v2` with percent-encoded values (the W3C baggage-like format of the OTel spec).
+fn key_values(v: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for item in split_list(v) {
+        let Some((k, val)) = item.split_once('=') else {
+            return Err(format!("`{item}` is not a key=value pair"));
+        };
+        let k = k.trim();
+        if k.is_empty() {
+            return Err(format!("`{item}` has an empty key"));
+        }
+        let val = percent_decode(val.trim()).ok_or_else(|| format!("`{item}` has a malformed percent-encoding"))?;
+        out.push((k.to_string(), val));
+    }
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// The inverse of the value decoding in [`key_values`]: the file's tables become the
+/// environment's text, so one rule reads both.
+pub(crate) fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn host(v: &str) -> Result<String, String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Err("empty host".into());
+    }
+    let bare = v.trim_start_matches('[').trim_end_matches(']');
+    if bare.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(bare.to_string());
+    }
+    let valid = v.split('.').all(|label| {
+        !label.is_empty()
+            && label.len() <= 63
+            && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !label.starts_with('-')
+    });
+    if valid {
+        Ok(v.to_string())
+    } else {
+        Err("expected a host name or an IP address".into())
+    }
+}
+
+fn basic_auth(v: &str) -> Result<(String, String), String> {
+    let (user, password) = v.split_once(':').ok_or("expected user:password")?;
+    Ok((user.to_string(), password.to_string()))
+}
+
+// ----- checks: the values each setting accepts -----
+
+fn any<T>(_: &T) -> Result<(), String> {
+    Ok(())
+}
+
+fn positive(d: &Duration) -> Result<(), String> {
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(())
+}
+
+fn sample_interval(d: &Duration) -> Result<(), String> {
+    if *d < MIN_SAMPLE_INTERVAL {
+        return Err("must be at least 100 ms".into());
+    }
+    Ok(())
+}
+
+fn endpoint(v: &String) -> Result<(), String> {
+    let url = url::Url::parse(v.trim()).map_err(|e| format!("not a URL: {e}"))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err(format!("scheme must be http or https, not `{}`", url.scheme()));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("the URL has no host".into());
+    }
+    Ok(())
+}
+
+fn header_name(k: &str) -> Result<(), String> {
+    let ok = !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{k}` is not a valid header name"))
+    }
+}
+
+fn headers(pairs: &Vec<(String, String)>) -> Result<(), String> {
+    for (k, val) in pairs {
+        header_name(k)?;
+        if val.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
+            return Err(format!("the value of header `{k}` contains control characters"));
+        }
+    }
+    Ok(())
+}
+
+fn url_path(v: &String) -> Result<(), String> {
+    let v = v.trim();
+    if !v.starts_with('/') {
+        return Err("must start with `/`".into());
+    }
+    if v.chars().any(|c| c.is_whitespace() || c == '?' || c == '#') {
+        return Err("must not contain whitespace, `?` or `#`".into());
+    }
+    Ok(())
+}
+
+fn token(v: &String) -> Result<(), String> {
+    let v = v.trim();
+    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err("a token must be non-empty visible ASCII without spaces".into());
+    }
+    Ok(())
+}
+
+fn basic_auth_pair((user, password): &(String, String)) -> Result<(), String> {
+    if user.is_empty() || password.is_empty() {
+        return Err("expected user:password, both non-empty".into());
+    }
+    if user.contains(':') {
+        return Err("the user must not contain `:`".into());
+    }
+    if user.chars().chain(password.chars()).any(char::is_control) {
+        return Err("control characters are not allowed".into());
+    }
+    Ok(())
+}
+
+fn ratio(r: &f64) -> Result<(), String> {
+    if (0.0..=1.0).contains(r) {
+        Ok(())
+    } else {
+        Err("ratio must be within [0, 1]".into())
+    }
+}
+
+fn sampler(s: &SamplerConfig) -> Result<(), String> {
+    s.ratio().map_or(Ok(()), |r| ratio(&r))
+}
+
+fn log_filter(v: &String) -> Result<(), String> {
+    tracing_subscriber::EnvFilter::builder().parse(v).map(drop).map_err(|e| format!("not a valid filter: {e}"))
+}
+
+fn cardinality(n: &usize) -> Result<(), String> {
+    match *n {
+        0 => Err("must be at least 1".into()),
+        n if n > 10_000_000 => Err("must be at most 10000000".into()),
+        _ => Ok(()),
+    }
+}
+
+fn namespace(v: &String) -> Result<(), String> {
+    let v = v.trim();
+    let ok = !v.is_empty()
+        && v.len() <= 64
+        && v.starts_with(|c: char| c.is_ascii_lowercase())
+        && v.split('.').all(|part| {
+            !part.is_empty() && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err("expected lower-case letters, digits and `_`, in dot-separated parts, starting with a letter".into())
+    }
+}
+
+/// A metric-name prefix, as the registry accepts one: snake_case, not reserved, not empty.
+pub(crate) fn service_prefix(v: &String) -> Result<(), String> {
+    let v = v.trim();
+    let mut chars = v.chars();
+    match chars.next() {
+        None => return Err("the prefix is empty".into()),
+        Some(c) if !(c.is_ascii_lowercase() || c == '_') => {
+            return Err("expected a snake_case prefix: it starts with a-z or _".into())
+        }
+        _ => {}
+    }
+    if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        return Err("expected a snake_case prefix: a-z, 0-9 and _ only".into());
+    }
+    if v.starts_with("__") {
+        return Err("prefixes starting with __ are reserved".into());
+    }
+    Ok(())
+}
+
+/// Finite, strictly increasing bucket bounds.
+pub(crate) fn buckets(bounds: &Vec<f64>) -> Result<(), String> {
+    if bounds.iter().any(|b| !b.is_finite()) {
+        return Err("bounds must be finite (+Inf is implied)".into());
+    }
+    if bounds.windows(2).any(|w| w[0] >= w[1]) {
+        return Err("bounds must be strictly increasing".into());
+    }
+    Ok(())
+}
+
+fn span_allow(names: &Vec<String>) -> Result<(), String> {
+    if names.iter().any(|n| n.trim().is_empty()) {
+        return Err("the span metrics allow list holds an empty span name".into());
+    }
+    Ok(())
+}
+
+/// The span-metrics filter as the layer uses it (empty means every span).
+pub(crate) fn span_targets(directive: &str) -> Result<tracing_subscriber::filter::Targets, String> {
+    use tracing_subscriber::filter::Targets;
+    let directive = directive.trim();
+    if directive.is_empty() {
+        return Ok(Targets::new().with_default(tracing::level_filters::LevelFilter::TRACE));
+    }
+    directive.parse::<Targets>().map_err(|e| e.to_string())
+}
+
+#[cfg(feature = "gpu")]
+fn gpu_poll_interval(d: &Duration) -> Result<(), String> {
+    if *d < pipetel_gpu::MIN_POLL_INTERVAL {
+        return Err("must be at least 1 s".into());
+    }
+    Ok(())
+}
+
+#[cfg(feature = "gpu")]
+fn library(p: &PathBuf) -> Result<(), String> {
+    if p.as_os_str().is_empty() {
+        return Err("empty path; leave it out for the default library".into());
+    }
+    Ok(())
+}
+
+/// Comma-separated, finite, strictly increasing bucket bounds.
+///
+/// # Errors
+/// The reason, for the caller to pair with the variable or key it came from.
+pub fn parse_buckets(v: &str) -> Result<Vec<f64>, String> {
+    let bounds = numbers(v)?;
+    buckets(&bounds)?;
+    Ok(bounds)
+}

@@ -1,0 +1,247 @@
+//! The value types of the settings, each read from its text with [`FromStr`].
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Why a text is not a value of a setting's type.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct ParseValueError {
+    reason: String,
+}
+
+impl ParseValueError {
+    pub(crate) fn new(reason: impl Into<String>) -> Self {
+        ParseValueError { reason: reason.into() }
+    }
+}
+
+/// Wire protocol of an OTLP exporter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OtlpProtocol {
+    /// OTLP over gRPC (default port 4317).
+    Grpc,
+    /// OTLP over HTTP with protobuf bodies (default port 4318).
+    HttpProtobuf,
+}
+
+impl FromStr for OtlpProtocol {
+    type Err = ParseValueError;
+
+    /// `grpc` or `http/protobuf` (`http/json` is refused: it is not supported).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "grpc" => Ok(Self::Grpc),
+            "http/protobuf" => Ok(Self::HttpProtobuf),
+            "http/json" => Err(ParseValueError::new("http/json is not supported; use `grpc` or `http/protobuf`")),
+            _ => Err(ParseValueError::new("expected `grpc` or `http/protobuf`")),
+        }
+    }
+}
+
+/// Compression of OTLP requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OtlpCompression {
+    /// No compression.
+    None,
+    /// gzip.
+    Gzip,
+    /// zstd.
+    Zstd,
+}
+
+impl FromStr for OtlpCompression {
+    type Err = ParseValueError;
+
+    /// `gzip`, `zstd`, or `none` (also the empty text).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        const NAMES: [(&str, OtlpCompression); 4] = [
+            ("none", OtlpCompression::None),
+            ("", OtlpCompression::None),
+            ("gzip", OtlpCompression::Gzip),
+            ("zstd", OtlpCompression::Zstd),
+        ];
+        let found = NAMES.iter().find(|(name, _)| *name == s.trim());
+        found.map(|(_, c)| *c).ok_or_else(|| ParseValueError::new("expected `gzip`, `zstd` or `none`"))
+    }
+}
+
+/// A trace exporter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TraceExporter {
+    /// OTLP push.
+    Otlp,
+    /// Human-readable output on stdout.
+    Console,
+}
+
+/// A metric exporter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MetricExporter {
+    /// The Prometheus pull endpoint.
+    Prometheus,
+    /// OTLP push.
+    Otlp,
+    /// Human-readable output on stdout.
+    Console,
+}
+
+/// A log exporter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogExporter {
+    /// OTLP push.
+    Otlp,
+    /// Human-readable output on stdout.
+    Console,
+}
+
+/// An exporter kind named in an `OTEL_*_EXPORTER` list.
+pub(crate) trait ExporterName: FromStr + PartialEq {
+    /// The names a list may hold, for the error message.
+    const ALLOWED: &'static str;
+}
+
+/// One exporter name: `FromStr` for the three exporter enums.
+macro_rules! exporter_names {
+    ($($ty:ident { $($text:literal => $variant:ident),+ })+) => {$(
+        impl FromStr for $ty {
+            type Err = ParseValueError;
+
+            /// One exporter name (`none` is a list's business, not a name).
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s.trim() {
+                    $($text => Ok($ty::$variant),)+
+                    other => Err(ParseValueError::new(format!(
+                        "unknown exporter `{other}`; expected a comma list of {}",
+                        <$ty as ExporterName>::ALLOWED
+                    ))),
+                }
+            }
+        }
+        impl ExporterName for $ty {
+            const ALLOWED: &'static str = concat!($($text, ", ",)+ "none");
+        }
+    )+};
+}
+
+exporter_names! {
+    TraceExporter { "otlp" => Otlp, "console" => Console }
+    MetricExporter { "prometheus" => Prometheus, "otlp" => Otlp, "console" => Console }
+    LogExporter { "otlp" => Otlp, "console" => Console }
+}
+
+/// The trace sampler, as named by `OTEL_TRACES_SAMPLER`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub enum SamplerConfig {
+    /// Sample every trace.
+    AlwaysOn,
+    /// Sample nothing.
+    AlwaysOff,
+    /// Sample this fraction of traces by trace id.
+    TraceIdRatio(f64),
+    /// Follow the parent's decision; root spans always sampled (the default).
+    ParentBasedAlwaysOn,
+    /// Follow the parent's decision; root spans never sampled.
+    ParentBasedAlwaysOff,
+    /// Follow the parent's decision; root spans sampled by ratio.
+    ParentBasedTraceIdRatio(f64),
+}
+
+impl SamplerConfig {
+    /// The ratio of a ratio sampler.
+    pub fn ratio(self) -> Option<f64> {
+        match self {
+            SamplerConfig::TraceIdRatio(r) | SamplerConfig::ParentBasedTraceIdRatio(r) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The same sampler with `ratio` when it is a ratio sampler; any other is returned as is.
+    #[must_use]
+    pub fn with_ratio(self, ratio: f64) -> Self {
+        match self {
+            SamplerConfig::TraceIdRatio(_) => SamplerConfig::TraceIdRatio(ratio),
+            SamplerConfig::ParentBasedTraceIdRatio(_) => SamplerConfig::ParentBasedTraceIdRatio(ratio),
+            other => other,
+        }
+    }
+}
+
+impl FromStr for SamplerConfig {
+    type Err = ParseValueError;
+
+    /// A sampler name as `OTEL_TRACES_SAMPLER` spells it; a ratio sampler gets ratio 1 (its
+    /// argument is `OTEL_TRACES_SAMPLER_ARG`).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim() {
+            "always_on" => Ok(SamplerConfig::AlwaysOn),
+            "always_off" => Ok(SamplerConfig::AlwaysOff),
+            "traceidratio" => Ok(SamplerConfig::TraceIdRatio(1.0)),
+            "parentbased_always_on" => Ok(SamplerConfig::ParentBasedAlwaysOn),
+            "parentbased_always_off" => Ok(SamplerConfig::ParentBasedAlwaysOff),
+            "parentbased_traceidratio" => Ok(SamplerConfig::ParentBasedTraceIdRatio(1.0)),
+            _ => Err(ParseValueError::new(
+                "expected one of always_on, always_off, traceidratio, parentbased_always_on, \
+                 parentbased_always_off, parentbased_traceidratio",
+            )),
+        }
+    }
+}
+
+/// Which OTel signal an OTLP setting applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Signal {
+    /// Traces (spans).
+    Traces,
+    /// Metrics.
+    Metrics,
+    /// Logs.
+    Logs,
+}
+
+impl Signal {
+    /// The three signals.
+    pub const ALL: [Signal; 3] = [Signal::Traces, Signal::Metrics, Signal::Logs];
+
+    /// The path OTLP/HTTP appends to a generic endpoint.
+    pub(crate) fn path(self) -> &'static str {
+        match self {
+            Signal::Traces => "/v1/traces",
+            Signal::Metrics => "/v1/metrics",
+            Signal::Logs => "/v1/logs",
+        }
+    }
+
+    fn key(self) -> &'static str {
+        match self {
+            Signal::Traces => "traces",
+            Signal::Metrics => "metrics",
+            Signal::Logs => "logs",
+        }
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+impl FromStr for Signal {
+    type Err = ParseValueError;
+
+    /// `traces`, `metrics` or `logs`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Signal::ALL
+            .into_iter()
+            .find(|signal| signal.key() == s.trim())
+            .ok_or_else(|| ParseValueError::new("expected `traces`, `metrics` or `logs`"))
+    }
+}

@@ -1,0 +1,197 @@
+//! The catalogue: every environment variable pipetel reads (a `pub const` each, listed in
+//! [`ENV_VARS`] in the order of the README's table) and the defaults of the settings.
+//!
+//! The GPU variables are the `pipetel-gpu` crate's own constants, re-exported (feature `gpu`),
+//! so the two crates cannot disagree on a name.
+
+use std::time::Duration;
+
+/// Declares each variable as a `pub const` named after itself (or re-exports the GPU crate's
+/// constant) and lists them all in [`ENV_VARS`].
+macro_rules! variables {
+    ($( $(#[$doc:meta])* $name:ident $(= gpu::$gpu:ident)? ),* $(,)?) => {
+        $( variables!(@one $(#[$doc])* $name $($gpu)?); )*
+        /// Every environment variable pipetel reads, in the order of the README's table.
+        pub const ENV_VARS: &[&str] = &[$($name),*];
+    };
+    (@one $(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        pub const $name: &str = stringify!($name);
+    };
+    (@one $(#[$doc:meta])* $name:ident $gpu:ident) => {
+        #[cfg(feature = "gpu")]
+        $(#[$doc])*
+        pub use pipetel_gpu::$gpu as $name;
+        #[cfg(not(feature = "gpu"))]
+        $(#[$doc])*
+        pub const $name: &str = stringify!($name);
+    };
+}
+
+variables! {
+    /// `true` disables the SDK: every signal becomes a no-op and nothing listens.
+    OTEL_SDK_DISABLED,
+    /// The `service.name` resource attribute.
+    OTEL_SERVICE_NAME,
+    /// Extra resource attributes, `key=value` pairs separated by commas (values percent-encoded).
+    OTEL_RESOURCE_ATTRIBUTES,
+    /// Trace exporters: a comma list of `otlp`, `console`, `none`.
+    OTEL_TRACES_EXPORTER,
+    /// Metric exporters: a comma list of `prometheus`, `otlp`, `console`, `none`.
+    OTEL_METRICS_EXPORTER,
+    /// Log exporters: a comma list of `otlp`, `console`, `none`.
+    OTEL_LOGS_EXPORTER,
+    /// OTLP endpoint for every signal (for HTTP, `/v1/<signal>` is appended).
+    OTEL_EXPORTER_OTLP_ENDPOINT,
+    /// OTLP protocol for every signal: `grpc` or `http/protobuf`.
+    OTEL_EXPORTER_OTLP_PROTOCOL,
+    /// OTLP headers for every signal, `key=value` pairs separated by commas.
+    OTEL_EXPORTER_OTLP_HEADERS,
+    /// OTLP export timeout for every signal (a bare number counts milliseconds).
+    OTEL_EXPORTER_OTLP_TIMEOUT,
+    /// OTLP compression for every signal: `gzip`, `zstd` or `none`.
+    OTEL_EXPORTER_OTLP_COMPRESSION,
+    /// OTLP endpoint for traces, used as given.
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+    /// OTLP protocol for traces.
+    OTEL_EXPORTER_OTLP_TRACES_PROTOCOL,
+    /// OTLP headers for traces.
+    OTEL_EXPORTER_OTLP_TRACES_HEADERS,
+    /// OTLP timeout for traces (a bare number counts milliseconds).
+    OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
+    /// OTLP compression for traces.
+    OTEL_EXPORTER_OTLP_TRACES_COMPRESSION,
+    /// OTLP endpoint for metrics, used as given.
+    OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
+    /// OTLP protocol for metrics.
+    OTEL_EXPORTER_OTLP_METRICS_PROTOCOL,
+    /// OTLP headers for metrics.
+    OTEL_EXPORTER_OTLP_METRICS_HEADERS,
+    /// OTLP timeout for metrics (a bare number counts milliseconds).
+    OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
+    /// OTLP compression for metrics.
+    OTEL_EXPORTER_OTLP_METRICS_COMPRESSION,
+    /// OTLP endpoint for logs, used as given.
+    OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
+    /// OTLP protocol for logs.
+    OTEL_EXPORTER_OTLP_LOGS_PROTOCOL,
+    /// OTLP headers for logs.
+    OTEL_EXPORTER_OTLP_LOGS_HEADERS,
+    /// OTLP timeout for logs (a bare number counts milliseconds).
+    OTEL_EXPORTER_OTLP_LOGS_TIMEOUT,
+    /// OTLP compression for logs.
+    OTEL_EXPORTER_OTLP_LOGS_COMPRESSION,
+    /// Host the Prometheus pull endpoint binds to (default `localhost`).
+    OTEL_EXPORTER_PROMETHEUS_HOST,
+    /// Port of the Prometheus pull endpoint (default `9464`).
+    OTEL_EXPORTER_PROMETHEUS_PORT,
+    /// Interval between OTLP/console metric exports (default 60 s; a bare number counts
+    /// milliseconds).
+    OTEL_METRIC_EXPORT_INTERVAL,
+    /// Trace sampler: `always_on`, `always_off`, `traceidratio`, `parentbased_always_on`,
+    /// `parentbased_always_off`, `parentbased_traceidratio`.
+    OTEL_TRACES_SAMPLER,
+    /// Argument of a ratio sampler, a number in `[0, 1]`.
+    OTEL_TRACES_SAMPLER_ARG,
+    /// Path of a TOML configuration file.
+    PIPETEL_CONFIG,
+    /// The `service.version` resource attribute.
+    PIPETEL_SERVICE_VERSION,
+    /// Path the Prometheus pull endpoint serves (default `/metrics`).
+    PIPETEL_PROMETHEUS_PATH,
+    /// A bearer token the pull endpoint requires (`Authorization: Bearer <token>`).
+    PIPETEL_PROMETHEUS_BEARER_TOKEN,
+    /// `user:password` the pull endpoint requires as HTTP basic auth.
+    PIPETEL_PROMETHEUS_BASIC_AUTH,
+    /// PEM certificate chain: the pull endpoint serves HTTPS (needs the `tls` feature).
+    PIPETEL_PROMETHEUS_TLS_CERT,
+    /// PEM private key of that certificate.
+    PIPETEL_PROMETHEUS_TLS_KEY,
+    /// `true` to print `tracing` events to stderr (default `true`).
+    PIPETEL_CONSOLE_LOG,
+    /// Upper bound of shutdown and flush on drop (default 5 s; a bare number counts milliseconds).
+    PIPETEL_SHUTDOWN_TIMEOUT,
+    /// Most attribute sets kept per metric instrument before overflow (default 2000).
+    PIPETEL_CARDINALITY_LIMIT,
+    /// Prefix of the stage and worker namespaces (default `pipeline`: `pipeline.stage`,
+    /// `pipeline.worker`).
+    PIPETEL_NAMESPACE,
+    /// Interval between periodic worker samples (default 10 s, at least 100 ms; a bare number
+    /// counts milliseconds).
+    PIPETEL_SAMPLE_INTERVAL,
+    /// How long a finished stage's series stay exported (default 300 s; a bare number counts
+    /// milliseconds).
+    PIPETEL_STAGE_RETENTION,
+    /// A file the stage and worker rows are appended to as JSON Lines (default: none).
+    PIPETEL_ROWS_FILE,
+    /// GPU telemetry: `auto` (default: on when a GPU is found), `on` (required), `off`.
+    PIPETEL_GPU = gpu::ENV_GPU_MODE,
+    /// Path of the NVML library (default `libnvidia-ml.so.1` from the loader's search path).
+    PIPETEL_NVML_LIBRARY = gpu::ENV_NVML_LIBRARY,
+    /// Path of the ROCm SMI library for AMD GPUs (feature `amd`; default: the usual names).
+    PIPETEL_ROCM_SMI_LIBRARY = gpu::ENV_ROCM_SMI_LIBRARY,
+    /// GPU poll interval: `5s`, `1500ms` or a bare number of seconds (default 5 s, at least 1 s).
+    PIPETEL_GPU_POLL_INTERVAL = gpu::ENV_GPU_POLL_INTERVAL,
+    /// GPU platform: `auto`, `nvidia`, `amd`.
+    PIPETEL_GPU_PLATFORM = gpu::ENV_GPU_PLATFORM,
+    /// `true` to poll PCIe throughput (each read blocks about 20 ms per device).
+    PIPETEL_GPU_PCIE_THROUGHPUT = gpu::ENV_GPU_PCIE_THROUGHPUT,
+    /// `true` to report the GPU memory of this process and its children.
+    PIPETEL_GPU_PROCESS_MEMORY = gpu::ENV_GPU_PROCESS_MEMORY,
+    /// `false` turns off the span-derived `span.duration` histogram (default `true`).
+    PIPETEL_SPAN_METRICS,
+    /// Only these span names (comma list) feed `span.duration` (default: every span).
+    PIPETEL_SPAN_METRICS_ALLOW,
+    /// Target/level filter of the spans that feed `span.duration`, e.g. `info,hyper=off`
+    /// (default `trace`).
+    PIPETEL_SPAN_METRICS_FILTER,
+    /// Which duration `span.duration` records: `wall` (default) or `busy` (time entered).
+    PIPETEL_SPAN_METRICS_TIME,
+    /// `false` registers no stage/worker metrics (rows and spans still flow; default `true`).
+    PIPETEL_STAGE_METRICS,
+    /// `false` turns the service (task and queue) metrics off:
+    /// [`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config) gives a
+    /// handle that records nothing. Default `true`.
+    PIPETEL_QUEUE_METRICS,
+    /// `false` turns the HTTP server metrics off (read by
+    /// [`ServiceMetricsConfig::http_metrics`](super::ServiceMetricsConfig::http_metrics) for the
+    /// program's HTTP middleware). Default `true`.
+    PIPETEL_HTTP_METRICS,
+    /// The service metrics' name prefix (snake_case). Default `service`.
+    PIPETEL_SERVICE_PREFIX,
+    /// Default histogram bucket bounds, comma-separated seconds (`0.01,0.1,1,10`). Default
+    /// [`crate::SECONDS_BUCKETS`].
+    PIPETEL_HISTOGRAM_BUCKETS,
+    /// The `tracing` filter directives (default `info`).
+    RUST_LOG,
+}
+
+/// The variables [`ServiceMetricsConfig::from_lookup`](super::ServiceMetricsConfig::from_lookup)
+/// reads.
+pub const SERVICE_ENV_VARS: &[&str] =
+    &[PIPETEL_QUEUE_METRICS, PIPETEL_HTTP_METRICS, PIPETEL_SERVICE_PREFIX, PIPETEL_HISTOGRAM_BUCKETS];
+
+/// Default prefix of the stage and worker namespaces.
+pub const DEFAULT_NAMESPACE: &str = "pipeline";
+/// Default Prometheus endpoint host.
+pub const DEFAULT_PROMETHEUS_HOST: &str = "localhost";
+/// Default Prometheus endpoint port.
+pub const DEFAULT_PROMETHEUS_PORT: u16 = 9464;
+/// Default Prometheus endpoint path.
+pub const DEFAULT_PROMETHEUS_PATH: &str = "/metrics";
+/// Default OTLP/gRPC endpoint.
+pub const DEFAULT_OTLP_GRPC_ENDPOINT: &str = "http://localhost:4317";
+/// Default OTLP/HTTP endpoint (the signal path is appended).
+pub const DEFAULT_OTLP_HTTP_ENDPOINT: &str = "http://localhost:4318";
+/// Default most attribute sets per instrument (the OTel SDK's own default).
+pub const DEFAULT_CARDINALITY_LIMIT: usize = 2000;
+/// Default prefix of the service metrics.
+pub const DEFAULT_SERVICE_PREFIX: &str = "service";
+pub(crate) const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_STAGE_RETENTION: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_EXPORT_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_OTLP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_LOG_FILTER: &str = "info";
+/// Shortest interval between worker samples.
+pub(crate) const MIN_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
