@@ -62,16 +62,16 @@
 //! | `PIPETEL_GPU_PCIE_THROUGHPUT` ([`ENV_GPU_PCIE_THROUGHPUT`]) | `true`, `false` | `false` |
 //! | `PIPETEL_GPU_PROCESS_MEMORY` ([`ENV_GPU_PROCESS_MEMORY`]) | `true`, `false` | `false` |
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+// The ROCm SMI bindings (`source::rocm::ffi`) are the only place allowed `unsafe`.
+#![deny(unsafe_code)]
 
 mod config;
 mod error;
 mod metrics;
 pub mod names;
-mod nvml;
+mod policy;
 mod poller;
 mod process;
-#[cfg(feature = "amd")]
-mod rocm;
 mod source;
 mod telemetry;
 #[cfg(feature = "test-support")]
@@ -84,9 +84,9 @@ pub use config::{
 };
 pub use error::{ConfigError, GpuError};
 pub use metrics::register_metrics;
-pub use nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 pub use poller::{GpuPoller, GpuState, SampleReader};
+pub use source::nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 #[cfg(feature = "amd")]
-pub use rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
+pub use source::rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
 pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource};
 pub use telemetry::{start, GpuTelemetry};
