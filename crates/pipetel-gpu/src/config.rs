@@ -15,7 +15,8 @@ pub const ENV_NVML_LIBRARY: &str = "PIPETEL_NVML_LIBRARY";
 pub const ENV_ROCM_SMI_LIBRARY: &str = "PIPETEL_ROCM_SMI_LIBRARY";
 /// Environment variable: `auto`, `on` or `off` ([`GpuMode`]).
 pub const ENV_GPU_MODE: &str = "PIPETEL_GPU";
-/// Environment variable: poll interval, e.g. `5s`, `1500ms` or `2` (seconds).
+/// Environment variable: poll interval in pipetel's one duration grammar, e.g. `5s`, `1500ms`,
+/// `2m` or `2` (a bare number counts seconds).
 pub const ENV_GPU_POLL_INTERVAL: &str = "PIPETEL_GPU_POLL_INTERVAL";
 /// Environment variable: `auto`, `nvidia` or `amd` ([`GpuPlatform`]).
 pub const ENV_GPU_PLATFORM: &str = "PIPETEL_GPU_PLATFORM";
@@ -31,6 +32,24 @@ pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Default time [`GpuMode::On`] waits for the library to initialise.
 pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `FromStr` for a setting's enum: each keyword, ignoring case and surrounding white space,
+/// names a variant; anything else is the `expected` error.
+macro_rules! keywords {
+    ($type:ty, $expected:literal, [$($keyword:literal => $variant:ident),* $(,)?]) => {
+        impl std::str::FromStr for $type {
+            type Err = &'static str;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let s = s.trim();
+                $(if s.eq_ignore_ascii_case($keyword) {
+                    return Ok(Self::$variant);
+                })*
+                Err($expected)
+            }
+        }
+    };
+}
+
 /// Whether GPU telemetry runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -44,22 +63,9 @@ pub enum GpuMode {
     Off,
 }
 
-impl std::str::FromStr for GpuMode {
-    type Err = &'static str;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let choices = [
-            ("auto", Self::Auto),
-            ("on", Self::On),
-            ("true", Self::On),
-            ("1", Self::On),
-            ("off", Self::Off),
-            ("false", Self::Off),
-            ("0", Self::Off),
-        ];
-        keyword(s, &choices).ok_or("expected auto, on or off")
-    }
-}
+keywords!(GpuMode, "expected auto, on or off", [
+    "auto" => Auto, "on" => On, "true" => On, "1" => On, "off" => Off, "false" => Off, "0" => Off
+]);
 
 /// Which vendor library to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -75,26 +81,9 @@ pub enum GpuPlatform {
     Amd,
 }
 
-impl std::str::FromStr for GpuPlatform {
-    type Err = &'static str;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let choices = [
-            ("auto", Self::Auto),
-            ("nvidia", Self::Nvidia),
-            ("nvml", Self::Nvidia),
-            ("amd", Self::Amd),
-            ("rocm", Self::Amd),
-        ];
-        keyword(s, &choices).ok_or("expected auto, nvidia or amd")
-    }
-}
-
-/// The value whose keyword matches `s`, ignoring case and surrounding white space.
-fn keyword<T: Copy>(s: &str, choices: &[(&str, T)]) -> Option<T> {
-    let s = s.trim();
-    choices.iter().find(|(k, _)| k.eq_ignore_ascii_case(s)).map(|&(_, v)| v)
-}
+keywords!(GpuPlatform, "expected auto, nvidia or amd", [
+    "auto" => Auto, "nvidia" => Nvidia, "nvml" => Nvidia, "amd" => Amd, "rocm" => Amd
+]);
 
 /// GPU telemetry configuration.
 ///

@@ -15,8 +15,9 @@
 //!   cached sample: a scrape never waits on the driver.
 //! - [`start`] ties it together from a [`GpuConfig`] and returns a [`GpuTelemetry`] handle.
 //!
-//! A field a device cannot report (`NotSupported`, `NoPermission`, a symbol the driver lacks)
-//! yields no series, never a zero, and is not asked again. A lost device reports
+//! Both sources follow one polling policy: a field a device cannot report (`NotSupported`,
+//! `NoPermission`, a symbol the driver lacks) yields no series, never a zero, and is not asked
+//! again; any other error skips the field for one poll (warned once per field). A lost device reports
 //! `hw.status{hw.state="failed"} 1` and nothing else. MIG-enabled devices report no
 //! utilisation. Metric and attribute names are listed in [`names`].
 //!
@@ -55,7 +56,7 @@
 //! | variable | values | default |
 //! | --- | --- | --- |
 //! | `PIPETEL_GPU` ([`ENV_GPU_MODE`]) | `auto`, `on`, `off` | `auto` |
-//! | `PIPETEL_GPU_POLL_INTERVAL` ([`ENV_GPU_POLL_INTERVAL`]) | `5s`, `1500ms`, `2` (s); at least 1 s | `5s` |
+//! | `PIPETEL_GPU_POLL_INTERVAL` ([`ENV_GPU_POLL_INTERVAL`]) | `5s`, `1500ms`, `2m`, `2` (bare: seconds); at least 1 s | `5s` |
 //! | `PIPETEL_GPU_PLATFORM` ([`ENV_GPU_PLATFORM`]) | `auto`, `nvidia`, `amd` | `auto` |
 //! | `PIPETEL_NVML_LIBRARY` ([`ENV_NVML_LIBRARY`]) | file name or path of NVML | `libnvidia-ml.so.1` |
 //! | `PIPETEL_ROCM_SMI_LIBRARY` ([`ENV_ROCM_SMI_LIBRARY`]) | file name or path of ROCm SMI (`amd`) | `librocm_smi64.so.7`, `.6`, `.5`, `.1`, … |

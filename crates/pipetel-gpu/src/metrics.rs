@@ -27,22 +27,14 @@ struct Instrument<T> {
     each: Emitter<T>,
 }
 
-const fn gauge<T>(
+const fn instrument<T>(
+    kind: Kind,
     name: &'static str,
     unit: &'static str,
     description: &'static str,
     each: Emitter<T>,
 ) -> Instrument<T> {
-    Instrument { name, unit, description, kind: Kind::Gauge, each }
-}
-
-const fn counter<T>(
-    name: &'static str,
-    unit: &'static str,
-    description: &'static str,
-    each: Emitter<T>,
-) -> Instrument<T> {
-    Instrument { name, unit, description, kind: Kind::Counter, each }
+    Instrument { name, unit, description, kind, each }
 }
 
 /// Emits `value` without an extra attribute, when there is one.
@@ -73,7 +65,8 @@ enum AnyInstrument {
 
 /// Every instrument but [`names::STATUS`], in registration order.
 const INSTRUMENTS: [AnyInstrument; 12] = [
-    AnyInstrument::F64(gauge(
+    AnyInstrument::F64(instrument(
+        Kind::Gauge,
         names::GPU_UTILIZATION,
         names::UNIT_RATIO,
         "Fraction of time the GPU engine was busy over the driver's sampling window",
@@ -86,29 +79,52 @@ const INSTRUMENTS: [AnyInstrument; 12] = [
             by(names::GPU_TASK, values, emit);
         },
     )),
-    AnyInstrument::U64(gauge(names::GPU_MEMORY_USAGE, names::UNIT_BYTES, "GPU memory in use", |d, emit| {
-        one(d.memory_used_bytes, emit);
-    })),
-    AnyInstrument::U64(gauge(names::GPU_MEMORY_LIMIT, names::UNIT_BYTES, "GPU memory installed", |d, emit| {
-        one(d.memory_total_bytes, emit);
-    })),
-    AnyInstrument::F64(gauge(
+    AnyInstrument::U64(instrument(
+        Kind::Gauge,
+        names::GPU_MEMORY_USAGE,
+        names::UNIT_BYTES,
+        "GPU memory in use",
+        |d, emit| {
+            one(d.memory_used_bytes, emit);
+        },
+    )),
+    AnyInstrument::U64(instrument(
+        Kind::Gauge,
+        names::GPU_MEMORY_LIMIT,
+        names::UNIT_BYTES,
+        "GPU memory installed",
+        |d, emit| {
+            one(d.memory_total_bytes, emit);
+        },
+    )),
+    AnyInstrument::F64(instrument(
+        Kind::Gauge,
         names::GPU_MEMORY_UTILIZATION,
         names::UNIT_RATIO,
         "GPU memory in use as a fraction of the installed memory",
         |d, emit| one(d.memory_utilization(), emit),
     )),
-    AnyInstrument::F64(gauge(names::POWER, names::UNIT_WATTS, "GPU power draw", |d, emit| one(d.power_watts, emit))),
-    AnyInstrument::F64(counter(
+    AnyInstrument::F64(instrument(Kind::Gauge, names::POWER, names::UNIT_WATTS, "GPU power draw", |d, emit| {
+        one(d.power_watts, emit)
+    })),
+    AnyInstrument::F64(instrument(
+        Kind::Counter,
         names::ENERGY,
         names::UNIT_JOULES,
         "Energy consumed by the GPU since the driver was loaded",
         |d, emit| one(d.energy_joules, emit),
     )),
-    AnyInstrument::F64(gauge(names::TEMPERATURE, names::UNIT_CELSIUS, "GPU core temperature", |d, emit| {
-        one(d.temperature_celsius, emit);
-    })),
-    AnyInstrument::U64(counter(
+    AnyInstrument::F64(instrument(
+        Kind::Gauge,
+        names::TEMPERATURE,
+        names::UNIT_CELSIUS,
+        "GPU core temperature",
+        |d, emit| {
+            one(d.temperature_celsius, emit);
+        },
+    )),
+    AnyInstrument::U64(instrument(
+        Kind::Counter,
         names::ERRORS,
         names::UNIT_ERRORS,
         "ECC memory errors (aggregate driver counters)",
@@ -118,16 +134,23 @@ const INSTRUMENTS: [AnyInstrument; 12] = [
             by(names::ERROR_TYPE, values, emit);
         },
     )),
-    AnyInstrument::U64(gauge(names::GPU_CLOCK, names::UNIT_HERTZ, "Current GPU clock frequency", |d, emit| {
-        let values = [
-            (d.clocks.graphics_hz, names::clock::GRAPHICS),
-            (d.clocks.sm_hz, names::clock::SM),
-            (d.clocks.memory_hz, names::clock::MEMORY),
-            (d.clocks.video_hz, names::clock::VIDEO),
-        ];
-        by(names::GPU_CLOCK_TYPE, values, emit);
-    })),
-    AnyInstrument::F64(gauge(
+    AnyInstrument::U64(instrument(
+        Kind::Gauge,
+        names::GPU_CLOCK,
+        names::UNIT_HERTZ,
+        "Current GPU clock frequency",
+        |d, emit| {
+            let values = [
+                (d.clocks.graphics_hz, names::clock::GRAPHICS),
+                (d.clocks.sm_hz, names::clock::SM),
+                (d.clocks.memory_hz, names::clock::MEMORY),
+                (d.clocks.video_hz, names::clock::VIDEO),
+            ];
+            by(names::GPU_CLOCK_TYPE, values, emit);
+        },
+    )),
+    AnyInstrument::F64(instrument(
+        Kind::Gauge,
         names::GPU_FAN_SPEED,
         names::UNIT_RATIO,
         "GPU fan speed as a fraction of its maximum",
@@ -137,7 +160,8 @@ const INSTRUMENTS: [AnyInstrument; 12] = [
             }
         },
     )),
-    AnyInstrument::F64(gauge(
+    AnyInstrument::F64(instrument(
+        Kind::Gauge,
         names::GPU_PCIE_THROUGHPUT,
         names::UNIT_BYTES_PER_SECOND,
         "GPU PCIe throughput over the driver's 20 ms window",
@@ -149,7 +173,8 @@ const INSTRUMENTS: [AnyInstrument; 12] = [
             by(names::NETWORK_IO_DIRECTION, values, emit);
         },
     )),
-    AnyInstrument::U64(gauge(
+    AnyInstrument::U64(instrument(
+        Kind::Gauge,
         names::GPU_PROCESS_MEMORY_USAGE,
         names::UNIT_BYTES,
         "GPU memory used by this process and its descendants",

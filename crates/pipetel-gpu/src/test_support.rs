@@ -90,45 +90,56 @@ pub enum Nvml {}
 #[derive(Debug)]
 pub enum RocmSmi {}
 
-impl FakeKind for Nvml {
-    const WHAT: &'static str = "NVML";
-    const SOURCE: &'static str = FAKE_NVML_SOURCE;
-    const SOURCE_FILE: &'static str = "fake_nvml.c";
-    const LIBRARY_NAME: &'static str = FAKE_LIBRARY_NAME;
-    const STATE_FILE: &'static str = STATE_FILE_NAME;
-    const CALLS_FILE: &'static str = CALLS_FILE_NAME;
-    const PLATFORM: GpuPlatform = GpuPlatform::Nvidia;
-    const VENDOR: &'static str = names::VENDOR_NVIDIA;
+/// Implements [`FakeKind`] for a marker type from its file names and its platform.
+macro_rules! fake_kind {
+    ($kind:ty, $what:literal, $source:ident, $source_file:literal, $library:ident, $state:ident, $calls:ident, $platform:ident, $vendor:ident, $with_library:ident) => {
+        impl FakeKind for $kind {
+            const WHAT: &'static str = $what;
+            const SOURCE: &'static str = $source;
+            const SOURCE_FILE: &'static str = $source_file;
+            const LIBRARY_NAME: &'static str = $library;
+            const STATE_FILE: &'static str = $state;
+            const CALLS_FILE: &'static str = $calls;
+            const PLATFORM: GpuPlatform = GpuPlatform::$platform;
+            const VENDOR: &'static str = names::$vendor;
 
-    fn with_library(config: GpuConfig, library: PathBuf) -> GpuConfig {
-        config.with_nvml_library(library)
-    }
+            fn with_library(config: GpuConfig, library: PathBuf) -> GpuConfig {
+                config.$with_library(library)
+            }
 
-    fn compiled() -> io::Result<&'static Path> {
-        static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-        compiled_once::<Self>(&BUILT)
-    }
+            fn compiled() -> io::Result<&'static Path> {
+                // One per kind: a static in a generic function would be shared by all kinds.
+                static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+                compiled_once::<Self>(&BUILT)
+            }
+        }
+    };
 }
 
-impl FakeKind for RocmSmi {
-    const WHAT: &'static str = "ROCm SMI";
-    const SOURCE: &'static str = FAKE_ROCM_SMI_SOURCE;
-    const SOURCE_FILE: &'static str = "fake_rocm_smi.c";
-    const LIBRARY_NAME: &'static str = FAKE_ROCM_SMI_LIBRARY_NAME;
-    const STATE_FILE: &'static str = ROCM_SMI_STATE_FILE_NAME;
-    const CALLS_FILE: &'static str = ROCM_SMI_CALLS_FILE_NAME;
-    const PLATFORM: GpuPlatform = GpuPlatform::Amd;
-    const VENDOR: &'static str = names::VENDOR_AMD;
-
-    fn with_library(config: GpuConfig, library: PathBuf) -> GpuConfig {
-        config.with_rocm_smi_library(library)
-    }
-
-    fn compiled() -> io::Result<&'static Path> {
-        static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-        compiled_once::<Self>(&BUILT)
-    }
-}
+fake_kind!(
+    Nvml,
+    "NVML",
+    FAKE_NVML_SOURCE,
+    "fake_nvml.c",
+    FAKE_LIBRARY_NAME,
+    STATE_FILE_NAME,
+    CALLS_FILE_NAME,
+    Nvidia,
+    VENDOR_NVIDIA,
+    with_nvml_library
+);
+fake_kind!(
+    RocmSmi,
+    "ROCm SMI",
+    FAKE_ROCM_SMI_SOURCE,
+    "fake_rocm_smi.c",
+    FAKE_ROCM_SMI_LIBRARY_NAME,
+    ROCM_SMI_STATE_FILE_NAME,
+    ROCM_SMI_CALLS_FILE_NAME,
+    Amd,
+    VENDOR_AMD,
+    with_rocm_smi_library
+);
 
 /// One independent fake NVML driver in its own temporary directory (removed on drop).
 pub type FakeNvml = FakeLibrary<Nvml>;

@@ -198,13 +198,18 @@ fn shutdown_stops_reporting_and_closes_nvml() -> TestResult {
     Ok(())
 }
 
+/// The errors of `auto` and `on` against a fake NVML in `state`, on `platform = nvidia`
+/// (with the `amd` feature, `auto` would go on to ROCm SMI).
+fn failing_fake(state: &str) -> Result<(GpuError, GpuError), Box<dyn std::error::Error>> {
+    let fake = FakeNvml::new()?;
+    fake.write_state(state)?;
+    off_in_auto_and_error_in_on(&fake.gpu_config())
+}
+
 #[test]
 fn driver_not_loaded_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
-    let fake = FakeNvml::new()?;
     // NVML_ERROR_DRIVER_NOT_LOADED.
-    fake.write_state("count=1\nerr.nvmlInit_v2=9\n")?;
-    // NVML alone: with the `amd` feature, `auto` would go on to ROCm SMI.
-    let (auto, on) = off_in_auto_and_error_in_on(&fake.gpu_config())?;
+    let (auto, on) = failing_fake("count=1\nerr.nvmlInit_v2=9\n")?;
     match auto {
         GpuError::InitFailed { reason, .. } => assert!(reason.to_lowercase().contains("driver"), "{reason}"),
         other => panic!("expected an init error, got {other:?}"),
@@ -234,9 +239,7 @@ fn bad_library_path_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
 
 #[test]
 fn no_device_turns_gpu_off() -> TestResult {
-    let fake = FakeNvml::new()?;
-    fake.write_state("count=0\n")?;
-    let (auto, on) = off_in_auto_and_error_in_on(&fake.gpu_config())?;
+    let (auto, on) = failing_fake("count=0\n")?;
     assert!(matches!(auto, GpuError::NoDevice { .. }), "{auto:?}");
     assert!(matches!(on, GpuError::NoDevice { .. }), "{on:?}");
     Ok(())
