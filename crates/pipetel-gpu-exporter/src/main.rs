@@ -9,10 +9,12 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use pipetel::recorders::duration::{self, BareUnit};
+
 const USAGE: &str =
     "usage: pipetel-gpu-exporter [--listen HOST:PORT] [--interval DURATION] [--nvml-library PATH] [--path /metrics]
   --listen        address to serve on (default 127.0.0.1:9835)
-  --interval      NVML poll interval: 5s, 1500ms or seconds (default 5s, at least 1s)
+  --interval      NVML poll interval: 5s, 1500ms, 2m or seconds (default 5s, at least 1s)
   --nvml-library  path of libnvidia-ml (default: the loader's search path)
   --path          the metrics path (default /metrics)";
 
@@ -22,19 +24,6 @@ struct Args {
     interval: Duration,
     library: Option<String>,
     path: String,
-}
-
-fn parse_duration(v: &str) -> Option<Duration> {
-    let v = v.trim();
-    if let Some(ms) = v.strip_suffix("ms") {
-        return ms.parse().ok().map(Duration::from_millis);
-    }
-    v.strip_suffix('s')
-        .unwrap_or(v)
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
-        .map(Duration::from_secs_f64)
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -59,8 +48,8 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
                 out.port = port.parse().map_err(|_| format!("--listen {value:?}: {port:?} is not a port"))?;
             }
             "--interval" => {
-                out.interval = parse_duration(&value)
-                    .ok_or_else(|| format!("--interval {value:?}: expected 5s, 1500ms or seconds"))?
+                out.interval =
+                    duration::parse(&value, BareUnit::Seconds).map_err(|e| format!("--interval {value:?}: {e}"))?
             }
             "--nvml-library" => out.library = Some(value),
             "--path" => out.path = value,
@@ -75,7 +64,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut gpu =
         pipetel::gpu::GpuConfig::default().with_mode(pipetel::gpu::GpuMode::On).with_poll_interval(args.interval);
     if let Some(lib) = &args.library {
-        gpu = gpu.with_library_path(lib);
+        gpu = gpu.with_nvml_library(lib);
     }
     let config = pipetel::Config::from_env()?
         .with_service_name("pipetel-gpu-exporter")

@@ -43,8 +43,8 @@ fn parse_args() -> Result<Args, String> {
                 let interval = Duration::try_from_secs_f64(s).map_err(|e| format!("--interval: {e}"))?;
                 config = config.with_poll_interval(interval);
             }
-            "--library" => config = config.with_library_path(value("--library")?),
-            "--rocm-library" => config = config.with_rocm_library_path(value("--rocm-library")?),
+            "--library" => config = config.with_nvml_library(value("--library")?),
+            "--rocm-library" => config = config.with_rocm_smi_library(value("--rocm-library")?),
             "--pcie" => config = config.with_pcie_throughput(true),
             "--process-memory" => config = config.with_process_memory(true),
             "--csv" => csv = true,

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use pipetel_recorders::duration::{self, BareUnit};
+
 use crate::error::ConfigError;
 
 /// Environment variable: path or file name of the NVML library (default `libnvidia-ml.so.1`).
@@ -13,7 +15,8 @@ pub const ENV_NVML_LIBRARY: &str = "PIPETEL_NVML_LIBRARY";
 pub const ENV_ROCM_SMI_LIBRARY: &str = "PIPETEL_ROCM_SMI_LIBRARY";
 /// Environment variable: `auto`, `on` or `off` ([`GpuMode`]).
 pub const ENV_GPU_MODE: &str = "PIPETEL_GPU";
-/// Environment variable: poll interval, e.g. `5s`, `1500ms` or `2` (seconds).
+/// Environment variable: poll interval in pipetel's one duration grammar, e.g. `5s`, `1500ms`,
+/// `2m` or `2` (a bare number counts seconds).
 pub const ENV_GPU_POLL_INTERVAL: &str = "PIPETEL_GPU_POLL_INTERVAL";
 /// Environment variable: `auto`, `nvidia` or `amd` ([`GpuPlatform`]).
 pub const ENV_GPU_PLATFORM: &str = "PIPETEL_GPU_PLATFORM";
@@ -29,6 +32,24 @@ pub const MIN_POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// Default time [`GpuMode::On`] waits for the library to initialise.
 pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `FromStr` for a setting's enum: each keyword, ignoring case and surrounding white space,
+/// names a variant; anything else is the `expected` error.
+macro_rules! keywords {
+    ($type:ty, $expected:literal, [$($keyword:literal => $variant:ident),* $(,)?]) => {
+        impl std::str::FromStr for $type {
+            type Err = &'static str;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let s = s.trim();
+                $(if s.eq_ignore_ascii_case($keyword) {
+                    return Ok(Self::$variant);
+                })*
+                Err($expected)
+            }
+        }
+    };
+}
+
 /// Whether GPU telemetry runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -42,18 +63,9 @@ pub enum GpuMode {
     Off,
 }
 
-impl std::str::FromStr for GpuMode {
-    type Err = &'static str;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(Self::Auto),
-            "on" | "true" | "1" => Ok(Self::On),
-            "off" | "false" | "0" => Ok(Self::Off),
-            _ => Err("expected auto, on or off"),
-        }
-    }
-}
+keywords!(GpuMode, "expected auto, on or off", [
+    "auto" => Auto, "on" => On, "true" => On, "1" => On, "off" => Off, "false" => Off, "0" => Off
+]);
 
 /// Which vendor library to use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -69,18 +81,9 @@ pub enum GpuPlatform {
     Amd,
 }
 
-impl std::str::FromStr for GpuPlatform {
-    type Err = &'static str;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(Self::Auto),
-            "nvidia" | "nvml" => Ok(Self::Nvidia),
-            "amd" | "rocm" => Ok(Self::Amd),
-            _ => Err("expected auto, nvidia or amd"),
-        }
-    }
-}
+keywords!(GpuPlatform, "expected auto, nvidia or amd", [
+    "auto" => Auto, "nvidia" => Nvidia, "nvml" => Nvidia, "amd" => Amd, "rocm" => Amd
+]);
 
 /// GPU telemetry configuration.
 ///
@@ -93,10 +96,12 @@ pub struct GpuConfig {
     pub mode: GpuMode,
     /// Time between polls (default 5 s, minimum 1 s).
     pub poll_interval: Duration,
-    /// NVML library to load; `None` loads `libnvidia-ml.so.1` from the loader's search path.
-    pub library_path: Option<PathBuf>,
-    /// ROCm SMI library to load (feature `amd`); `None` tries the usual names in order.
-    pub rocm_library_path: Option<PathBuf>,
+    /// NVML library to load ([`ENV_NVML_LIBRARY`]); `None` loads `libnvidia-ml.so.1` from
+    /// the loader's search path.
+    pub nvml_library: Option<PathBuf>,
+    /// ROCm SMI library to load ([`ENV_ROCM_SMI_LIBRARY`], feature `amd`); `None` tries the
+    /// usual names in order.
+    pub rocm_smi_library: Option<PathBuf>,
     /// Report PCIe throughput (each read blocks about 20 ms per direction and device).
     pub pcie_throughput: bool,
     /// Report GPU memory used by this process and its descendants.
@@ -112,8 +117,8 @@ impl Default for GpuConfig {
         Self {
             mode: GpuMode::Auto,
             poll_interval: DEFAULT_POLL_INTERVAL,
-            library_path: None,
-            rocm_library_path: None,
+            nvml_library: None,
+            rocm_smi_library: None,
             pcie_throughput: false,
             process_memory: false,
             platform: GpuPlatform::Auto,
@@ -148,18 +153,23 @@ impl GpuConfig {
             self.mode = v.parse().map_err(|r| invalid(ENV_GPU_MODE, &v, r))?;
         }
         if let Some(v) = get(ENV_GPU_POLL_INTERVAL) {
-            self.poll_interval = parse_duration(&v)
-                .ok_or_else(|| invalid(ENV_GPU_POLL_INTERVAL, &v, "expected a duration such as 5s, 1500ms or 2"))?;
+            self.poll_interval = duration::parse(&v, BareUnit::Seconds).map_err(|_| {
+                invalid(
+                    ENV_GPU_POLL_INTERVAL,
+                    &v,
+                    "expected a duration such as 5s, 1500ms or 2m, or a bare number of seconds",
+                )
+            })?;
         }
         if let Some(v) = get(ENV_GPU_PLATFORM) {
             self.platform = v.parse().map_err(|r| invalid(ENV_GPU_PLATFORM, &v, r))?;
         }
         if let Some(v) = get(ENV_NVML_LIBRARY) {
             // An empty variable means "unset", as shells make it easy to export one by mistake.
-            self.library_path = (!v.is_empty()).then(|| PathBuf::from(v));
+            self.nvml_library = (!v.is_empty()).then(|| PathBuf::from(v));
         }
         if let Some(v) = get(ENV_ROCM_SMI_LIBRARY) {
-            self.rocm_library_path = (!v.is_empty()).then(|| PathBuf::from(v));
+            self.rocm_smi_library = (!v.is_empty()).then(|| PathBuf::from(v));
         }
         if let Some(v) = get(ENV_GPU_PCIE_THROUGHPUT) {
             self.pcie_throughput =
@@ -186,17 +196,17 @@ impl GpuConfig {
         self
     }
 
-    /// Sets [`GpuConfig::library_path`].
+    /// Sets [`GpuConfig::nvml_library`].
     #[must_use]
-    pub fn with_library_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.library_path = Some(path.into());
+    pub fn with_nvml_library(mut self, path: impl Into<PathBuf>) -> Self {
+        self.nvml_library = Some(path.into());
         self
     }
 
-    /// Sets [`GpuConfig::rocm_library_path`].
+    /// Sets [`GpuConfig::rocm_smi_library`].
     #[must_use]
-    pub fn with_rocm_library_path(mut self, path: impl Into<PathBuf>) -> Self {
-        self.rocm_library_path = Some(path.into());
+    pub fn with_rocm_smi_library(mut self, path: impl Into<PathBuf>) -> Self {
+        self.rocm_smi_library = Some(path.into());
         self
     }
 
@@ -233,35 +243,20 @@ impl GpuConfig {
     /// # Errors
     ///
     /// [`ConfigError::PollIntervalTooShort`] below [`MIN_POLL_INTERVAL`];
-    /// [`ConfigError::EmptyLibraryPath`] / [`ConfigError::EmptyRocmLibraryPath`] for `Some("")`.
+    /// [`ConfigError::EmptyNvmlLibrary`] / [`ConfigError::EmptyRocmSmiLibrary`] for `Some("")`.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.poll_interval < MIN_POLL_INTERVAL {
             return Err(ConfigError::PollIntervalTooShort(self.poll_interval));
         }
-        if self.library_path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-            return Err(ConfigError::EmptyLibraryPath);
+        let empty = |path: &Option<PathBuf>| path.as_ref().is_some_and(|p| p.as_os_str().is_empty());
+        if empty(&self.nvml_library) {
+            return Err(ConfigError::EmptyNvmlLibrary);
         }
-        if self.rocm_library_path.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
-            return Err(ConfigError::EmptyRocmLibraryPath);
+        if empty(&self.rocm_smi_library) {
+            return Err(ConfigError::EmptyRocmSmiLibrary);
         }
         Ok(())
     }
-}
-
-/// `5s`, `1500ms`, `2m` or a bare number of seconds (fractions allowed).
-fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = s.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 60.0)
-    } else {
-        (s, 1.0)
-    };
-    let value: f64 = number.trim().parse().ok()?;
-    Duration::try_from_secs_f64(value * scale).ok()
 }
 
 fn parse_bool(s: &str) -> Option<bool> {
@@ -304,10 +299,10 @@ mod tests {
 
     #[test]
     fn empty_library_path_is_an_error_naming_the_field() {
-        let err = GpuConfig::default().with_library_path("").validate().expect_err("empty path must be rejected");
-        assert!(err.to_string().contains("gpu.library_path"), "{err}");
-        let err = GpuConfig::default().with_rocm_library_path("").validate().expect_err("empty path must be rejected");
-        assert!(err.to_string().contains("gpu.rocm_library_path"), "{err}");
+        let err = GpuConfig::default().with_nvml_library("").validate().expect_err("empty path must be rejected");
+        assert!(err.to_string().contains("gpu.nvml_library"), "{err}");
+        let err = GpuConfig::default().with_rocm_smi_library("").validate().expect_err("empty path must be rejected");
+        assert!(err.to_string().contains("gpu.rocm_smi_library"), "{err}");
     }
 
     #[test]
@@ -324,8 +319,8 @@ mod tests {
         assert_eq!(c.mode, GpuMode::On);
         assert_eq!(c.poll_interval, Duration::from_millis(1500));
         assert_eq!(c.platform, GpuPlatform::Nvidia);
-        assert_eq!(c.library_path.as_deref(), Some(std::path::Path::new("/opt/nvml/libnvidia-ml.so.1")));
-        assert_eq!(c.rocm_library_path.as_deref(), Some(std::path::Path::new("/opt/rocm/lib/librocm_smi64.so")));
+        assert_eq!(c.nvml_library.as_deref(), Some(std::path::Path::new("/opt/nvml/libnvidia-ml.so.1")));
+        assert_eq!(c.rocm_smi_library.as_deref(), Some(std::path::Path::new("/opt/rocm/lib/librocm_smi64.so")));
         assert!(c.pcie_throughput && c.process_memory);
         Ok(())
     }
@@ -341,12 +336,33 @@ mod tests {
     }
 
     #[test]
-    fn durations_parse_in_all_documented_forms() {
-        assert_eq!(parse_duration("5s"), Some(Duration::from_secs(5)));
-        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("250ms"), Some(Duration::from_millis(250)));
-        assert_eq!(parse_duration("1m"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("-1"), None);
-        assert_eq!(parse_duration(""), None);
+    fn poll_interval_takes_the_shared_duration_grammar_with_bare_seconds() -> Result<(), ConfigError> {
+        let interval =
+            |v: &str| GpuConfig::default().with_env_from(env(&[(ENV_GPU_POLL_INTERVAL, v)])).map(|c| c.poll_interval);
+        assert_eq!(interval("5s")?, Duration::from_secs(5));
+        assert_eq!(interval("2")?, Duration::from_secs(2));
+        assert_eq!(interval("2.5")?, Duration::from_millis(2500));
+        assert_eq!(interval("250ms")?, Duration::from_millis(250));
+        assert_eq!(interval("1m")?, Duration::from_secs(60));
+        assert_eq!(interval("1h")?, Duration::from_secs(3600));
+        for bad in ["-1", "", "soon"] {
+            assert!(interval(bad).is_err(), "{bad:?}");
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn modes_and_platforms_parse_their_keywords() {
+        for (text, mode) in
+            [("auto", GpuMode::Auto), (" ON ", GpuMode::On), ("1", GpuMode::On), ("False", GpuMode::Off)]
+        {
+            assert_eq!(text.parse(), Ok(mode), "{text}");
+        }
+        assert_eq!("maybe".parse::<GpuMode>(), Err("expected auto, on or off"));
+        for (text, platform) in [("Auto", GpuPlatform::Auto), ("nvml", GpuPlatform::Nvidia), ("ROCM", GpuPlatform::Amd)]
+        {
+            assert_eq!(text.parse(), Ok(platform), "{text}");
+        }
+        assert_eq!("intel".parse::<GpuPlatform>(), Err("expected auto, nvidia or amd"));
     }
 }

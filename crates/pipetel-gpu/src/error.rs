@@ -10,12 +10,12 @@ pub enum ConfigError {
     /// `poll_interval` is below the one-second minimum.
     #[error("gpu.poll_interval must be at least 1s (NVML utilisation is itself a 1/6 to 1 s window), got {0:?}")]
     PollIntervalTooShort(Duration),
-    /// `library_path` is set to an empty path.
-    #[error("gpu.library_path is empty; leave it unset to use the default library name")]
-    EmptyLibraryPath,
-    /// `rocm_library_path` is set to an empty path.
-    #[error("gpu.rocm_library_path is empty; leave it unset to look up librocm_smi64 by its usual names")]
-    EmptyRocmLibraryPath,
+    /// `nvml_library` is set to an empty path.
+    #[error("gpu.nvml_library is empty; leave it unset to use the default library name")]
+    EmptyNvmlLibrary,
+    /// `rocm_smi_library` is set to an empty path.
+    #[error("gpu.rocm_smi_library is empty; leave it unset to look up librocm_smi64 by its usual names")]
+    EmptyRocmSmiLibrary,
     /// An environment variable holds a value that does not parse.
     #[error("{variable}={value:?} is not valid: {reason}")]
     InvalidEnv {

@@ -15,8 +15,9 @@
 //!   cached sample: a scrape never waits on the driver.
 //! - [`start`] ties it together from a [`GpuConfig`] and returns a [`GpuTelemetry`] handle.
 //!
-//! A field a device cannot report (`NotSupported`, `NoPermission`, a symbol the driver lacks)
-//! yields no series, never a zero, and is not asked again. A lost device reports
+//! Both sources follow one polling policy: a field a device cannot report (`NotSupported`,
+//! `NoPermission`, a symbol the driver lacks) yields no series, never a zero, and is not asked
+//! again; any other error skips the field for one poll (warned once per field). A lost device reports
 //! `hw.status{hw.state="failed"} 1` and nothing else. MIG-enabled devices report no
 //! utilisation. Metric and attribute names are listed in [`names`].
 //!
@@ -55,23 +56,23 @@
 //! | variable | values | default |
 //! | --- | --- | --- |
 //! | `PIPETEL_GPU` ([`ENV_GPU_MODE`]) | `auto`, `on`, `off` | `auto` |
-//! | `PIPETEL_GPU_POLL_INTERVAL` ([`ENV_GPU_POLL_INTERVAL`]) | `5s`, `1500ms`, `2` (s); at least 1 s | `5s` |
+//! | `PIPETEL_GPU_POLL_INTERVAL` ([`ENV_GPU_POLL_INTERVAL`]) | `5s`, `1500ms`, `2m`, `2` (bare: seconds); at least 1 s | `5s` |
 //! | `PIPETEL_GPU_PLATFORM` ([`ENV_GPU_PLATFORM`]) | `auto`, `nvidia`, `amd` | `auto` |
 //! | `PIPETEL_NVML_LIBRARY` ([`ENV_NVML_LIBRARY`]) | file name or path of NVML | `libnvidia-ml.so.1` |
 //! | `PIPETEL_ROCM_SMI_LIBRARY` ([`ENV_ROCM_SMI_LIBRARY`]) | file name or path of ROCm SMI (`amd`) | `librocm_smi64.so.7`, `.6`, `.5`, `.1`, … |
 //! | `PIPETEL_GPU_PCIE_THROUGHPUT` ([`ENV_GPU_PCIE_THROUGHPUT`]) | `true`, `false` | `false` |
 //! | `PIPETEL_GPU_PROCESS_MEMORY` ([`ENV_GPU_PROCESS_MEMORY`]) | `true`, `false` | `false` |
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
+// The ROCm SMI bindings (`source::rocm::ffi`) are the only place allowed `unsafe`.
+#![deny(unsafe_code)]
 
 mod config;
 mod error;
 mod metrics;
 pub mod names;
-mod nvml;
+mod policy;
 mod poller;
 mod process;
-#[cfg(feature = "amd")]
-mod rocm;
 mod source;
 mod telemetry;
 #[cfg(feature = "test-support")]
@@ -84,9 +85,9 @@ pub use config::{
 };
 pub use error::{ConfigError, GpuError};
 pub use metrics::register_metrics;
-pub use nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 pub use poller::{GpuPoller, GpuState, SampleReader};
+pub use source::nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 #[cfg(feature = "amd")]
-pub use rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
+pub use source::rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
 pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource};
 pub use telemetry::{start, GpuTelemetry};

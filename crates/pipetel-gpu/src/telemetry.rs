@@ -8,10 +8,10 @@ use opentelemetry::metrics::Meter;
 
 use crate::config::{GpuConfig, GpuMode, GpuPlatform};
 use crate::error::GpuError;
-use crate::nvml::{NvmlOptions, NvmlSource};
 use crate::poller::{GpuPoller, GpuState, SampleReader};
+use crate::source::nvml::{NvmlOptions, NvmlSource};
 #[cfg(feature = "amd")]
-use crate::rocm::AmdSource;
+use crate::source::rocm::AmdSource;
 use crate::source::{GpuSample, GpuSource};
 
 /// Starts GPU telemetry as `config` says.
@@ -44,8 +44,8 @@ pub fn start(config: &GpuConfig) -> Result<GpuTelemetry, GpuError> {
     }
     let opener = Opener {
         platform: config.platform,
-        nvml_library: config.library_path.clone(),
-        rocm_library: config.rocm_library_path.clone(),
+        nvml_library: config.nvml_library.clone(),
+        rocm_smi_library: config.rocm_smi_library.clone(),
         options: NvmlOptions::new(config.pcie_throughput, config.process_memory),
     };
     let auto = config.mode == GpuMode::Auto;
@@ -74,7 +74,7 @@ struct Opener {
     platform: GpuPlatform,
     nvml_library: Option<PathBuf>,
     #[cfg_attr(not(feature = "amd"), allow(dead_code))]
-    rocm_library: Option<PathBuf>,
+    rocm_smi_library: Option<PathBuf>,
     options: NvmlOptions,
 }
 
@@ -102,7 +102,7 @@ impl Opener {
 
     #[cfg(feature = "amd")]
     fn open_amd(&self) -> Result<AnySource, GpuError> {
-        let source = AmdSource::open(self.rocm_library.as_deref())?;
+        let source = AmdSource::open(self.rocm_smi_library.as_deref())?;
         if self.options.pcie_throughput || self.options.process_memory {
             tracing::info!("PCIe throughput and per-process GPU memory are not read from ROCm SMI");
         }

@@ -2,45 +2,24 @@
 //! Its own test binary: the capturing subscriber is process-global, because the line is
 //! written on the poller thread.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
+mod common;
+
 use std::time::Duration;
 
 use pipetel_gpu::test_support::FakeNvml;
-use pipetel_gpu::{GpuConfig, GpuMode, GpuState};
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
+use pipetel_gpu::{GpuMode, GpuState};
 
 #[test]
-fn auto_mode_logs_one_info_line_saying_why() -> Result<(), Box<dyn std::error::Error>> {
-    let capture = Capture::default();
-    let writer = capture.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .try_init()
-        .map_err(|e| e.to_string())?;
-
+fn auto_mode_logs_one_info_line_saying_why() -> common::TestResult {
+    let capture = common::capture_logs()?;
     let fake = FakeNvml::new()?;
     fake.write_state("count=1\nerr.nvmlInit_v2=9\n")?;
     let gpu =
-        pipetel_gpu::start(&GpuConfig::default().with_mode(GpuMode::Auto).with_library_path(fake.library_path()))?;
+        pipetel_gpu::start(&fake.gpu_config().with_platform(pipetel_gpu::GpuPlatform::Auto).with_mode(GpuMode::Auto))?;
     assert!(matches!(gpu.wait_started(Duration::from_secs(10)), GpuState::Off(_)));
     gpu.shutdown();
 
-    let text = String::from_utf8(capture.0.lock().unwrap_or_else(PoisonError::into_inner).clone())?;
+    let text = capture.text()?;
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 1, "{text}");
     assert!(lines[0].contains("INFO"), "{text}");

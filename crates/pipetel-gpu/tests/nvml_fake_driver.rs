@@ -4,58 +4,17 @@
 
 mod common;
 
-use std::error::Error;
 use std::time::{Duration, Instant};
 
-use common::{assert_close, collect, find, value, Point};
+use common::{
+    assert_close, assert_identity, assert_only_memory_and_temperature, assert_units_and_kinds, collect, find,
+    in_memory, off_in_auto_and_error_in_on, value, TestResult, WAIT,
+};
 use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use pipetel_gpu::test_support::FakeNvml;
-use pipetel_gpu::{names, GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState, GpuTelemetry};
+use pipetel_gpu::test_support::{FakeNvml, Nvml};
+use pipetel_gpu::{names, GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState};
 
-type TestResult = Result<(), Box<dyn Error>>;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-struct Harness {
-    fake: FakeNvml,
-    exporter: InMemoryMetricExporter,
-    provider: SdkMeterProvider,
-    gpu: GpuTelemetry,
-}
-
-impl Harness {
-    /// Writes `state`, starts GPU telemetry in `mode` with `config` tweaks, waits for the
-    /// first poll and registers the instruments.
-    fn start(state: &str, config: impl FnOnce(GpuConfig) -> GpuConfig) -> Result<Self, Box<dyn Error>> {
-        let fake = FakeNvml::new()?;
-        fake.write_state(state)?;
-        let config = config(
-            GpuConfig::default()
-                .with_mode(GpuMode::On)
-                .with_library_path(fake.library_path())
-                .with_poll_interval(Duration::from_secs(60)),
-        );
-        let gpu = pipetel_gpu::start(&config)?;
-        assert!(matches!(gpu.wait_started(WAIT), GpuState::Running { .. }));
-        let exporter = InMemoryMetricExporter::default();
-        let provider =
-            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
-        gpu.register_metrics(&provider.meter("pipetel-gpu-test"));
-        Ok(Self { fake, exporter, provider, gpu })
-    }
-
-    /// Rewrites the fake's state and waits for a poll that has read it.
-    fn update(&self, state: &str) -> TestResult {
-        self.fake.write_state(state)?;
-        assert!(self.gpu.refresh(WAIT), "poll did not happen");
-        Ok(())
-    }
-
-    fn collect(&self) -> Result<Vec<Point>, Box<dyn Error>> {
-        collect(&self.exporter, &self.provider)
-    }
-}
+type Harness = common::Harness<Nvml>;
 
 const FULL_DEVICE: &str = "\
 0.uuid=GPU-11111111-2222-3333-4444-555555555555
@@ -84,30 +43,8 @@ const FULL_DEVICE: &str = "\
 fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
     let h = Harness::start(&format!("count=1\n{FULL_DEVICE}"), |c| c)?;
     let points = h.collect()?;
-
-    // Identity attributes on every series.
-    let util = find(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")]);
-    assert_eq!(util.len(), 1, "{points:#?}");
-    let attrs = &util[0].attrs;
-    assert_eq!(attrs[names::HW_ID], "GPU-11111111-2222-3333-4444-555555555555");
-    assert_eq!(attrs[names::HW_NAME], "NVIDIA H100 80GB HBM3");
-    assert_eq!(attrs[names::HW_VENDOR], "nvidia");
-    assert_eq!(attrs[names::HW_TYPE], "gpu");
-    assert!(points.iter().all(|p| p.attrs.get(names::HW_ID) == Some(&attrs[names::HW_ID])));
-
-    // Units and kinds.
-    let unit_of = |name: &str| points.iter().find(|p| p.name == name).map(|p| (p.unit.clone(), p.kind));
-    assert_eq!(unit_of(names::GPU_UTILIZATION), Some(("1".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_MEMORY_USAGE), Some(("By".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_MEMORY_LIMIT), Some(("By".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_MEMORY_UTILIZATION), Some(("1".into(), "gauge")));
-    assert_eq!(unit_of(names::POWER), Some(("W".into(), "gauge")));
-    assert_eq!(unit_of(names::ENERGY), Some(("J".into(), "counter")));
-    assert_eq!(unit_of(names::TEMPERATURE), Some(("Cel".into(), "gauge")));
-    assert_eq!(unit_of(names::ERRORS), Some(("{error}".into(), "counter")));
-    assert_eq!(unit_of(names::GPU_CLOCK), Some(("Hz".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_FAN_SPEED), Some(("1".into(), "gauge")));
-    assert_eq!(unit_of(names::STATUS), Some(("1".into(), "updown")));
+    assert_identity(&points, "GPU-11111111-2222-3333-4444-555555555555", "NVIDIA H100 80GB HBM3", "nvidia");
+    assert_units_and_kinds(&points);
 
     // Values, converted from NVML's units.
     assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.42);
@@ -158,14 +95,7 @@ fn unsupported_fields_yield_no_series_and_are_not_asked_again() -> TestResult {
     let h = Harness::start(state, |c| c)?;
     h.update(state)?;
     h.update(state)?;
-    let points = h.collect()?;
-    for absent in
-        [names::GPU_UTILIZATION, names::POWER, names::ENERGY, names::ERRORS, names::GPU_CLOCK, names::GPU_FAN_SPEED]
-    {
-        assert!(find(&points, absent, 0, &[]).is_empty(), "{absent} must have no series: {points:#?}");
-    }
-    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.25);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 40.0);
+    assert_only_memory_and_temperature(&h.collect()?)?;
     // Three polls, but each unsupported query was made once; supported ones every poll.
     assert_eq!(h.fake.call_count(0, "nvmlDeviceGetPowerUsage"), 1);
     assert_eq!(h.fake.call_count(0, "nvmlDeviceGetUtilizationRates"), 1);
@@ -185,15 +115,9 @@ fn unsupported_fields_yield_no_series_and_are_not_asked_again() -> TestResult {
 fn transient_errors_skip_one_poll_and_are_retried() -> TestResult {
     let state = "count=1\nlog_calls=1\n0.uuid=GPU-t\n0.name=T\n0.power=100000\n";
     let h = Harness::start(state, |c| c)?;
-    // NVML_ERROR_UNKNOWN: no value this poll, never a zero.
-    h.update(&format!("{state}0.err.nvmlDeviceGetPowerUsage=999\n"))?;
-    let points = h.collect()?;
-    assert!(find(&points, names::POWER, 0, &[]).is_empty(), "{points:#?}");
-    h.update(state)?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::POWER, 0, &[])?, 100.0);
-    assert_eq!(h.fake.call_count(0, "nvmlDeviceGetPowerUsage"), 3);
-    Ok(())
+    // NVML_ERROR_UNKNOWN.
+    let broken = format!("{state}0.err.nvmlDeviceGetPowerUsage=999\n");
+    h.assert_transient_power_error_skips_one_poll(state, &broken, "nvmlDeviceGetPowerUsage")
 }
 
 #[test]
@@ -233,19 +157,8 @@ fn two_devices_with_different_capabilities() -> TestResult {
 fn lost_gpu_reports_failed_status_and_nothing_else() -> TestResult {
     let state = format!("count=1\n{FULL_DEVICE}");
     let h = Harness::start(&state, |c| c)?;
-    // NVML_ERROR_GPU_IS_LOST (15) in the middle of a poll.
-    h.update(&format!("{state}0.err.nvmlDeviceGetTemperature=15\n"))?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 1.0);
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 0.0);
-    let others: Vec<_> = points.iter().filter(|p| p.name != names::STATUS).collect();
-    assert!(others.is_empty(), "a lost GPU reports only its status: {others:#?}");
-    // Back on the bus: values again.
-    h.update(&state)?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 61.0);
-    Ok(())
+    // NVML_ERROR_GPU_IS_LOST (15) in the middle of a poll; then back on the bus.
+    h.assert_lost_then_back(&state, &format!("{state}0.err.nvmlDeviceGetTemperature=15\n"), 61.0)
 }
 
 #[test]
@@ -281,53 +194,43 @@ fn opt_in_pcie_throughput_and_process_memory() -> TestResult {
 #[test]
 fn shutdown_stops_reporting_and_closes_nvml() -> TestResult {
     let state = format!("count=1\nlog_calls=1\n{FULL_DEVICE}");
-    let h = Harness::start(&state, |c| c)?;
-    assert!(!h.collect()?.is_empty());
-    let Harness { fake, exporter, provider, gpu } = h;
-    gpu.shutdown();
-    assert_eq!(fake.call_count(-1, "nvmlShutdown"), 1);
-    let points = collect(&exporter, &provider)?;
-    assert!(points.is_empty(), "stopped telemetry must not report stale values: {points:#?}");
+    Harness::start(&state, |c| c)?.shutdown("nvmlShutdown")?;
     Ok(())
+}
+
+/// The errors of `auto` and `on` against a fake NVML in `state`, on `platform = nvidia`
+/// (with the `amd` feature, `auto` would go on to ROCm SMI).
+fn failing_fake(state: &str) -> Result<(GpuError, GpuError), Box<dyn std::error::Error>> {
+    let fake = FakeNvml::new()?;
+    fake.write_state(state)?;
+    off_in_auto_and_error_in_on(&fake.gpu_config())
 }
 
 #[test]
 fn driver_not_loaded_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
-    let fake = FakeNvml::new()?;
     // NVML_ERROR_DRIVER_NOT_LOADED.
-    fake.write_state("count=1\nerr.nvmlInit_v2=9\n")?;
-    // NVML alone: with the `amd` feature, `auto` would go on to ROCm SMI.
-    let base = GpuConfig::default().with_platform(GpuPlatform::Nvidia).with_library_path(fake.library_path());
-
-    let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
-    match gpu.wait_started(WAIT) {
-        GpuState::Off(GpuError::InitFailed { reason, .. }) => {
-            assert!(reason.to_lowercase().contains("driver"), "{reason}");
-        }
-        other => panic!("expected off with an init error, got {other:?}"),
+    let (auto, on) = failing_fake("count=1\nerr.nvmlInit_v2=9\n")?;
+    match auto {
+        GpuError::InitFailed { reason, .. } => assert!(reason.to_lowercase().contains("driver"), "{reason}"),
+        other => panic!("expected an init error, got {other:?}"),
     }
-    assert!(gpu.latest().is_none());
-    assert!(!gpu.refresh(Duration::from_millis(50)));
-
-    let err = pipetel_gpu::start(&base.with_mode(GpuMode::On)).expect_err("on must fail");
-    assert!(matches!(err, GpuError::InitFailed { .. }), "{err:?}");
+    assert!(matches!(on, GpuError::InitFailed { .. }), "{on:?}");
     Ok(())
 }
 
 #[test]
 fn bad_library_path_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
     let missing = std::env::temp_dir().join("pipetel-no-such-dir/libnvidia-ml.so.1");
-    let base = GpuConfig::default().with_platform(GpuPlatform::Nvidia).with_library_path(&missing);
+    let base = GpuConfig::default().with_platform(GpuPlatform::Nvidia).with_nvml_library(&missing);
     let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
     assert!(matches!(gpu.wait_started(WAIT), GpuState::Off(GpuError::LibraryNotLoaded { .. })));
-
-    let exporter = InMemoryMetricExporter::default();
-    let provider = SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
+    // Off: the instruments exist but report nothing, and a refresh does not happen.
+    assert!(!gpu.refresh(Duration::from_millis(50)));
+    let (exporter, provider) = in_memory();
     gpu.register_metrics(&provider.meter("t"));
     assert!(collect(&exporter, &provider)?.is_empty());
 
-    let err = pipetel_gpu::start(&base.with_mode(GpuMode::On)).expect_err("on must fail");
-    match err {
+    match off_in_auto_and_error_in_on(&base)?.1 {
         GpuError::LibraryNotLoaded { library, .. } => assert_eq!(library, missing.display().to_string()),
         other => panic!("expected LibraryNotLoaded, got {other:?}"),
     }
@@ -336,13 +239,9 @@ fn bad_library_path_turns_gpu_off_in_auto_and_fails_in_on() -> TestResult {
 
 #[test]
 fn no_device_turns_gpu_off() -> TestResult {
-    let fake = FakeNvml::new()?;
-    fake.write_state("count=0\n")?;
-    let base = GpuConfig::default().with_platform(GpuPlatform::Nvidia).with_library_path(fake.library_path());
-    let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
-    assert!(matches!(gpu.wait_started(WAIT), GpuState::Off(GpuError::NoDevice { .. })));
-    let err = pipetel_gpu::start(&base.with_mode(GpuMode::On)).expect_err("on must fail");
-    assert!(matches!(err, GpuError::NoDevice { .. }), "{err:?}");
+    let (auto, on) = failing_fake("count=0\n")?;
+    assert!(matches!(auto, GpuError::NoDevice { .. }), "{auto:?}");
+    assert!(matches!(on, GpuError::NoDevice { .. }), "{on:?}");
     Ok(())
 }
 
@@ -350,7 +249,7 @@ fn no_device_turns_gpu_off() -> TestResult {
 fn slow_driver_init_never_blocks_the_caller_in_auto() -> TestResult {
     let fake = FakeNvml::new()?;
     fake.write_state(&format!("count=1\ndelay_ms.nvmlInit_v2=1500\n{FULL_DEVICE}"))?;
-    let base = GpuConfig::default().with_library_path(fake.library_path());
+    let base = GpuConfig::default().with_nvml_library(fake.library_path());
 
     let t0 = Instant::now();
     let gpu = pipetel_gpu::start(&base.clone().with_mode(GpuMode::Auto))?;
@@ -367,7 +266,7 @@ fn slow_driver_init_never_blocks_the_caller_in_auto() -> TestResult {
 
 #[test]
 fn off_loads_nothing_and_amd_without_its_feature_is_a_clear_error() -> TestResult {
-    let off = GpuConfig::default().with_mode(GpuMode::Off).with_library_path("/nonexistent/libnvidia-ml.so.1");
+    let off = GpuConfig::default().with_mode(GpuMode::Off).with_nvml_library("/nonexistent/libnvidia-ml.so.1");
     let gpu = pipetel_gpu::start(&off)?;
     assert_eq!(gpu.state(), GpuState::Disabled);
     assert!(gpu.latest().is_none());

@@ -6,57 +6,14 @@
 
 mod common;
 
-use std::error::Error;
-use std::time::Duration;
+use common::{
+    assert_close, assert_identity, assert_only_memory_and_temperature, assert_units_and_kinds, find,
+    off_in_auto_and_error_in_on, value, TestResult, WAIT,
+};
+use pipetel_gpu::test_support::{FakeNvml, FakeRocmSmi, RocmSmi};
+use pipetel_gpu::{names, GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState};
 
-use common::{assert_close, collect, find, value, Point};
-use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
-use pipetel_gpu::test_support::{FakeNvml, FakeRocmSmi};
-use pipetel_gpu::{names, GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState, GpuTelemetry};
-
-type TestResult = Result<(), Box<dyn Error>>;
-
-const WAIT: Duration = Duration::from_secs(10);
-
-struct Harness {
-    fake: FakeRocmSmi,
-    exporter: InMemoryMetricExporter,
-    provider: SdkMeterProvider,
-    gpu: GpuTelemetry,
-}
-
-impl Harness {
-    /// Writes `state`, starts GPU telemetry on `platform = amd` against the fake, waits for
-    /// the first poll and registers the instruments.
-    fn start(state: &str) -> Result<Self, Box<dyn Error>> {
-        let fake = FakeRocmSmi::new()?;
-        fake.write_state(state)?;
-        let config = GpuConfig::default()
-            .with_mode(GpuMode::On)
-            .with_platform(GpuPlatform::Amd)
-            .with_rocm_library_path(fake.library_path())
-            .with_poll_interval(Duration::from_secs(60));
-        let gpu = pipetel_gpu::start(&config)?;
-        assert!(matches!(gpu.wait_started(WAIT), GpuState::Running { platform: "amd", .. }));
-        let exporter = InMemoryMetricExporter::default();
-        let provider =
-            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
-        gpu.register_metrics(&provider.meter("pipetel-gpu-test"));
-        Ok(Self { fake, exporter, provider, gpu })
-    }
-
-    /// Rewrites the fake's state and waits for a poll that has read it.
-    fn update(&self, state: &str) -> TestResult {
-        self.fake.write_state(state)?;
-        assert!(self.gpu.refresh(WAIT), "poll did not happen");
-        Ok(())
-    }
-
-    fn collect(&self) -> Result<Vec<Point>, Box<dyn Error>> {
-        collect(&self.exporter, &self.provider)
-    }
-}
+type Harness = common::Harness<RocmSmi>;
 
 /// An MI210-like device with everything ROCm 5 reports. ECC is enabled on UMC (1) and
 /// GFX (4); the clock tables are lists of supported frequencies in Hz with the current index.
@@ -86,33 +43,11 @@ const FULL_DEVICE: &str = "\
 
 #[test]
 fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
-    let h = Harness::start(&format!("count=1\n{FULL_DEVICE}"))?;
+    let h = Harness::start(&format!("count=1\n{FULL_DEVICE}"), |c| c)?;
     let points = h.collect()?;
-
-    // Identity attributes on every series.
-    let util = find(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")]);
-    assert_eq!(util.len(), 1, "{points:#?}");
-    let attrs = &util[0].attrs;
-    assert_eq!(attrs[names::HW_ID], "0x18f68e602b8a790f");
-    assert_eq!(attrs[names::HW_NAME], "AMD Instinct MI210");
-    assert_eq!(attrs[names::HW_VENDOR], "amd");
-    assert_eq!(attrs[names::HW_TYPE], "gpu");
-    assert!(points.iter().all(|p| p.attrs.get(names::HW_VENDOR).map(String::as_str) == Some("amd")));
-    assert!(points.iter().all(|p| p.attrs.get(names::HW_ID) == Some(&attrs[names::HW_ID])));
-
+    assert_identity(&points, "0x18f68e602b8a790f", "AMD Instinct MI210", "amd");
     // The same names, units and kinds as NVML.
-    let unit_of = |name: &str| points.iter().find(|p| p.name == name).map(|p| (p.unit.clone(), p.kind));
-    assert_eq!(unit_of(names::GPU_UTILIZATION), Some(("1".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_MEMORY_USAGE), Some(("By".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_MEMORY_LIMIT), Some(("By".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_MEMORY_UTILIZATION), Some(("1".into(), "gauge")));
-    assert_eq!(unit_of(names::POWER), Some(("W".into(), "gauge")));
-    assert_eq!(unit_of(names::ENERGY), Some(("J".into(), "counter")));
-    assert_eq!(unit_of(names::TEMPERATURE), Some(("Cel".into(), "gauge")));
-    assert_eq!(unit_of(names::ERRORS), Some(("{error}".into(), "counter")));
-    assert_eq!(unit_of(names::GPU_CLOCK), Some(("Hz".into(), "gauge")));
-    assert_eq!(unit_of(names::GPU_FAN_SPEED), Some(("1".into(), "gauge")));
-    assert_eq!(unit_of(names::STATUS), Some(("1".into(), "updown")));
+    assert_units_and_kinds(&points);
 
     // Values, converted from ROCm SMI's units.
     assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.42);
@@ -173,7 +108,7 @@ layout=6
 0.clk.mem=900000000,1300000000
 0.clk.mem.current=1
 ";
-    let h = Harness::start(state)?;
+    let h = Harness::start(state, |c| c)?;
     let points = h.collect()?;
     let ids: Vec<_> = points.iter().filter_map(|p| p.attrs.get(names::HW_ID)).collect();
     assert!(!ids.is_empty() && ids.iter().all(|id| *id == "0000:03:00.0"), "{ids:?}");
@@ -189,17 +124,10 @@ fn unsupported_fields_yield_no_series_and_are_not_asked_again() -> TestResult {
     // Only memory and temperature exist; the rest answers NOT_SUPPORTED.
     let state =
         "count=1\nlog_calls=1\n0.unique_id=0x1\n0.name=Small\n0.vram.total=1000\n0.vram.used=250\n0.temp.edge=40000\n";
-    let h = Harness::start(state)?;
+    let h = Harness::start(state, |c| c)?;
     h.update(state)?;
     h.update(state)?;
-    let points = h.collect()?;
-    for absent in
-        [names::GPU_UTILIZATION, names::POWER, names::ENERGY, names::ERRORS, names::GPU_CLOCK, names::GPU_FAN_SPEED]
-    {
-        assert!(find(&points, absent, 0, &[]).is_empty(), "{absent} must have no series: {points:#?}");
-    }
-    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.25);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 40.0);
+    assert_only_memory_and_temperature(&h.collect()?)?;
     // Three polls, but each unsupported query was made once; supported ones every poll.
     assert_eq!(h.fake.call_count(0, "rsmi_dev_busy_percent_get"), 1);
     assert_eq!(h.fake.call_count(0, "rsmi_dev_power_ave_get"), 1);
@@ -223,15 +151,10 @@ fn unsupported_fields_yield_no_series_and_are_not_asked_again() -> TestResult {
 #[test]
 fn transient_errors_skip_one_poll_and_are_retried() -> TestResult {
     let state = "count=1\nlog_calls=1\n0.name=T\n0.power.ave=100000000\n";
-    let h = Harness::start(state)?;
-    // RSMI_STATUS_BUSY (16): no value this poll, never a zero.
-    h.update(&format!("{state}0.err.rsmi_dev_power_ave_get=16\n"))?;
-    let points = h.collect()?;
-    assert!(find(&points, names::POWER, 0, &[]).is_empty(), "{points:#?}");
-    h.update(state)?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::POWER, 0, &[])?, 100.0);
-    assert_eq!(h.fake.call_count(0, "rsmi_dev_power_ave_get"), 3);
+    let h = Harness::start(state, |c| c)?;
+    // RSMI_STATUS_BUSY (16).
+    let broken = format!("{state}0.err.rsmi_dev_power_ave_get=16\n");
+    h.assert_transient_power_error_skips_one_poll(state, &broken, "rsmi_dev_power_ave_get")?;
     // A transient error is not "unsupported": the socket-power fallback was never tried.
     assert_eq!(h.fake.call_count(0, "rsmi_dev_current_socket_power_get"), 0);
     Ok(())
@@ -241,7 +164,7 @@ fn transient_errors_skip_one_poll_and_are_retried() -> TestResult {
 fn ecc_counts_never_go_backwards_on_a_partial_read() -> TestResult {
     let state = "count=1\nlog_calls=1\n0.name=E\n0.ecc.enabled=7\n0.ecc.1.corrected=4\n0.ecc.1.uncorrected=1\n0.ecc.4.corrected=6\n";
     // Block 2 (SDMA) is enabled but answers NOT_SUPPORTED: dropped after the first poll.
-    let h = Harness::start(state)?;
+    let h = Harness::start(state, |c| c)?;
     let points = h.collect()?;
     assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "corrected")])?, 10.0);
     assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "uncorrected")])?, 1.0);
@@ -261,19 +184,9 @@ fn ecc_counts_never_go_backwards_on_a_partial_read() -> TestResult {
 #[test]
 fn lost_gpu_reports_failed_status_and_nothing_else() -> TestResult {
     let state = format!("count=1\n{FULL_DEVICE}");
-    let h = Harness::start(&state)?;
+    let h = Harness::start(&state, |c| c)?;
     // RSMI_STATUS_INIT_ERROR in the middle of a poll: the library lost the device.
-    h.update(&format!("{state}0.err.rsmi_dev_temp_metric_get=8\n"))?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 1.0);
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 0.0);
-    let others: Vec<_> = points.iter().filter(|p| p.name != names::STATUS).collect();
-    assert!(others.is_empty(), "a lost GPU reports only its status: {others:#?}");
-    h.update(&state)?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 61.0);
-    Ok(())
+    h.assert_lost_then_back(&state, &format!("{state}0.err.rsmi_dev_temp_metric_get=8\n"), 61.0)
 }
 
 #[test]
@@ -289,7 +202,7 @@ fn two_devices_with_different_capabilities() -> TestResult {
 1.temp.edge=35000
 1.fan=255
 ";
-    let h = Harness::start(state)?;
+    let h = Harness::start(state, |c| c)?;
     let points = h.collect()?;
     assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::HW_ID, "0xaaaa")])?, 0.8);
     assert!(find(&points, names::GPU_UTILIZATION, 1, &[]).is_empty());
@@ -303,35 +216,27 @@ fn two_devices_with_different_capabilities() -> TestResult {
 #[test]
 fn shutdown_balances_init_and_stops_reporting() -> TestResult {
     let state = format!("count=1\nlog_calls=1\n{FULL_DEVICE}");
-    let h = Harness::start(&state)?;
-    assert!(!h.collect()?.is_empty());
-    let Harness { fake, exporter, provider, gpu } = h;
-    gpu.shutdown();
+    let fake = Harness::start(&state, |c| c)?.shutdown("rsmi_shut_down")?;
     assert_eq!(fake.call_count(-1, "rsmi_init"), 1);
-    assert_eq!(fake.call_count(-1, "rsmi_shut_down"), 1);
-    let points = collect(&exporter, &provider)?;
-    assert!(points.is_empty(), "stopped telemetry must not report stale values: {points:#?}");
     Ok(())
 }
 
 #[test]
 fn init_failure_no_device_and_bad_path_turn_gpu_off_in_auto_and_fail_in_on() -> TestResult {
     let fake = FakeRocmSmi::new()?;
-    let amd = GpuConfig::default().with_platform(GpuPlatform::Amd).with_rocm_library_path(fake.library_path());
+    let amd = fake.gpu_config();
 
     // RSMI_STATUS_INIT_ERROR from rsmi_init: the library's own words reach the error.
     fake.write_state("count=1\nerr.rsmi_init=8\n")?;
-    let gpu = pipetel_gpu::start(&amd.clone().with_mode(GpuMode::Auto))?;
-    match gpu.wait_started(WAIT) {
-        GpuState::Off(GpuError::InitFailed { library, reason }) => {
+    let (auto, on) = off_in_auto_and_error_in_on(&amd)?;
+    match auto {
+        GpuError::InitFailed { library, reason } => {
             assert_eq!(library, fake.library_path().display().to_string());
             assert!(reason.contains("RSMI_STATUS_INIT_ERROR") && reason.contains("status 8"), "{reason}");
         }
-        other => panic!("expected off with an init error, got {other:?}"),
+        other => panic!("expected an init error, got {other:?}"),
     }
-    assert!(gpu.latest().is_none());
-    let err = pipetel_gpu::start(&amd.clone().with_mode(GpuMode::On)).expect_err("on must fail");
-    assert!(matches!(err, GpuError::InitFailed { .. }), "{err:?}");
+    assert!(matches!(on, GpuError::InitFailed { .. }), "{on:?}");
 
     // No device: the successful init is balanced by a shut-down.
     fake.write_state("count=0\nlog_calls=1\n")?;
@@ -342,7 +247,7 @@ fn init_failure_no_device_and_bad_path_turn_gpu_off_in_auto_and_fail_in_on() -> 
 
     let missing = std::env::temp_dir().join("pipetel-no-such-dir/librocm_smi64.so.1");
     let err =
-        pipetel_gpu::start(&amd.with_rocm_library_path(&missing).with_mode(GpuMode::On)).expect_err("on must fail");
+        pipetel_gpu::start(&amd.with_rocm_smi_library(&missing).with_mode(GpuMode::On)).expect_err("on must fail");
     match err {
         GpuError::LibraryNotLoaded { library, .. } => assert_eq!(library, missing.display().to_string()),
         other => panic!("expected LibraryNotLoaded, got {other:?}"),
@@ -357,7 +262,7 @@ fn a_library_that_is_not_rocm_smi_is_named_as_such() -> TestResult {
     let config = GpuConfig::default()
         .with_mode(GpuMode::On)
         .with_platform(GpuPlatform::Amd)
-        .with_rocm_library_path(nvml.library_path());
+        .with_rocm_smi_library(nvml.library_path());
     let err = pipetel_gpu::start(&config).expect_err("not ROCm SMI");
     assert!(err.to_string().contains("not a ROCm SMI library: symbol rsmi_init not found"), "{err}");
     Ok(())
@@ -371,8 +276,8 @@ fn auto_platform_prefers_nvml_then_falls_back_to_rocm_smi() -> TestResult {
     rocm.write_state("count=2\n0.name=A\n1.name=B\n")?;
     let auto = GpuConfig::default()
         .with_mode(GpuMode::On)
-        .with_library_path(nvml.library_path())
-        .with_rocm_library_path(rocm.library_path());
+        .with_nvml_library(nvml.library_path())
+        .with_rocm_smi_library(rocm.library_path());
 
     // Both work: NVML first.
     let gpu = pipetel_gpu::start(&auto)?;
@@ -403,7 +308,7 @@ fn auto_platform_prefers_nvml_then_falls_back_to_rocm_smi() -> TestResult {
 
     // ROCm SMI not installed: NVML's error alone, as in builds without `amd`.
     let missing = std::env::temp_dir().join("pipetel-no-such-dir/librocm_smi64.so.1");
-    let err = pipetel_gpu::start(&auto.clone().with_rocm_library_path(&missing)).expect_err("no usable GPU");
+    let err = pipetel_gpu::start(&auto.clone().with_rocm_smi_library(&missing)).expect_err("no usable GPU");
     assert!(
         matches!(err, GpuError::InitFailed { ref library, .. } if *library == nvml.library_path().display().to_string()),
         "{err:?}"

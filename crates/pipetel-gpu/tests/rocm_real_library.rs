@@ -5,9 +5,9 @@
 //! poller thread.
 #![cfg(feature = "amd")]
 
-use std::io::Write;
+mod common;
+
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use pipetel_gpu::{GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState, DEFAULT_ROCM_SMI_LIBRARIES};
@@ -15,36 +15,15 @@ use pipetel_gpu::{GpuConfig, GpuError, GpuMode, GpuPlatform, GpuState, DEFAULT_R
 /// Where Debian and Ubuntu install the library.
 const DEBIAN_LIBRARY: &str = "/usr/lib/librocm_smi64.so.1";
 
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
-fn installed_rocm_smi_without_a_device_is_off_in_auto_and_an_error_in_on() -> Result<(), Box<dyn std::error::Error>> {
-    let capture = Capture::default();
-    let writer = capture.clone();
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::INFO)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .try_init()
-        .map_err(|e| e.to_string())?;
-
+fn installed_rocm_smi_without_a_device_is_off_in_auto_and_an_error_in_on() -> common::TestResult {
+    let capture = common::capture_logs()?;
     let amd = GpuConfig::default().with_platform(GpuPlatform::Amd);
     let on = pipetel_gpu::start(&amd.clone().with_mode(GpuMode::On));
     let auto = pipetel_gpu::start(&amd.with_mode(GpuMode::Auto))?;
     let auto_state = auto.wait_started(Duration::from_secs(30));
     auto.shutdown();
-    let text = String::from_utf8(capture.0.lock().unwrap_or_else(PoisonError::into_inner).clone())?;
+    let text = capture.text()?;
     let lines: Vec<&str> = text.lines().filter(|l| !l.contains("GPU answers")).collect();
 
     match on {

@@ -6,15 +6,11 @@
  * to end. It exports only the symbols pipetel-gpu's NVML source calls; nvml-wrapper resolves
  * each symbol lazily, so anything missing fails only its own call (FailedToLoadSymbol).
  *
- * State comes from a text file named `fake_nvml.txt` in the directory the library was loaded
- * from (found with dladdr), so each copy of the library in its own directory is an
- * independent fake driver, even when several are loaded in one process. The file is re-read
- * whenever its inode, size or modification time changes: tests rewrite it atomically (write a
- * temporary file, rename it) between polls.
- *
- * Format: one `key=value` per line, `#` starts a comment. Device keys are prefixed by the
- * device index and a dot. A device key that is absent makes its call return
- * NVML_ERROR_NOT_SUPPORTED, which is how devices with different capabilities are described.
+ * State comes from `fake_nvml.txt` beside the library, read by ../fake_common/fake_state.h
+ * (shared with the fake ROCm SMI library; it documents the common keys: count, log_calls,
+ * delay_ms.<call>, err.<call>, <device>.err.<call>). A device key that is absent makes its
+ * call return NVML_ERROR_NOT_SUPPORTED, which is how devices with different capabilities are
+ * described.
  *
  *   count=2                          number of devices (default 0)
  *   err.nvmlInit_v2=9                make a call return this NVML code (any exported name)
@@ -36,19 +32,11 @@
  *   0.procs=123:1048576,456:2048     running compute processes, pid:bytes
  *   0.gprocs=...                     running graphics processes, same form
  *
- * Compile: cc -shared -fPIC -O2 -o libnvidia-ml.so.1 fake_nvml.c -ldl
+ * Compile: cc -shared -fPIC -O2 -I ../fake_common -o libnvidia-ml.so.1 fake_nvml.c -ldl
  */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
-#include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
+#define FAKE_STATE_FILE "fake_nvml.txt"
+#define FAKE_CALLS_FILE "fake_nvml.calls"
+#include "fake_state.h"
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -80,97 +68,7 @@ typedef struct {
     unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
-#define MAX_ENTRIES 512
-#define MAX_KEY 96
-#define MAX_VALUE 512
-
-struct entry {
-    char key[MAX_KEY];
-    char value[MAX_VALUE];
-};
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct entry entries[MAX_ENTRIES];
-static int entry_count;
-static char state_path[PATH_MAX];
-static char calls_path[PATH_MAX];
-static struct stat loaded_stat;
-static int have_loaded;
 static int initialized;
-
-static void find_paths(void) {
-    if (state_path[0] != '\0') return;
-    Dl_info info;
-    const char *dir_end = NULL;
-    if (dladdr((void *)&find_paths, &info) != 0 && info.dli_fname != NULL) {
-        dir_end = strrchr(info.dli_fname, '/');
-    }
-    if (dir_end == NULL) {
-        snprintf(state_path, sizeof state_path, "fake_nvml.txt");
-        snprintf(calls_path, sizeof calls_path, "fake_nvml.calls");
-        return;
-    }
-    int dir_len = (int)(dir_end - info.dli_fname);
-    snprintf(state_path, sizeof state_path, "%.*s/fake_nvml.txt", dir_len, info.dli_fname);
-    snprintf(calls_path, sizeof calls_path, "%.*s/fake_nvml.calls", dir_len, info.dli_fname);
-}
-
-/* Re-reads the state file when it changed. Caller holds `lock`. */
-static void refresh(void) {
-    find_paths();
-    struct stat st;
-    if (stat(state_path, &st) != 0) {
-        entry_count = 0;
-        have_loaded = 0;
-        return;
-    }
-    if (have_loaded && st.st_ino == loaded_stat.st_ino && st.st_size == loaded_stat.st_size &&
-        st.st_mtim.tv_sec == loaded_stat.st_mtim.tv_sec &&
-        st.st_mtim.tv_nsec == loaded_stat.st_mtim.tv_nsec) {
-        return;
-    }
-    FILE *f = fopen(state_path, "r");
-    if (f == NULL) return;
-    entry_count = 0;
-    char line[MAX_KEY + MAX_VALUE + 4];
-    while (fgets(line, sizeof line, f) != NULL && entry_count < MAX_ENTRIES) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '#' || line[0] == '\0') continue;
-        char *eq = strchr(line, '=');
-        if (eq == NULL) continue;
-        *eq = '\0';
-        snprintf(entries[entry_count].key, MAX_KEY, "%.*s", MAX_KEY - 1, line);
-        snprintf(entries[entry_count].value, MAX_VALUE, "%.*s", MAX_VALUE - 1, eq + 1);
-        entry_count++;
-    }
-    fclose(f);
-    loaded_stat = st;
-    have_loaded = 1;
-}
-
-static const char *lookup(const char *key) {
-    for (int i = entry_count - 1; i >= 0; i--) {
-        if (strcmp(entries[i].key, key) == 0) return entries[i].value;
-    }
-    return NULL;
-}
-
-static const char *device_key(int device, const char *key, char *buf, size_t len) {
-    if (device < 0) {
-        snprintf(buf, len, "%s", key);
-    } else {
-        snprintf(buf, len, "%d.%s", device, key);
-    }
-    return lookup(buf);
-}
-
-static int lookup_u64(int device, const char *key, unsigned long long *out) {
-    char buf[MAX_KEY];
-    const char *v = device_key(device, key, buf, sizeof buf);
-    if (v == NULL) return 0;
-    *out = strtoull(v, NULL, 10);
-    return 1;
-}
 
 static int lookup_uint(int device, const char *key, unsigned int *out) {
     unsigned long long v;
@@ -183,64 +81,15 @@ static int device_index(nvmlDevice_t device) {
     return (int)((uintptr_t)device) - 1;
 }
 
-/*
- * Common prologue of every call: refresh the state, log the call, apply a configured error
- * (per device first, then global). Returns NVML_SUCCESS to go on. Caller holds `lock`.
- */
+/* The shared prologue, then NVML's own checks: device index, initialised. Caller holds
+ * `lock`. */
 static nvmlReturn_t enter(int device, const char *function) {
-    refresh();
-    unsigned long long log_calls = 0;
-    lookup_u64(-1, "log_calls", &log_calls);
-    if (log_calls) {
-        FILE *f = fopen(calls_path, "a");
-        if (f != NULL) {
-            fprintf(f, "%d %s\n", device, function);
-            fclose(f);
-        }
-    }
-    char key[MAX_KEY];
     unsigned long long code;
-    unsigned long long delay_ms;
-    snprintf(key, sizeof key, "delay_ms.%s", function);
-    if (lookup_u64(-1, key, &delay_ms)) {
-        struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-        }
-    }
-    if (device >= 0) {
-        snprintf(key, sizeof key, "err.%s", function);
-        if (lookup_u64(device, key, &code)) return (nvmlReturn_t)code;
-    }
-    snprintf(key, sizeof key, "err.%s", function);
-    if (lookup_u64(-1, key, &code)) return (nvmlReturn_t)code;
-    if (device >= 0) {
-        unsigned int count = 0;
-        lookup_uint(-1, "count", &count);
-        if (device >= (int)count) return NVML_ERROR_INVALID_ARGUMENT;
-    }
+    if (configured_error(device, function, &code)) return (nvmlReturn_t)code;
+    if (no_such_device(device)) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!initialized && strcmp(function, "nvmlInit_v2") != 0) return NVML_ERROR_UNINITIALIZED;
     return NVML_SUCCESS;
 }
-
-#define BEGIN(dev, name)                                   \
-    pthread_mutex_lock(&lock);                             \
-    nvmlReturn_t ret_ = enter((dev), (name));              \
-    if (ret_ == NVML_SUCCESS && !initialized &&            \
-        strcmp((name), "nvmlInit_v2") != 0)                \
-        ret_ = NVML_ERROR_UNINITIALIZED;                   \
-    if (ret_ != NVML_SUCCESS) goto done_;
-
-/* Early exit from a call body; END must follow in the same function. */
-#define RETURN(ret)    \
-    do {               \
-        ret_ = (ret);  \
-        goto done_;    \
-    } while (0)
-
-#define END(ret)                 \
-    ret_ = (ret);                \
-    done_:                       \
-    pthread_mutex_unlock(&lock); \
-    return ret_;
 
 nvmlReturn_t nvmlInit_v2(void) {
     BEGIN(-1, "nvmlInit_v2");
@@ -256,8 +105,7 @@ nvmlReturn_t nvmlShutdown(void) {
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length) {
     BEGIN(-1, "nvmlSystemGetDriverVersion");
-    char buf[MAX_KEY];
-    const char *v = device_key(-1, "driver", buf, sizeof buf);
+    const char *v = device_key(-1, "driver");
     snprintf(version, length, "%s", v != NULL ? v : "550.54.15");
     END(NVML_SUCCESS);
 }
@@ -277,8 +125,7 @@ nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *dev
 }
 
 static nvmlReturn_t get_string(nvmlDevice_t device, const char *key, char *out, unsigned int len) {
-    char buf[MAX_KEY];
-    const char *v = device_key(device_index(device), key, buf, sizeof buf);
+    const char *v = device_key(device_index(device), key);
     if (v == NULL) return NVML_ERROR_NOT_SUPPORTED;
     if (strlen(v) + 1 > len) return NVML_ERROR_INSUFFICIENT_SIZE;
     snprintf(out, len, "%s", v);
@@ -398,8 +245,7 @@ nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter, unsig
 /* Parses "pid:bytes,pid:bytes" into infos; count in/out like the real call. */
 static nvmlReturn_t get_processes(nvmlDevice_t device, const char *key, unsigned int *count,
                                   nvmlProcessInfo_t *infos) {
-    char buf[MAX_KEY];
-    const char *v = device_key(device_index(device), key, buf, sizeof buf);
+    const char *v = device_key(device_index(device), key);
     if (v == NULL) return NVML_ERROR_NOT_SUPPORTED;
     unsigned int n = 0;
     nvmlProcessInfo_t parsed[64];

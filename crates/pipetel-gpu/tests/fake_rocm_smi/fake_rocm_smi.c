@@ -6,16 +6,11 @@
  * exports only the symbols that source calls; the source resolves each one on its own, so a
  * symbol this file leaves out makes only its own field unsupported.
  *
- * State comes from a text file named `fake_rocm_smi.txt` in the directory the library was
- * loaded from (found with dladdr), so each copy of the library in its own directory is an
- * independent fake, even when several are loaded in one process. The file is re-read whenever
- * its inode, size or modification time changes: tests rewrite it atomically (write a
- * temporary file, rename it) between polls.
- *
- * Format: one `key=value` per line, `#` starts a comment. Device keys are prefixed by the
- * device index and a dot. A device key that is absent makes its call return
- * RSMI_STATUS_NOT_SUPPORTED (2), which is how devices with different capabilities are
- * described.
+ * State comes from `fake_rocm_smi.txt` beside the library, read by
+ * ../fake_common/fake_state.h (shared with the fake NVML; it documents the common keys:
+ * count, log_calls, delay_ms.<call>, err.<call>, <device>.err.<call>). A device key that is
+ * absent makes its call return RSMI_STATUS_NOT_SUPPORTED (2), which is how devices with
+ * different capabilities are described.
  *
  *   count=2                        number of devices (default 0)
  *   layout=6                       rsmi_frequencies_t as ROCm 6 and later lay it out
@@ -37,21 +32,14 @@
  *   0.clk.mem=..  0.clk.mem.current=..       same for the memory clock
  *   0.fan=128                      fan 0 speed, 0-255 (RSMI_MAX_FAN_SPEED)
  *
- * Compile: cc -shared -fPIC -O2 -o librocm_smi64.so.1 fake_rocm_smi.c -ldl
+ * Compile: cc -shared -fPIC -O2 -I ../fake_common -o librocm_smi64.so.1 fake_rocm_smi.c -ldl
  */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <limits.h>
-#include <pthread.h>
+#define FAKE_STATE_FILE "fake_rocm_smi.txt"
+#define FAKE_CALLS_FILE "fake_rocm_smi.calls"
+#include "fake_state.h"
+
 #include <stdbool.h>
 #include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 
 typedef uint32_t rsmi_status_t;
 
@@ -89,160 +77,30 @@ typedef struct {
     uint64_t frequency[33];
 } freq_v6_t;
 
-#define MAX_ENTRIES 512
-#define MAX_KEY 96
-#define MAX_VALUE 512
-
-struct entry {
-    char key[MAX_KEY];
-    char value[MAX_VALUE];
-};
-
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct entry entries[MAX_ENTRIES];
-static int entry_count;
-static char state_path[PATH_MAX];
-static char calls_path[PATH_MAX];
-static struct stat loaded_stat;
-static int have_loaded;
 static int init_count;
 
-static void find_paths(void) {
-    if (state_path[0] != '\0') return;
-    Dl_info info;
-    const char *dir_end = NULL;
-    if (dladdr((void *)&find_paths, &info) != 0 && info.dli_fname != NULL) {
-        dir_end = strrchr(info.dli_fname, '/');
-    }
-    if (dir_end == NULL) {
-        snprintf(state_path, sizeof state_path, "fake_rocm_smi.txt");
-        snprintf(calls_path, sizeof calls_path, "fake_rocm_smi.calls");
-        return;
-    }
-    int dir_len = (int)(dir_end - info.dli_fname);
-    snprintf(state_path, sizeof state_path, "%.*s/fake_rocm_smi.txt", dir_len, info.dli_fname);
-    snprintf(calls_path, sizeof calls_path, "%.*s/fake_rocm_smi.calls", dir_len, info.dli_fname);
-}
-
-/* Re-reads the state file when it changed. Caller holds `lock`. */
-static void refresh(void) {
-    find_paths();
-    struct stat st;
-    if (stat(state_path, &st) != 0) {
-        entry_count = 0;
-        have_loaded = 0;
-        return;
-    }
-    if (have_loaded && st.st_ino == loaded_stat.st_ino && st.st_size == loaded_stat.st_size &&
-        st.st_mtim.tv_sec == loaded_stat.st_mtim.tv_sec &&
-        st.st_mtim.tv_nsec == loaded_stat.st_mtim.tv_nsec) {
-        return;
-    }
-    FILE *f = fopen(state_path, "r");
-    if (f == NULL) return;
-    entry_count = 0;
-    char line[MAX_KEY + MAX_VALUE + 4];
-    while (fgets(line, sizeof line, f) != NULL && entry_count < MAX_ENTRIES) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '#' || line[0] == '\0') continue;
-        char *eq = strchr(line, '=');
-        if (eq == NULL) continue;
-        *eq = '\0';
-        snprintf(entries[entry_count].key, MAX_KEY, "%.*s", MAX_KEY - 1, line);
-        snprintf(entries[entry_count].value, MAX_VALUE, "%.*s", MAX_VALUE - 1, eq + 1);
-        entry_count++;
-    }
-    fclose(f);
-    loaded_stat = st;
-    have_loaded = 1;
-}
-
-static const char *lookup(const char *key) {
-    for (int i = entry_count - 1; i >= 0; i--) {
-        if (strcmp(entries[i].key, key) == 0) return entries[i].value;
-    }
-    return NULL;
-}
-
-/* The value of `key` for `device` (-1: a global key). */
-static const char *device_key(int device, const char *key) {
-    char buf[MAX_KEY];
-    if (device < 0) {
-        snprintf(buf, sizeof buf, "%s", key);
-    } else {
-        snprintf(buf, sizeof buf, "%d.%s", device, key);
-    }
-    return lookup(buf);
-}
-
-static int lookup_u64(int device, const char *key, uint64_t *out) {
-    const char *v = device_key(device, key);
-    if (v == NULL) return 0;
-    /* Base 0: decimal, or hex with 0x (unique ids read better in hex). */
-    *out = strtoull(v, NULL, 0);
-    return 1;
-}
-
-static int lookup_i64(int device, const char *key, int64_t *out) {
-    const char *v = device_key(device, key);
-    if (v == NULL) return 0;
-    *out = strtoll(v, NULL, 10);
-    return 1;
-}
-
-/*
- * Common prologue of every call: refresh the state, log the call, wait if told to, apply a
- * configured status (per device first, then global), check the device index and that the
- * library is initialised. Caller holds `lock`.
- */
+/* The shared prologue, then ROCm SMI's own checks: initialised, device index. Caller holds
+ * `lock`. */
 static rsmi_status_t enter(int device, const char *function) {
-    refresh();
-    uint64_t log_calls = 0;
-    lookup_u64(-1, "log_calls", &log_calls);
-    if (log_calls) {
-        FILE *f = fopen(calls_path, "a");
-        if (f != NULL) {
-            fprintf(f, "%d %s\n", device, function);
-            fclose(f);
-        }
-    }
-    char key[MAX_KEY];
-    uint64_t code;
-    uint64_t delay_ms;
-    snprintf(key, sizeof key, "delay_ms.%s", function);
-    if (lookup_u64(-1, key, &delay_ms)) {
-        struct timespec ts = {(time_t)(delay_ms / 1000), (long)(delay_ms % 1000) * 1000000L};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-        }
-    }
-    snprintf(key, sizeof key, "err.%s", function);
-    if (device >= 0 && lookup_u64(device, key, &code)) return (rsmi_status_t)code;
-    if (lookup_u64(-1, key, &code)) return (rsmi_status_t)code;
-    if (strcmp(function, "rsmi_init") != 0 &&
-        init_count == 0) {
-        return RSMI_STATUS_INIT_ERROR;
-    }
-    if (device >= 0) {
-        uint64_t count = 0;
-        lookup_u64(-1, "count", &count);
-        if ((uint64_t)device >= count) return RSMI_STATUS_INVALID_ARGS;
-    }
+    unsigned long long code;
+    if (configured_error(device, function, &code)) return (rsmi_status_t)code;
+    if (strcmp(function, "rsmi_init") != 0 && init_count == 0) return RSMI_STATUS_INIT_ERROR;
+    if (no_such_device(device)) return RSMI_STATUS_INVALID_ARGS;
     return RSMI_STATUS_SUCCESS;
 }
 
-#define BEGIN(dev, name)                          \
-    pthread_mutex_lock(&lock);                    \
-    rsmi_status_t ret_ = enter((int)(dev), name); \
-    if (ret_ != RSMI_STATUS_SUCCESS) goto done_;
-
-#define END(ret)                 \
-    ret_ = (ret);                \
-    done_:                       \
-    pthread_mutex_unlock(&lock); \
-    return ret_;
-
 static rsmi_status_t get_u64(uint32_t dv, const char *key, uint64_t *out) {
-    return lookup_u64((int)dv, key, out) ? RSMI_STATUS_SUCCESS : RSMI_STATUS_NOT_SUPPORTED;
+    unsigned long long v;
+    if (!lookup_u64((int)dv, key, &v)) return RSMI_STATUS_NOT_SUPPORTED;
+    *out = v;
+    return RSMI_STATUS_SUCCESS;
+}
+
+static rsmi_status_t get_i64(uint32_t dv, const char *key, int64_t *out) {
+    long long v;
+    if (!lookup_i64((int)dv, key, &v)) return RSMI_STATUS_NOT_SUPPORTED;
+    *out = v;
+    return RSMI_STATUS_SUCCESS;
 }
 
 rsmi_status_t rsmi_init(uint64_t flags) {
@@ -270,7 +128,7 @@ rsmi_status_t rsmi_status_string(rsmi_status_t status, const char **text) {
 
 rsmi_status_t rsmi_num_monitor_devices(uint32_t *num_devices) {
     BEGIN(-1, "rsmi_num_monitor_devices");
-    uint64_t count = 0;
+    unsigned long long count = 0;
     lookup_u64(-1, "count", &count);
     *num_devices = (uint32_t)count;
     END(RSMI_STATUS_SUCCESS);
@@ -344,9 +202,9 @@ rsmi_status_t rsmi_dev_temp_metric_get(uint32_t dv, uint32_t sensor, uint32_t me
     BEGIN(dv, "rsmi_dev_temp_metric_get");
     rsmi_status_t r = RSMI_STATUS_NOT_SUPPORTED;
     if (metric == TEMP_CURRENT && sensor == TEMP_TYPE_EDGE) {
-        r = lookup_i64((int)dv, "temp.edge", temperature) ? RSMI_STATUS_SUCCESS : RSMI_STATUS_NOT_SUPPORTED;
+        r = get_i64(dv, "temp.edge", temperature);
     } else if (metric == TEMP_CURRENT && sensor == TEMP_TYPE_JUNCTION) {
-        r = lookup_i64((int)dv, "temp.junction", temperature) ? RSMI_STATUS_SUCCESS : RSMI_STATUS_NOT_SUPPORTED;
+        r = get_i64(dv, "temp.junction", temperature);
     }
     END(r);
 }
@@ -364,7 +222,7 @@ rsmi_status_t rsmi_dev_ecc_count_get(uint32_t dv, uint64_t block, rsmi_error_cou
     if (r == RSMI_STATUS_SUCCESS) {
         snprintf(key, sizeof key, "ecc.%llu.uncorrected", (unsigned long long)block);
         ec->uncorrectable_err = 0;
-        lookup_u64((int)dv, key, &ec->uncorrectable_err);
+        get_u64(dv, key, &ec->uncorrectable_err);
     }
     END(r);
 }
@@ -386,9 +244,9 @@ rsmi_status_t rsmi_dev_gpu_clk_freq_get(uint32_t dv, uint32_t clk_type, void *ou
         }
         char key[MAX_KEY];
         snprintf(key, sizeof key, "%s.current", name);
-        uint64_t current = 0;
+        unsigned long long current = 0;
         lookup_u64((int)dv, key, &current);
-        uint64_t layout = 5;
+        unsigned long long layout = 5;
         lookup_u64(-1, "layout", &layout);
         if (layout >= 6) {
             freq_v6_t *f = out;
@@ -411,6 +269,6 @@ rsmi_status_t rsmi_dev_gpu_clk_freq_get(uint32_t dv, uint32_t clk_type, void *ou
 rsmi_status_t rsmi_dev_fan_speed_get(uint32_t dv, uint32_t sensor, int64_t *speed) {
     BEGIN(dv, "rsmi_dev_fan_speed_get");
     rsmi_status_t r = RSMI_STATUS_NOT_SUPPORTED;
-    if (sensor == 0) r = lookup_i64((int)dv, "fan", speed) ? RSMI_STATUS_SUCCESS : RSMI_STATUS_NOT_SUPPORTED;
+    if (sensor == 0) r = get_i64(dv, "fan", speed);
     END(r);
 }

@@ -12,6 +12,7 @@ use nvml_wrapper::{Device, Nvml};
 
 use crate::error::GpuError;
 use crate::names;
+use crate::policy::{self, DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
 use crate::process;
 use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource};
 
@@ -54,18 +55,19 @@ enum Field {
     ClockSm,
     ClockMemory,
     ClockVideo,
+    FanSpeed,
     PcieTx,
     PcieRx,
     ComputeProcesses,
     GraphicsProcesses,
 }
 
-impl Field {
-    fn bit(self) -> u32 {
-        1 << (self as u32)
+impl policy::Field for Field {
+    fn position(self) -> u32 {
+        self as u32
     }
 
-    fn nvml_call(self) -> &'static str {
+    fn call(self) -> &'static str {
         match self {
             Self::Utilization => "nvmlDeviceGetUtilizationRates",
             Self::Encoder => "nvmlDeviceGetEncoderUtilization",
@@ -76,6 +78,7 @@ impl Field {
             Self::Temperature => "nvmlDeviceGetTemperature",
             Self::EccCorrected | Self::EccUncorrected => "nvmlDeviceGetTotalEccErrors",
             Self::ClockGraphics | Self::ClockSm | Self::ClockMemory | Self::ClockVideo => "nvmlDeviceGetClockInfo",
+            Self::FanSpeed => "nvmlDeviceGetFanSpeed_v2",
             Self::PcieTx | Self::PcieRx => "nvmlDeviceGetPcieThroughput",
             Self::ComputeProcesses => "nvmlDeviceGetComputeRunningProcesses_v3",
             Self::GraphicsProcesses => "nvmlDeviceGetGraphicsRunningProcesses_v3",
@@ -83,15 +86,17 @@ impl Field {
     }
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct FieldSet(u32);
-
-impl FieldSet {
-    fn contains(self, f: Field) -> bool {
-        self.0 & f.bit() != 0
-    }
-    fn insert(&mut self, f: Field) {
-        self.0 |= f.bit();
+/// The one rule every NVML read (fans included) follows.
+impl ReadError for NvmlError {
+    fn class(&self) -> ErrorClass {
+        match self {
+            // Permanent for this device and driver.
+            Self::NotSupported | Self::NoPermission | Self::FailedToLoadSymbol(_) | Self::FunctionNotFound => {
+                ErrorClass::Unsupported
+            }
+            Self::GpuLost => ErrorClass::Lost,
+            _ => ErrorClass::Transient,
+        }
     }
 }
 
@@ -101,14 +106,9 @@ struct DeviceState {
     info: Arc<DeviceInfo>,
     /// MIG-enabled devices have no device-level utilisation; it is reported as absent.
     mig: bool,
-    /// Fans still read; a fan that says "not supported" is dropped for good.
+    /// Fans still read; a fan that cannot report its speed is dropped for good.
     fans: Vec<u32>,
-    /// Queries that answered NotSupported / NoPermission / missing symbol: never asked again.
-    unsupported: FieldSet,
-    /// Queries whose transient error was already logged at warn level.
-    warned: FieldSet,
-    /// Whether the previous poll found the device failed (to log transitions only).
-    failed: bool,
+    policy: DevicePolicy,
 }
 
 /// A [`GpuSource`] reading NVIDIA GPUs through NVML.
@@ -181,14 +181,7 @@ fn open_device(nvml: &Nvml, index: u32) -> DeviceState {
         Err(e) => {
             tracing::warn!(gpu.index = index, error = %e, "GPU does not answer; reporting it as failed");
             let info = DeviceInfo::new(index, fallback_id, String::new(), names::VENDOR_NVIDIA);
-            return DeviceState {
-                info: Arc::new(info),
-                mig: false,
-                fans: Vec::new(),
-                unsupported: FieldSet::default(),
-                warned: FieldSet::default(),
-                failed: true,
-            };
+            return DeviceState { info: Arc::new(info), mig: false, fans: Vec::new(), policy: DevicePolicy::failed() };
         }
     };
     let id = device.uuid().unwrap_or(fallback_id);
@@ -203,9 +196,7 @@ fn open_device(nvml: &Nvml, index: u32) -> DeviceState {
         info: Arc::new(DeviceInfo::new(index, id, name, names::VENDOR_NVIDIA)),
         mig,
         fans,
-        unsupported: FieldSet::default(),
-        warned: FieldSet::default(),
-        failed: false,
+        policy: DevicePolicy::answering(),
     }
 }
 
@@ -219,53 +210,6 @@ impl GpuSource for NvmlSource {
         let Self { nvml, devices, options } = self;
         let samples = devices.iter_mut().map(|state| sample_device(nvml, state, *options, pids.as_ref())).collect();
         Ok(GpuSample::new(samples))
-    }
-}
-
-/// Reads of one device in one poll; stops asking once the device is found lost.
-struct DevicePoll<'a> {
-    state: &'a mut DeviceState,
-    lost: bool,
-}
-
-impl DevicePoll<'_> {
-    fn read<T>(&mut self, field: Field, call: impl FnOnce() -> Result<T, NvmlError>) -> Option<T> {
-        if self.lost || self.state.unsupported.contains(field) {
-            return None;
-        }
-        match call() {
-            Ok(v) => Some(v),
-            Err(e) => {
-                self.on_error(field, &e);
-                None
-            }
-        }
-    }
-
-    fn on_error(&mut self, field: Field, error: &NvmlError) {
-        let index = self.state.info.index;
-        match error {
-            // Permanent for this device and driver: remember and never ask again, so a
-            // missing feature costs one call, not one per poll.
-            NvmlError::NotSupported
-            | NvmlError::NoPermission
-            | NvmlError::FailedToLoadSymbol(_)
-            | NvmlError::FunctionNotFound => {
-                self.state.unsupported.insert(field);
-                tracing::debug!(gpu.index = index, call = field.nvml_call(), error = %error,
-                    "GPU field not available; no longer read");
-            }
-            NvmlError::GpuLost => self.lost = true,
-            _ if !self.state.warned.contains(field) => {
-                self.state.warned.insert(field);
-                tracing::warn!(gpu.index = index, call = field.nvml_call(), error = %error,
-                    "GPU field read failed; skipped this poll, retried next poll");
-            }
-            _ => {
-                tracing::debug!(gpu.index = index, call = field.nvml_call(), error = %error,
-                    "GPU field read failed again");
-            }
-        }
     }
 }
 
@@ -283,33 +227,17 @@ fn sample_device(
     options: NvmlOptions,
     pids: Option<&HashSet<u32>>,
 ) -> DeviceSample {
-    let info = Arc::clone(&state.info);
-    let index = info.index;
-    let sample = match nvml.device_by_index(index) {
+    let index = state.info.index;
+    let read = match nvml.device_by_index(index) {
         Ok(device) => read_device(&device, state, options, pids),
         Err(e) => {
-            if !state.failed {
+            if !state.policy.is_failed() {
                 tracing::warn!(gpu.index = index, error = %e, "GPU handle unavailable; reporting it as failed");
             }
             None
         }
     };
-    match sample {
-        Some(s) => {
-            if state.failed {
-                tracing::info!(gpu.index = index, "GPU answers again");
-                state.failed = false;
-            }
-            s
-        }
-        None => {
-            if !state.failed {
-                tracing::warn!(gpu.index = index, gpu.id = %info.id, "GPU lost; reporting it as failed");
-                state.failed = true;
-            }
-            DeviceSample::failed(info)
-        }
-    }
+    state.policy.settle(&state.info, read)
 }
 
 /// Reads every field of `device`; `None` when the device turned out to be lost, so that a
@@ -321,11 +249,9 @@ fn read_device(
     pids: Option<&HashSet<u32>>,
 ) -> Option<DeviceSample> {
     let mut s = DeviceSample::new(Arc::clone(&state.info));
-    let mig = state.mig;
-    let mut fans = std::mem::take(&mut state.fans);
-    let mut p = DevicePoll { state, lost: false };
+    let mut p = Poll::new(state.info.index, &mut state.policy);
 
-    if !mig {
+    if !state.mig {
         s.utilization = p.read(Field::Utilization, || device.utilization_rates()).map(|u| ratio(u.gpu));
         s.encoder_utilization = p.read(Field::Encoder, || device.encoder_utilization()).map(|u| ratio(u.utilization));
         s.decoder_utilization = p.read(Field::Decoder, || device.decoder_utilization()).map(|u| ratio(u.utilization));
@@ -341,33 +267,20 @@ fn read_device(
         p.read(Field::EccCorrected, || device.total_ecc_errors(MemoryError::Corrected, EccCounter::Aggregate));
     s.ecc_uncorrected =
         p.read(Field::EccUncorrected, || device.total_ecc_errors(MemoryError::Uncorrected, EccCounter::Aggregate));
-    let clock = |p: &mut DevicePoll<'_>, field, kind| p.read(field, || device.clock_info(kind)).map(mhz_to_hz);
+    let clock = |p: &mut Poll<'_>, field, kind| p.read(field, || device.clock_info(kind)).map(mhz_to_hz);
     s.clocks.graphics_hz = clock(&mut p, Field::ClockGraphics, Clock::Graphics);
     s.clocks.sm_hz = clock(&mut p, Field::ClockSm, Clock::SM);
     s.clocks.memory_hz = clock(&mut p, Field::ClockMemory, Clock::Memory);
     s.clocks.video_hz = clock(&mut p, Field::ClockVideo, Clock::Video);
 
-    fans.retain(|&fan| {
-        if p.lost {
-            return true;
+    state.fans.retain(|&fan| match p.read_part(Field::FanSpeed, u64::from(fan), || device.fan_speed(fan)) {
+        PartRead::Value(speed) => {
+            s.fan_speeds.push((fan, ratio(speed)));
+            true
         }
-        match device.fan_speed(fan) {
-            Ok(speed) => {
-                s.fan_speeds.push((fan, ratio(speed)));
-                true
-            }
-            Err(NvmlError::GpuLost) => {
-                p.lost = true;
-                true
-            }
-            Err(NvmlError::NotSupported | NvmlError::NoPermission | NvmlError::FailedToLoadSymbol(_)) => false,
-            Err(e) => {
-                tracing::debug!(gpu.index = p.state.info.index, fan, error = %e, "fan speed read failed");
-                true
-            }
-        }
+        PartRead::Drop => false,
+        PartRead::Skip => true,
     });
-    p.state.fans = fans;
 
     if options.pcie_throughput {
         // NVML reports KiB/s.
@@ -396,5 +309,5 @@ fn read_device(
         }
     }
 
-    (!p.lost).then_some(s)
+    (!p.is_lost()).then_some(s)
 }

@@ -1,4 +1,10 @@
-//! The [`GpuSource`] trait and the sample it returns.
+//! The [`GpuSource`] trait, the sample it returns, and the vendor sources: [`nvml`] (NVIDIA,
+//! on `nvml-wrapper`) and `rocm` (AMD, on ROCm SMI; feature `amd`). Both follow the one
+//! polling policy of [`crate::policy`].
+
+pub(crate) mod nvml;
+#[cfg(feature = "amd")]
+pub(crate) mod rocm;
 
 use std::sync::Arc;
 use std::time::SystemTime;
