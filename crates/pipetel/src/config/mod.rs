@@ -330,8 +330,8 @@ impl Config {
         self.gpu = GpuSlots {
             mode: Some(Set::code(gpu.mode, "with_gpu", &parse::GPU_MODE)),
             poll_interval: Some(Set::code(gpu.poll_interval, "with_gpu", &parse::GPU_POLL_SECONDS)),
-            nvml_library: gpu.library_path.map(|p| Set::code(p, "with_gpu", &parse::LIBRARY)),
-            rocm_smi_library: gpu.rocm_library_path.map(|p| Set::code(p, "with_gpu", &parse::LIBRARY)),
+            nvml_library: gpu.nvml_library.map(|p| Set::code(p, "with_gpu", &parse::LIBRARY)),
+            rocm_smi_library: gpu.rocm_smi_library.map(|p| Set::code(p, "with_gpu", &parse::LIBRARY)),
             platform: Some(Set::code(gpu.platform, "with_gpu", &parse::GPU_PLATFORM)),
             pcie_throughput: Some(Set::code(gpu.pcie_throughput, "with_gpu", &parse::BOOL)),
             process_memory: Some(Set::code(gpu.process_memory, "with_gpu", &parse::BOOL)),
@@ -485,8 +485,8 @@ impl Config {
         let mut c = pipetel_gpu::GpuConfig::default();
         c.mode = g.mode.value().copied().unwrap_or(c.mode);
         c.poll_interval = g.poll_interval.value().copied().unwrap_or(c.poll_interval);
-        c.library_path = g.nvml_library.value().cloned();
-        c.rocm_library_path = g.rocm_smi_library.value().cloned();
+        c.nvml_library = g.nvml_library.value().cloned();
+        c.rocm_smi_library = g.rocm_smi_library.value().cloned();
         c.platform = g.platform.value().copied().unwrap_or(c.platform);
         c.pcie_throughput = g.pcie_throughput.value().copied().unwrap_or(c.pcie_throughput);
         c.process_memory = g.process_memory.value().copied().unwrap_or(c.process_memory);

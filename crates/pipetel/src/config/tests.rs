@@ -340,7 +340,7 @@ fn gpu_variables_are_the_gpu_crates() {
     let c = from(&[(PIPETEL_CONFIG, &p), (PIPETEL_GPU, "on")]).expect("valid");
     assert_eq!(c.gpu().mode, pipetel_gpu::GpuMode::On, "env beats file");
     assert_eq!(c.gpu().poll_interval, Duration::from_secs(2));
-    assert_eq!(c.gpu().library_path.as_deref(), Some(Path::new("/opt/libnvidia-ml.so.1")));
+    assert_eq!(c.gpu().nvml_library.as_deref(), Some(Path::new("/opt/libnvidia-ml.so.1")));
     let _ = std::fs::remove_file(path);
 }
 
