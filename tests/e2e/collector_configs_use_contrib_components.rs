@@ -52,8 +52,25 @@ fn kind(id: &str) -> &str {
     id.split('/').next().unwrap_or(id)
 }
 
-/// The port of an endpoint such as `0.0.0.0:4317`, `tempo:4317` or `http://localhost:4318`.
+/// `text` with every `${env:NAME:-default}` replaced by its default (by nothing without one): the
+/// value the collector uses when the variable is unset.
+fn with_defaults(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("${") {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 2..];
+        let Some(j) = after.find('}') else { return format!("{out}{}", &rest[i..]) };
+        out.push_str(after[..j].split_once(":-").map(|(_, default)| default).unwrap_or_default());
+        rest = &after[j + 1..];
+    }
+    out + rest
+}
+
+/// The port of an endpoint such as `0.0.0.0:4317`, `tempo:4317`, `http://localhost:4318` or
+/// `${env:OTELCOL_GATEWAY_PORT:-4317}` (the default counts).
 fn port(endpoint: &str) -> u16 {
+    let endpoint = with_defaults(endpoint);
     let tail = endpoint.rsplit(':').next().unwrap_or_default();
     let digits: String = tail.chars().take_while(char::is_ascii_digit).collect();
     digits.parse().unwrap_or_else(|_| panic!("no port in {endpoint:?}"))

@@ -12,11 +12,13 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod agent_to_two_gateways;
 mod alert_rules_pass_promtool;
 mod collector_configs_use_contrib_components;
 mod collector_outage_never_blocks;
 mod dashboards_and_alerts_query_real_prometheus;
 mod dashboards_are_importable;
+mod gateway_tail_sampling_keeps_failed_traces;
 mod gpu_gauges_in_prometheus;
 mod http_server_metrics_in_prometheus;
 mod multiprocess_hub_exports_exact_totals;
@@ -28,3 +30,5 @@ mod ratio_sampling_keeps_whole_traces;
 mod registry_and_service_in_prometheus;
 mod reliability_collector_outage_recovers_totals;
 mod sdk_disabled_exports_nothing;
+mod shipped_configs_validate;
+mod single_collector_config_end_to_end;

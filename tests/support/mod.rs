@@ -8,7 +8,9 @@
 //! - `PIPETEL_PROMTOOL_BIN` (default `promtool` on `PATH`),
 //! - `PIPETEL_ROTEL_BIN` (default `.venv/lib/python3*/site-packages/rotel/rotel-agent` in the
 //!   workspace),
-//! - `PIPETEL_PYTHON` (default `.venv/bin/python` in the workspace).
+//! - `PIPETEL_PYTHON` (default `.venv/bin/python` in the workspace),
+//! - `PIPETEL_OTELCOL_BIN` (the OpenTelemetry Collector `scripts/build-collector` builds; no
+//!   default: the tests that run it fail without it).
 
 // Each test binary uses its own part of these helpers.
 #![allow(dead_code, unreachable_pub, unused_imports)]
@@ -16,6 +18,9 @@
 pub mod collector;
 pub mod gpu;
 pub mod http;
+pub mod otelcol;
+pub mod otlp_json;
+pub mod pipeline_run;
 pub mod ports;
 pub mod process;
 pub mod prometheus;
@@ -26,6 +31,8 @@ pub mod workspace;
 pub use collector::{blocks, Block, Collector};
 pub use gpu::FAKE_GPUS;
 pub use http::{http, scrape_checked};
+pub use otelcol::{Otelcol, OtelcolSink};
+pub use pipeline_run::PipelineRun;
 pub use ports::{free_port, RefusingPort};
 pub use process::{wait_for, Process};
 pub use prometheus::{promtool_check_metrics, Prometheus};

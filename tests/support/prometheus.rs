@@ -52,21 +52,46 @@ impl Prometheus {
         Self::start_with(&scrape, rule_files)
     }
 
+    /// Starts Prometheus with `scrape_configs` (the YAML list under `scrape_configs:`, indented by
+    /// two spaces, as in `prometheus.yml`) and no rules. Waits until it is ready.
+    pub fn start_scraping(scrape_configs: &str) -> Self {
+        Self::start_with(scrape_configs, &[])
+    }
+
+    /// Starts Prometheus with nothing to scrape and its remote-write receiver on
+    /// (`--web.enable-remote-write-receiver`), the way `otel-collector/gateway.yaml` expects it:
+    /// push to [`Self::remote_write_url`]. Waits until it is ready.
+    pub fn receiving_remote_write() -> Self {
+        Self::start_with_flags("", &[], &["--web.enable-remote-write-receiver"])
+    }
+
+    /// The URL of the remote-write receiver (on only with [`Self::receiving_remote_write`]).
+    pub fn remote_write_url(&self) -> String {
+        format!("{}/api/v1/write", self.url)
+    }
+
     fn start_with(scrape_configs: &str, rule_files: &[PathBuf]) -> Self {
+        Self::start_with_flags(scrape_configs, rule_files, &[])
+    }
+
+    fn start_with_flags(scrape_configs: &str, rule_files: &[PathBuf], flags: &[&str]) -> Self {
         let port = free_port();
         let dir = std::env::temp_dir().join(format!("pipetel-prom-{}-{port}", std::process::id()));
         std::fs::create_dir_all(dir.join("data")).expect("prometheus temp dir");
         let rules: String = rule_files.iter().map(|r| format!("  - '{}'\n", r.display())).collect();
         let rules = if rules.is_empty() { String::new() } else { format!("rule_files:\n{rules}") };
+        let scrape_configs =
+            if scrape_configs.trim().is_empty() { " []\n".to_string() } else { format!("\n{scrape_configs}") };
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n{rules}scrape_configs:\n{scrape_configs}"
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n{rules}scrape_configs:{scrape_configs}"
         );
         std::fs::write(dir.join("prometheus.yml"), config).expect("write prometheus.yml");
         let mut cmd = Command::new(peer_binary("PIPETEL_PROMETHEUS_BIN", "prometheus"));
         cmd.arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=warn");
+            .arg("--log.level=warn")
+            .args(flags);
         let process = Process::spawn("prometheus", cmd);
         let url = format!("http://127.0.0.1:{port}");
         let ready = format!("{url}/-/ready");
