@@ -55,7 +55,7 @@ pub(crate) fn room() -> usize {
 pub(crate) fn admits(series: usize, metric: impl FnOnce() -> String) -> bool {
     let ok = series < room();
     if !ok {
-        warn_once(&metric());
+        warn_once(&metric(), ADVICE);
     }
     ok
 }
@@ -65,15 +65,18 @@ pub(crate) fn overflow_attributes() -> [KeyValue; 1] {
     [KeyValue::new(OVERFLOW_ATTRIBUTE, true)]
 }
 
-/// Logs once per metric that its series reached the limit.
-fn warn_once(metric: &str) {
+/// What the overflow warning advises by default.
+const ADVICE: &str = "raise PIPETEL_CARDINALITY_LIMIT, or keep unbounded values such as request ids out of labels";
+
+/// Logs once per metric that its series reached the limit, with `advice` on what to do.
+fn warn_once(metric: &str, advice: &str) {
     static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
     if crate::sync::lock(&WARNED).insert(metric.to_string()) {
         tracing::warn!(
             target: "pipetel",
             metric,
             limit = cardinality_limit(),
-            "label sets reached the cardinality limit; new ones share one series marked otel_metric_overflow=\"true\" (raise PIPETEL_CARDINALITY_LIMIT, or keep unbounded values such as request ids out of labels)"
+            "label sets reached the cardinality limit; new ones share one series marked otel_metric_overflow=\"true\" ({advice})"
         );
     }
 }
@@ -92,6 +95,7 @@ fn warn_once(metric: &str) {
 #[derive(Debug)]
 pub(crate) struct Folder<'a, T> {
     metric: &'a str,
+    advice: &'a str,
     room: usize,
     series: usize,
     folded: Option<T>,
@@ -107,7 +111,14 @@ impl<'a, T> Folder<'a, T> {
     /// A folder for one collection of `metric` under `limit` (the overflow series included;
     /// below 2 it still keeps one series of its own).
     pub(crate) fn with_limit(metric: &'a str, limit: usize) -> Self {
-        Folder { metric, room: limit.saturating_sub(1).max(1), series: 0, folded: None }
+        Folder { metric, advice: ADVICE, room: limit.saturating_sub(1).max(1), series: 0, folded: None }
+    }
+
+    /// Replaces what the overflow warning advises (for series whose values are not labels a
+    /// user chose, such as the worker series).
+    pub(crate) fn advice(mut self, advice: &'a str) -> Self {
+        self.advice = advice;
+        self
     }
 
     /// Counts the next series; `true` when it is observed as its own, `false` when its value
@@ -128,7 +139,7 @@ impl<'a, T> Folder<'a, T> {
     /// The overflow series' value, if anything folded; logs the metric's first overflow.
     pub(crate) fn finish(self) -> Option<T> {
         if self.series > self.room {
-            warn_once(self.metric);
+            warn_once(self.metric, self.advice);
         }
         self.folded
     }

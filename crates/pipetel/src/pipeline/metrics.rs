@@ -72,7 +72,6 @@ fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(&dyn AsyncInstrument<M
 /// A callback observing `value` once per shard, under the shard's attributes, within the
 /// cardinality `limit` (see [`super::overflow`]).
 fn per_shard<M>(
-    name: &'static str,
     limit: usize,
     fold: Fold,
     value: ShardValue<M>,
@@ -81,7 +80,7 @@ where
     M: Add<Output = M> + 'static,
 {
     move |obs| {
-        let mut series = Series::new(name, limit, fold);
+        let mut series = Series::new(limit, fold);
         for stage in table().stages() {
             for shard in stage.shards() {
                 if let Some(v) = value(&shard) {
@@ -125,19 +124,13 @@ pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
     let worker_totals: [(&'static str, ShardValue<u64>); 2] =
         [("pipeline.worker.items", |s| Some(s.items())), ("pipeline.worker.bytes", |s| Some(s.bytes()))];
     for (name, value) in worker_totals {
-        let _ = described(meter.u64_observable_counter(name))
-            .with_callback(per_shard(name, limit, Fold::Sum, value))
-            .build();
+        let _ = described(meter.u64_observable_counter(name)).with_callback(per_shard(limit, Fold::Sum, value)).build();
     }
     let _ = described(meter.f64_observable_counter("pipeline.worker.cpu.time"))
-        .with_callback(per_shard("pipeline.worker.cpu.time", limit, Fold::Sum, |s| {
-            s.last_sample().map(|t| t.cpu_time.as_secs_f64())
-        }))
+        .with_callback(per_shard(limit, Fold::Sum, |s| s.last_sample().map(|t| t.cpu_time.as_secs_f64())))
         .build();
     let _ = described(meter.f64_observable_gauge("pipeline.worker.cpu.utilization"))
-        .with_callback(per_shard("pipeline.worker.cpu.utilization", limit, Fold::Drop, |s| {
-            s.last_sample().and_then(|t| t.cpu_percent).map(|p| p / 100.0)
-        }))
+        .with_callback(per_shard(limit, Fold::Drop, |s| s.last_sample().and_then(|t| t.cpu_percent).map(|p| p / 100.0)))
         .build();
     // Memory reads 0 where it cannot be read: no series rather than a false zero.
     let worker_memory: [(&'static str, ShardValue<u64>); 3] = [
@@ -146,14 +139,10 @@ pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
         ("pipeline.worker.memory.peak", |s| s.last_sample().map(|t| t.memory_peak).filter(|m| *m > 0)),
     ];
     for (name, value) in worker_memory {
-        let _ = described(meter.u64_observable_gauge(name))
-            .with_callback(per_shard(name, limit, Fold::Drop, value))
-            .build();
+        let _ = described(meter.u64_observable_gauge(name)).with_callback(per_shard(limit, Fold::Drop, value)).build();
     }
     let _ = described(meter.f64_observable_gauge("pipeline.worker.heartbeat"))
-        .with_callback(per_shard("pipeline.worker.heartbeat", limit, Fold::Drop, |s| {
-            s.heartbeat().filter(|h| *h > 0.0)
-        }))
+        .with_callback(per_shard(limit, Fold::Drop, |s| s.heartbeat().filter(|h| *h > 0.0)))
         .build();
 }
 

@@ -20,6 +20,12 @@ pub(crate) enum Fold {
     Drop,
 }
 
+/// What the one warning for all worker instruments is keyed by.
+const WORKER_SERIES: &str = "pipeline.worker.* (worker series)";
+/// What it advises: worker series are bounded by the stage's width, not by label hygiene.
+const ADVICE: &str =
+    "raise PIPETEL_CARDINALITY_LIMIT for wider stages, or rely on the worker rows, which always carry every shard";
+
 /// One collection's series of one instrument, counted against the limit.
 pub(crate) struct Series<M> {
     folder: Folder<'static, M>,
@@ -27,8 +33,10 @@ pub(crate) struct Series<M> {
 }
 
 impl<M: Add<Output = M>> Series<M> {
-    pub(crate) fn new(metric: &'static str, limit: usize, fold: Fold) -> Self {
-        Self { folder: Folder::with_limit(metric, limit), fold }
+    /// One collection of a worker instrument; the first overflow of any worker instrument is
+    /// warned about once per process, naming the worker series as a whole.
+    pub(crate) fn new(limit: usize, fold: Fold) -> Self {
+        Self { folder: Folder::with_limit(WORKER_SERIES, limit).advice(ADVICE), fold }
     }
 
     /// Observes `value` under `attrs`, or folds it once the room is used up.
@@ -66,7 +74,7 @@ mod tests {
 
     fn run(limit: usize, fold: Fold, values: &[u64]) -> Vec<(u64, bool)> {
         let seen = Seen::default();
-        let mut series = Series::new("test.worker.metric", limit, fold);
+        let mut series = Series::new(limit, fold);
         for v in values {
             series.observe(&seen, *v, &[]);
         }
