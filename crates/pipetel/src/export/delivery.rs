@@ -263,6 +263,41 @@ mod tests {
         assert!(report.starts_with("traces: 1 span in 1 failed export not delivered to"), "{report}");
     }
 
+    /// An exporter whose transport notes `cause` and whose error, like the OTLP/HTTP exporter's,
+    /// does not say it.
+    #[derive(Debug)]
+    struct Vague(Arc<Cause>, Option<&'static str>);
+
+    impl SpanExporter for Vague {
+        async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+            self.0.note(self.1.map(str::to_string));
+            Err(OTelSdkError::InternalFailure("HTTP export failed: network error".into()))
+        }
+    }
+
+    #[test]
+    fn the_transport_cause_joins_an_error_that_lacks_it() {
+        let ledger = Ledger::new("traces", "span", "https://collector:4318/v1/traces");
+        let cause = Arc::new(Cause::default());
+        let run = |noted: Option<&'static str>| {
+            let exporter = Vague(Arc::clone(&cause), noted);
+            let tracked = Tracked::new(Explained { exporter, cause: Some(Arc::clone(&cause)) }, &ledger);
+            let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+            runtime.block_on(tracked.export(Vec::new())).expect_err("refused").to_string()
+        };
+        let error = run(Some("invalid peer certificate: UnknownIssuer"));
+        assert!(
+            error.ends_with("HTTP export failed: network error: invalid peer certificate: UnknownIssuer"),
+            "{error}"
+        );
+        let report = ledger.report().expect("reported");
+        assert!(report.ends_with("network error: invalid peer certificate: UnknownIssuer"), "{report}");
+        // A cause left from an earlier attempt is not reused.
+        cause.note(Some("stale".into()));
+        let error = run(None);
+        assert!(!error.contains("stale"), "{error}");
+    }
+
     #[test]
     fn metrics_report_only_a_failed_last_export() {
         let ledger = Ledger::new("metrics", "", "http://collector:4317");

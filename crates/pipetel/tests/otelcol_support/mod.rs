@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The collector binary, or `None` after a loud line saying the tests were skipped.
-pub fn collector_bin(test: &str) -> Option<PathBuf> {
+pub(crate) fn collector_bin(test: &str) -> Option<PathBuf> {
     match std::env::var_os("PIPETEL_OTELCOL_BIN").filter(|p| !p.is_empty()) {
         Some(path) => Some(PathBuf::from(path)),
         None => {
@@ -30,13 +30,13 @@ pub fn collector_bin(test: &str) -> Option<PathBuf> {
 }
 
 /// A free loopback port (bound, read, released).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
     listener.local_addr().expect("local address").port()
 }
 
 /// A scratch directory for one test run.
-pub fn scratch(name: &str) -> PathBuf {
+pub(crate) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pipetel-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("create the scratch directory");
@@ -44,18 +44,18 @@ pub fn scratch(name: &str) -> PathBuf {
 }
 
 /// A running collector; killed on drop.
-pub struct Collector {
+pub(crate) struct Collector {
     child: Child,
     log: PathBuf,
     /// The file its `file` exporter writes.
-    pub received: PathBuf,
+    pub(crate) received: PathBuf,
 }
 
 impl Collector {
     /// Starts `bin` with `tests/otelcol/<config>`, the environment `env` (plus
     /// `PIPETEL_TEST_HEALTH_PORT` and `PIPETEL_TEST_RECEIVED`, set here), and waits until its
     /// health check answers.
-    pub fn start(bin: &Path, config: &str, dir: &Path, env: &[(String, String)]) -> Collector {
+    pub(crate) fn start(bin: &Path, config: &str, dir: &Path, env: &[(String, String)]) -> Collector {
         let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol").join(config);
         let health = free_port();
         let received = dir.join("received.jsonl");
@@ -88,17 +88,17 @@ impl Collector {
     }
 
     /// What the collector logged so far.
-    pub fn log_text(&self) -> String {
+    pub(crate) fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The lines its `file` exporter wrote so far (one JSON document per line).
-    pub fn received(&self) -> String {
+    pub(crate) fn received(&self) -> String {
         std::fs::read_to_string(&self.received).unwrap_or_default()
     }
 
     /// Waits until `found` holds for what was received, or `within` passes; the last text read.
-    pub fn wait_for(&self, within: Duration, found: impl Fn(&str) -> bool) -> Result<String, String> {
+    pub(crate) fn wait_for(&self, within: Duration, found: impl Fn(&str) -> bool) -> Result<String, String> {
         let deadline = Instant::now() + within;
         loop {
             let text = self.received();
@@ -121,7 +121,7 @@ impl Drop for Collector {
 }
 
 /// A bare HTTP/1.1 GET: the whole response, or `None` when nothing answers.
-pub fn http_get(addr: &str, path: &str) -> Option<String> {
+pub(crate) fn http_get(addr: &str, path: &str) -> Option<String> {
     use std::io::Write;
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
@@ -133,22 +133,22 @@ pub fn http_get(addr: &str, path: &str) -> Option<String> {
 
 /// The lines of `text` (the file exporter's output) that hold `signal` (`resourceSpans`,
 /// `resourceMetrics`, `resourceLogs`) and `needle`.
-pub fn count_lines(text: &str, signal: &str, needle: &str) -> usize {
+pub(crate) fn count_lines(text: &str, signal: &str, needle: &str) -> usize {
     text.lines().filter(|l| l.contains(&format!("\"{signal}\"")) && l.contains(needle)).count()
 }
 
 /// What a child process printed and how it ended.
-pub struct ChildRun {
-    pub stdout: String,
-    pub stderr: String,
-    pub success: bool,
-    pub elapsed: Duration,
+pub(crate) struct ChildRun {
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) success: bool,
+    pub(crate) elapsed: Duration,
 }
 
 impl ChildRun {
     /// The value the child printed as `KEY=...` (the rest of that line; the test harness may
     /// have printed the test's name before it on the same line).
-    pub fn value(&self, key: &str) -> Option<&str> {
+    pub(crate) fn value(&self, key: &str) -> Option<&str> {
         let marker = format!("{key}=");
         self.stdout.lines().find_map(|l| l.find(&marker).map(|at| &l[at + marker.len()..]))
     }
@@ -156,7 +156,7 @@ impl ChildRun {
 
 /// Runs the test `test` of this same binary in a child process with `env`, killed after
 /// `limit` (a hang fails the test, it does not stall it).
-pub fn run_child(test: &str, env: &[(String, String)], limit: Duration) -> ChildRun {
+pub(crate) fn run_child(test: &str, env: &[(String, String)], limit: Duration) -> ChildRun {
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
     command
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
@@ -209,7 +209,7 @@ pub fn run_child(test: &str, env: &[(String, String)], limit: Duration) -> Child
 /// `ca.pem`, `other_ca.pem` (a CA that signed nothing here), `good.pem`/`.key` (127.0.0.1 and
 /// localhost), `expired.pem`/`.key`, `wrong_host.pem`/`.key` (only `wrong.example`),
 /// `client.pem`/`.key` (a client certificate signed by the CA).
-pub fn make_pki(dir: &Path) {
+pub(crate) fn make_pki(dir: &Path) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
     let write = |name: &str, text: String| std::fs::write(dir.join(name), text).expect("write a PEM file");
     let ca = |cn: &str| {
