@@ -59,6 +59,7 @@ struct Case {
     grpc: bool,
     /// The receiver (`good`, `mtls`, `expired`, `wrong_host`).
     receiver: &'static str,
+    /// The CA file the client trusts; empty: none configured (the system roots).
     ca: &'static str,
     client_certificate: bool,
     token: &'static str,
@@ -99,6 +100,9 @@ const CASES: &[Case] = &[
     case("http-mtls", false, "mtls", "ca.pem", true, TOKEN, Expect::Delivered),
     case("grpc-mtls-no-client-cert", true, "mtls", "ca.pem", false, TOKEN, Expect::Refused(NO_CLIENT_CERT_GRPC)),
     case("http-mtls-no-client-cert", false, "mtls", "ca.pem", false, TOKEN, Expect::Refused(NO_CLIENT_CERT_HTTP)),
+    // No CA configured: the system's roots, which do not hold the test CA.
+    case("grpc-system-roots", true, "good", "", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
+    case("http-system-roots", false, "good", "", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
     case("grpc-wrong-ca", true, "good", "other_ca.pem", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
     case("http-wrong-ca", false, "good", "other_ca.pem", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
     case("grpc-expired", true, "expired", "ca.pem", false, TOKEN, Expect::Refused(EXPIRED)),
@@ -145,12 +149,14 @@ fn otlp_over_tls_reaches_the_real_collector_or_reports_why() {
                     ("OTEL_EXPORTER_OTLP_ENDPOINT".into(), endpoint.clone()),
                     ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), (if case.grpc { "grpc" } else { "http/protobuf" }).into()),
                     ("OTEL_EXPORTER_OTLP_HEADERS".into(), format!("authorization=Bearer {}", case.token)),
-                    ("OTEL_EXPORTER_OTLP_CERTIFICATE".into(), pki(case.ca)),
                     ("OTEL_EXPORTER_OTLP_TIMEOUT".into(), EXPORT_TIMEOUT.as_millis().to_string()),
                     ("PIPETEL_SHUTDOWN_TIMEOUT".into(), "15s".into()),
                     ("PIPETEL_CONSOLE_LOG".into(), "false".into()),
                     ("PIPETEL_GPU".into(), "off".into()),
                 ];
+                if !case.ca.is_empty() {
+                    vars.push(("OTEL_EXPORTER_OTLP_CERTIFICATE".into(), pki(case.ca)));
+                }
                 if case.client_certificate {
                     vars.push(("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE".into(), pki("client.pem")));
                     vars.push(("OTEL_EXPORTER_OTLP_CLIENT_KEY".into(), pki("client.key")));

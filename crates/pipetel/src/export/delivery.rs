@@ -139,6 +139,20 @@ pub(crate) struct Explained<E> {
     pub(crate) cause: Option<Arc<Cause>>,
 }
 
+/// `message` with a repeated tail said once: the gRPC exporter renders tonic's transport error,
+/// whose text already holds its source, and then the source again (`transport error: invalid
+/// peer certificate: UnknownIssuer: invalid peer certificate: UnknownIssuer`).
+fn once(message: &str) -> String {
+    let parts: Vec<&str> = message.split(": ").collect();
+    let n = parts.len();
+    for k in (1..=n / 2).rev() {
+        if parts[n - 2 * k..n - k] == parts[n - k..] {
+            return parts[..n - k].join(": ");
+        }
+    }
+    message.to_string()
+}
+
 /// An exporter whose every export outcome, with its cause, is entered in a [`Ledger`].
 #[derive(Debug)]
 pub(crate) struct Tracked<E> {
@@ -166,6 +180,7 @@ impl<E> Tracked<E> {
             (Err(OTelSdkError::InternalFailure(message)), Some(cause)) if !message.contains(&cause) => {
                 Err(OTelSdkError::InternalFailure(format!("{message}: {cause}")))
             }
+            (Err(OTelSdkError::InternalFailure(message)), _) => Err(OTelSdkError::InternalFailure(once(&message))),
             (result, _) => result,
         };
         self.ledger.record(items, &result);
@@ -296,6 +311,19 @@ mod tests {
         cause.note(Some("stale".into()));
         let error = run(None);
         assert!(!error.contains("stale"), "{error}");
+    }
+
+    #[test]
+    fn a_repeated_cause_is_said_once() {
+        let grpc = "Operation failed: TonicTracesClient export failed with gRPC code: Unavailable: transport error: \
+                    invalid peer certificate: UnknownIssuer: invalid peer certificate: UnknownIssuer";
+        assert_eq!(
+            once(grpc),
+            "Operation failed: TonicTracesClient export failed with gRPC code: Unavailable: transport error: \
+             invalid peer certificate: UnknownIssuer"
+        );
+        let plain = "Operation failed: HTTP export failed with status code: 401";
+        assert_eq!(once(plain), plain);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::delivery::{Cause, Explained};
-use crate::config::{OtlpCompression, OtlpProtocol, OtlpTarget, OtlpTls, Signal, Sourced};
+use crate::config::{OtlpCompression, OtlpProtocol, OtlpTarget, Signal, Sourced, OTEL_EXPORTER_OTLP_CERTIFICATE};
 use crate::error::InitError;
 
 fn error(signal: Signal, reason: impl ToString) -> InitError {
@@ -78,12 +78,35 @@ fn private_key(file: &Sourced<PathBuf>) -> Result<(Vec<u8>, PrivateKeyDer<'stati
 
 // ----- gRPC: tonic's TLS -----
 
+/// The system's root certificates: none found (a minimal container without a CA bundle) is an
+/// error saying what to do, rather than every handshake failing later.
+fn system_roots(target: &OtlpTarget, signal: Signal) -> Result<Vec<CertificateDer<'static>>, InitError> {
+    let found = rustls_native_certs::load_native_certs();
+    if found.certs.is_empty() {
+        let why: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        return Err(error(
+            signal,
+            format!(
+                "no system root certificates to verify {} ({}); install the system's CA bundle or name the CA \
+                 with {OTEL_EXPORTER_OTLP_CERTIFICATE}",
+                target.endpoint,
+                why.join("; ")
+            ),
+        ));
+    }
+    Ok(found.certs)
+}
+
 /// The CA replaces the system roots (as the other OTel SDKs do); without one, the system's.
-fn tonic_tls(tls: &OtlpTls) -> Result<ClientTlsConfig, InitError> {
+fn tonic_tls(target: &OtlpTarget, signal: Signal) -> Result<ClientTlsConfig, InitError> {
+    let tls = &target.tls;
     let mut config = ClientTlsConfig::new();
     config = match &tls.certificate {
         Some(ca) => config.ca_certificate(Certificate::from_pem(certificates(ca)?.0)),
-        None => config.with_native_roots(),
+        None => {
+            system_roots(target, signal)?;
+            config.with_native_roots()
+        }
     };
     if let Some((cert, key)) = &tls.client {
         config = config.identity(Identity::from_pem(certificates(cert)?.0, private_key(key)?.0));
@@ -105,12 +128,7 @@ fn rustls_config(target: &OtlpTarget, signal: Signal) -> Result<rustls::ClientCo
                 }
             }
             None => {
-                let found = rustls_native_certs::load_native_certs();
-                let (added, _) = roots.add_parsable_certificates(found.certs);
-                if added == 0 {
-                    let why: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-                    return Err(error(signal, format!("no system root certificates found ({})", why.join("; "))));
-                }
+                roots.add_parsable_certificates(system_roots(target, signal)?);
             }
         }
     }
@@ -193,7 +211,7 @@ macro_rules! build_exporter {
                     .with_timeout(target.timeout)
                     .with_metadata(metadata(signal, &target.headers)?);
                 if is_https(target) {
-                    b = b.with_tls_config(tonic_tls(&target.tls)?);
+                    b = b.with_tls_config(tonic_tls(target, signal)?);
                 }
                 if let Some(c) = compression(target.compression) {
                     b = b.with_compression(c);
