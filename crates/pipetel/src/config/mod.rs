@@ -44,7 +44,7 @@ mod vars;
 
 pub use error::{ConfigError, Origin};
 pub use groups::{ServiceMetricsConfig, SpanMetricsConfig, SpanMetricsError, SpanTime};
-pub use otlp::OtlpTarget;
+pub use otlp::{OtlpTarget, OtlpTls};
 pub use parse::parse_buckets;
 pub use settings::{
     LogsSettings, MetricsSettings, PipelineSettings, PrometheusSettings, ResourceSettings, Settings, Sourced,
@@ -139,6 +139,17 @@ macro_rules! setters {
     )*};
 }
 
+/// `with_otlp_signal_*` setters: one value in one signal's OTLP scope, which beats the generic one.
+macro_rules! signal_setters {
+    ($( $(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) -> $field:ident = $value:expr, $rule:ident; )*) => {$(
+        $(#[$attr])*
+        pub fn $name(mut self, signal: Signal, $arg: $ty) -> Self {
+            self.otlp_scope_mut(signal).$field = Some(Set::code($value, stringify!($name), &parse::$rule));
+            self
+        }
+    )*};
+}
+
 /// Getters of the value in effect: the value set (unchecked), or the setting's default.
 macro_rules! getters {
     ($( $(#[$attr:meta])* fn $name:ident() -> $ty:ty = $default:expr; )*) => {$(
@@ -227,6 +238,19 @@ impl Config {
         fn with_otlp_timeout(timeout: Duration) -> { otlp.timeout = timeout, MILLIS; }
         /// Sets the OTLP compression of every signal.
         fn with_otlp_compression(compression: OtlpCompression) -> { otlp.compression = compression, COMPRESSION; }
+        /// Trusts the CA certificates in this PEM file (instead of the system roots) for every
+        /// signal's `https://` endpoint. The file is read when the configuration is resolved.
+        fn with_otlp_certificate(path: impl Into<PathBuf>) -> { otlp.certificate = path.into(), CERTIFICATE_FILE; }
+        /// Presents the client certificate in this PEM file (mTLS) to every signal's endpoint;
+        /// needs [`Config::with_otlp_client_key`] too.
+        fn with_otlp_client_certificate(path: impl Into<PathBuf>) -> {
+            otlp.client_certificate = path.into(), CERTIFICATE_FILE;
+        }
+        /// The private key (PEM) of the mTLS client certificate.
+        fn with_otlp_client_key(path: impl Into<PathBuf>) -> { otlp.client_key = path.into(), KEY_FILE; }
+        /// Plain text (`true`) or TLS (`false`, the default) for a gRPC endpoint given as
+        /// `host:port`; an endpoint with a scheme ignores it.
+        fn with_otlp_insecure(insecure: bool) -> { otlp.insecure = insecure, BOOL; }
         /// Sets the host the Prometheus endpoint binds to.
         fn with_prometheus_host(host: impl Into<String>) -> { prometheus_host = host.into(), HOST; }
         /// Sets the Prometheus endpoint's port (`0` picks a free one; see `Telemetry::prometheus_addr`).
@@ -287,16 +311,19 @@ impl Config {
         self.add_resource_attributes(vec![(key.into(), value.into())]);
         self
     }
-    /// Sets the OTLP endpoint of one signal, used as given (checked at `init`).
-    pub fn with_otlp_signal_endpoint(mut self, signal: Signal, endpoint: impl Into<String>) -> Self {
-        self.otlp_scope_mut(signal).endpoint =
-            Some(Set::code(endpoint.into(), "with_otlp_signal_endpoint", &parse::ENDPOINT));
-        self
-    }
-    /// Sets the OTLP protocol of one signal.
-    pub fn with_otlp_signal_protocol(mut self, signal: Signal, protocol: OtlpProtocol) -> Self {
-        self.otlp_scope_mut(signal).protocol = Some(Set::code(protocol, "with_otlp_signal_protocol", &parse::PROTOCOL));
-        self
+    signal_setters! {
+        /// Sets the OTLP endpoint of one signal, used as given (checked at `init`).
+        fn with_otlp_signal_endpoint(endpoint: impl Into<String>) -> endpoint = endpoint.into(), ENDPOINT;
+        /// Sets the OTLP protocol of one signal.
+        fn with_otlp_signal_protocol(protocol: OtlpProtocol) -> protocol = protocol, PROTOCOL;
+        /// Trusts the CA certificates in this PEM file for one signal's `https://` endpoint.
+        fn with_otlp_signal_certificate(path: impl Into<PathBuf>) -> certificate = path.into(), CERTIFICATE_FILE;
+        /// Presents this PEM client certificate (mTLS) to one signal's endpoint.
+        fn with_otlp_signal_client_certificate(path: impl Into<PathBuf>) -> client_certificate = path.into(), CERTIFICATE_FILE;
+        /// The private key (PEM) of one signal's mTLS client certificate.
+        fn with_otlp_signal_client_key(path: impl Into<PathBuf>) -> client_key = path.into(), KEY_FILE;
+        /// Plain text or TLS for one signal's schemeless gRPC endpoint.
+        fn with_otlp_signal_insecure(insecure: bool) -> insecure = insecure, BOOL;
     }
     /// Adds an OTLP request header for every signal.
     pub fn with_otlp_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {

@@ -182,7 +182,14 @@ pub(crate) static RESOURCE: Rule<Vec<(String, String)>> = Rule::new(key_values, 
 pub(crate) static TRACE_EXPORTERS: Rule<Vec<TraceExporter>> = Rule::new(exporters, any);
 pub(crate) static METRIC_EXPORTERS: Rule<Vec<MetricExporter>> = Rule::new(exporters, any);
 pub(crate) static LOG_EXPORTERS: Rule<Vec<LogExporter>> = Rule::new(exporters, any);
+/// A URL with an `http` or `https` scheme, or a schemeless `host:port` (gRPC only, its scheme
+/// from the `INSECURE` switch; see `otlp::target`).
 pub(crate) static ENDPOINT: Rule<String> = Rule::new(trimmed, endpoint);
+/// A PEM file of certificates (the OTLP CA, the mTLS client certificate): read when checked,
+/// so a missing or unreadable file is an error naming where its path was given.
+pub(crate) static CERTIFICATE_FILE: Rule<PathBuf> = Rule::new(file, |p| pem_file(p, "CERTIFICATE"));
+/// A PEM file holding a private key (the mTLS client key).
+pub(crate) static KEY_FILE: Rule<PathBuf> = Rule::new(file, |p| pem_file(p, "PRIVATE KEY"));
 pub(crate) static PROTOCOL: Rule<super::values::OtlpProtocol> = Rule::new(from_str, any);
 pub(crate) static HEADERS: Rule<Vec<(String, String)>> = Rule::new(key_values, headers);
 pub(crate) static COMPRESSION: Rule<super::values::OtlpCompression> = Rule::new(from_str, any);
@@ -406,8 +413,22 @@ fn sample_interval(d: &Duration) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether an endpoint names no scheme (`collector:4317`): `url` would read `collector` as one.
+pub(crate) fn schemeless(endpoint: &str) -> bool {
+    !endpoint.contains("://")
+}
+
 fn endpoint(v: &String) -> Result<(), String> {
-    let url = url::Url::parse(v.trim()).map_err(|e| format!("not a URL: {e}"))?;
+    let v = v.trim();
+    if schemeless(v) && !v.is_empty() {
+        // `host:port` as the OTLP spec allows for gRPC: checked as the URL it will become.
+        let url = url::Url::parse(&format!("http://{v}")).map_err(|e| format!("not a URL or host:port: {e}"))?;
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("the endpoint has no host".into());
+        }
+        return Ok(());
+    }
+    let url = url::Url::parse(v).map_err(|e| format!("not a URL: {e}"))?;
     if url.scheme() != "http" && url.scheme() != "https" {
         return Err(format!("scheme must be http or https, not `{}`", url.scheme()));
     }
@@ -434,6 +455,23 @@ fn headers(pairs: &Vec<(String, String)>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A readable file holding at least one PEM block whose label ends with `label`.
+fn pem_file(p: &PathBuf, label: &str) -> Result<(), String> {
+    if p.as_os_str().is_empty() {
+        return Err("empty path".into());
+    }
+    let text = std::fs::read(p).map_err(|e| format!("cannot read the file: {e}"))?;
+    let text = String::from_utf8_lossy(&text);
+    let found = text
+        .lines()
+        .any(|l| l.trim().strip_prefix("-----BEGIN ").is_some_and(|rest| rest.trim_end_matches('-').ends_with(label)));
+    if found {
+        Ok(())
+    } else {
+        Err(format!("the file holds no PEM `{label}` block"))
+    }
 }
 
 fn url_path(v: &String) -> Result<(), String> {

@@ -613,3 +613,113 @@ fn readme_file_keys_are_the_real_ones() {
         assert!(named.contains(key), "file key `{key}` has no row in the README's table");
     }
 }
+
+/// A PEM file for the TLS settings' tests, written once per name.
+fn pem_file(name: &str, text: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!("pipetel-config-{}-{name}.pem", std::process::id()));
+    std::fs::write(&path, text).expect("write temp PEM file");
+    path
+}
+
+const CERT_PEM: &str = "-----BEGIN CERTIFICATE-----\nAA==\n-----END CERTIFICATE-----\n";
+const KEY_PEM: &str = "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n";
+
+/// A missing, unreadable or wrong-kind TLS file is an error naming the variable (or key, or
+/// setter) and the path, when the configuration is read.
+#[test]
+fn otlp_tls_files_are_checked_when_read() {
+    let missing = "/nonexistent/pipetel/ca.pem";
+    for var in [OTEL_EXPORTER_OTLP_CERTIFICATE, OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY] {
+        let msg = from(&[(var, missing)]).expect_err(var).to_string();
+        assert!(msg.contains(var) && msg.contains(missing) && msg.contains("cannot read the file"), "{msg}");
+    }
+    let key = pem_file("only-key", KEY_PEM);
+    let msg = from(&[(OTEL_EXPORTER_OTLP_CERTIFICATE, key.to_str().expect("utf-8"))]).expect_err("a key").to_string();
+    assert!(msg.contains("no PEM `CERTIFICATE` block"), "{msg}");
+    let (path, p) = write_file(&format!("[otlp.traces]\ncertificate = \"{missing}\"\n"));
+    let msg = from(&[(PIPETEL_CONFIG, &p)]).expect_err("file key").to_string();
+    assert!(msg.contains("otlp.traces.certificate") && msg.contains(missing), "{msg}");
+    let _ = std::fs::remove_file(path);
+    let msg = Config::default().with_otlp_certificate(missing).resolve().expect_err("setter").to_string();
+    assert!(msg.contains("with_otlp_certificate") && msg.contains(missing), "{msg}");
+    let _ = std::fs::remove_file(key);
+}
+
+#[test]
+fn otlp_tls_resolves_per_signal_and_needs_certificate_and_key_together() {
+    let (ca, ca_traces, cert, key) = (
+        pem_file("ca", CERT_PEM),
+        pem_file("ca-traces", CERT_PEM),
+        pem_file("cert", CERT_PEM),
+        pem_file("key", KEY_PEM),
+    );
+    let s = |p: &PathBuf| p.to_str().expect("utf-8").to_string();
+    let c = from(&[
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "https://collector:4318"),
+        (OTEL_EXPORTER_OTLP_CERTIFICATE, &s(&ca)),
+        (OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE, &s(&ca_traces)),
+        (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, &s(&cert)),
+        (OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY, &s(&key)),
+    ]);
+    // The metrics signal has both halves; traces and logs only the certificate.
+    let msg = c.expect_err("traces has a certificate without a key").to_string();
+    assert!(msg.contains(OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE) && msg.contains("needs its key"), "{msg}");
+    let c = from(&[
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "https://collector:4318"),
+        (OTEL_EXPORTER_OTLP_CERTIFICATE, &s(&ca)),
+        (OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE, &s(&ca_traces)),
+        (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, &s(&cert)),
+        (OTEL_EXPORTER_OTLP_CLIENT_KEY, &s(&key)),
+    ])
+    .expect("valid");
+    let traces = c.otlp_target(Signal::Traces).expect("traces").tls;
+    let ca_of = |tls: &OtlpTls| tls.certificate.as_ref().map(|c| (c.value.clone(), c.origin.clone()));
+    assert_eq!(ca_of(&traces), Some((ca_traces.clone(), Origin::Env(OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE.into()))));
+    let logs = c.otlp_target(Signal::Logs).expect("logs").tls;
+    assert_eq!(ca_of(&logs), Some((ca.clone(), Origin::Env(OTEL_EXPORTER_OTLP_CERTIFICATE.into()))));
+    let (c_cert, c_key) = logs.client.expect("mTLS");
+    assert_eq!((c_cert.value, c_key.value), (cert.clone(), key.clone()));
+    let code = Config::default()
+        .with_otlp_signal_client_certificate(Signal::Metrics, &cert)
+        .with_otlp_signal_client_key(Signal::Metrics, &key)
+        .with_otlp_signal_certificate(Signal::Metrics, &ca);
+    let metrics = code.otlp_target(Signal::Metrics).expect("metrics").tls;
+    assert_eq!(metrics.certificate.map(|c| c.origin), Some(Origin::Code("with_otlp_signal_certificate")));
+    assert!(code.otlp_target(Signal::Traces).expect("traces").tls.client.is_none());
+    for p in [ca, ca_traces, cert, key] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+/// A schemeless `host:port` is a gRPC endpoint whose scheme `INSECURE` picks (TLS by default);
+/// an explicit scheme wins; OTLP/HTTP needs its scheme.
+#[test]
+fn insecure_picks_the_scheme_of_a_schemeless_grpc_endpoint() {
+    let grpc = |vars: &[(&str, &str)]| {
+        let mut vars = vars.to_vec();
+        vars.push((OTEL_EXPORTER_OTLP_PROTOCOL, "grpc"));
+        from(&vars).expect("valid").otlp_target(Signal::Traces).expect("traces").endpoint
+    };
+    assert_eq!(grpc(&[(OTEL_EXPORTER_OTLP_ENDPOINT, "collector:4317")]), "https://collector:4317");
+    assert_eq!(
+        grpc(&[(OTEL_EXPORTER_OTLP_ENDPOINT, "collector:4317"), (OTEL_EXPORTER_OTLP_INSECURE, "true")]),
+        "http://collector:4317"
+    );
+    assert_eq!(
+        grpc(&[
+            (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "collector:4317"),
+            (OTEL_EXPORTER_OTLP_INSECURE, "true"),
+            (OTEL_EXPORTER_OTLP_TRACES_INSECURE, "false")
+        ]),
+        "https://collector:4317"
+    );
+    assert_eq!(
+        grpc(&[(OTEL_EXPORTER_OTLP_ENDPOINT, "https://collector:4317"), (OTEL_EXPORTER_OTLP_INSECURE, "true")]),
+        "https://collector:4317"
+    );
+    let msg = from(&[(OTEL_EXPORTER_OTLP_ENDPOINT, "collector:4318")]).expect_err("http needs a scheme").to_string();
+    assert!(msg.contains(OTEL_EXPORTER_OTLP_ENDPOINT) && msg.contains("needs its scheme"), "{msg}");
+    let c =
+        Config::default().with_otlp_protocol(OtlpProtocol::Grpc).with_otlp_endpoint("c:4317").with_otlp_insecure(true);
+    assert_eq!(c.otlp_target(Signal::Logs).expect("logs").endpoint, "http://c:4317");
+}

@@ -51,6 +51,16 @@ variables! {
     OTEL_EXPORTER_OTLP_TIMEOUT,
     /// OTLP compression for every signal: `gzip`, `zstd` or `none`.
     OTEL_EXPORTER_OTLP_COMPRESSION,
+    /// PEM file of the CA certificates that verify the collector's certificate, for every signal
+    /// (replaces the system roots; `https://` endpoints only).
+    OTEL_EXPORTER_OTLP_CERTIFICATE,
+    /// PEM file of the client certificate (chain) for mTLS, for every signal.
+    OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE,
+    /// PEM file of the client certificate's private key for mTLS, for every signal.
+    OTEL_EXPORTER_OTLP_CLIENT_KEY,
+    /// `true`: a gRPC endpoint given as `host:port` (no scheme) is reached in plain text; `false`
+    /// (default): over TLS. An endpoint with a scheme ignores it.
+    OTEL_EXPORTER_OTLP_INSECURE,
     /// OTLP endpoint for traces, used as given.
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
     /// OTLP protocol for traces.
@@ -61,6 +71,14 @@ variables! {
     OTEL_EXPORTER_OTLP_TRACES_TIMEOUT,
     /// OTLP compression for traces.
     OTEL_EXPORTER_OTLP_TRACES_COMPRESSION,
+    /// PEM file of the CA certificates for traces.
+    OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE,
+    /// PEM file of the mTLS client certificate for traces.
+    OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE,
+    /// PEM file of the mTLS client key for traces.
+    OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY,
+    /// Plain text for a schemeless gRPC endpoint of traces.
+    OTEL_EXPORTER_OTLP_TRACES_INSECURE,
     /// OTLP endpoint for metrics, used as given.
     OTEL_EXPORTER_OTLP_METRICS_ENDPOINT,
     /// OTLP protocol for metrics.
@@ -71,6 +89,14 @@ variables! {
     OTEL_EXPORTER_OTLP_METRICS_TIMEOUT,
     /// OTLP compression for metrics.
     OTEL_EXPORTER_OTLP_METRICS_COMPRESSION,
+    /// PEM file of the CA certificates for metrics.
+    OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE,
+    /// PEM file of the mTLS client certificate for metrics.
+    OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE,
+    /// PEM file of the mTLS client key for metrics.
+    OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY,
+    /// Plain text for a schemeless gRPC endpoint of metrics.
+    OTEL_EXPORTER_OTLP_METRICS_INSECURE,
     /// OTLP endpoint for logs, used as given.
     OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
     /// OTLP protocol for logs.
@@ -81,6 +107,14 @@ variables! {
     OTEL_EXPORTER_OTLP_LOGS_TIMEOUT,
     /// OTLP compression for logs.
     OTEL_EXPORTER_OTLP_LOGS_COMPRESSION,
+    /// PEM file of the CA certificates for logs.
+    OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE,
+    /// PEM file of the mTLS client certificate for logs.
+    OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE,
+    /// PEM file of the mTLS client key for logs.
+    OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY,
+    /// Plain text for a schemeless gRPC endpoint of logs.
+    OTEL_EXPORTER_OTLP_LOGS_INSECURE,
     /// Host the Prometheus pull endpoint binds to (default `localhost`).
     OTEL_EXPORTER_PROMETHEUS_HOST,
     /// Port of the Prometheus pull endpoint (default `9464`).

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::logs::{LogBatch, LogExporter};
 use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
@@ -115,25 +115,85 @@ impl Ledger {
     }
 }
 
-/// An exporter whose every export outcome is entered in a [`Ledger`].
+/// Why a transport's last attempt failed, noted by the transport itself: the OTLP/HTTP exporter
+/// turns every transport failure (refused connection, unknown certificate issuer, expired
+/// certificate) into a bare "network error", so its client notes the cause here for the report.
+#[derive(Debug, Default)]
+pub(crate) struct Cause(Mutex<Option<String>>);
+
+impl Cause {
+    /// Notes why the last attempt failed (`None`: it succeeded).
+    pub(crate) fn note(&self, cause: Option<String>) {
+        *crate::sync::lock(&self.0) = cause;
+    }
+
+    fn take(&self) -> Option<String> {
+        crate::sync::lock(&self.0).take()
+    }
+}
+
+/// An exporter with the [`Cause`] its transport notes, if it has one.
+#[derive(Debug)]
+pub(crate) struct Explained<E> {
+    pub(crate) exporter: E,
+    pub(crate) cause: Option<Arc<Cause>>,
+}
+
+/// `message` with a repeated tail said once: the gRPC exporter renders tonic's transport error,
+/// whose text already holds its source, and then the source again (`transport error: invalid
+/// peer certificate: UnknownIssuer: invalid peer certificate: UnknownIssuer`).
+fn once(message: &str) -> String {
+    let parts: Vec<&str> = message.split(": ").collect();
+    let n = parts.len();
+    for k in (1..=n / 2).rev() {
+        if parts[n - 2 * k..n - k] == parts[n - k..] {
+            return parts[..n - k].join(": ");
+        }
+    }
+    message.to_string()
+}
+
+/// An exporter whose every export outcome, with its cause, is entered in a [`Ledger`].
 #[derive(Debug)]
 pub(crate) struct Tracked<E> {
     inner: E,
+    cause: Option<Arc<Cause>>,
     ledger: Arc<Ledger>,
 }
 
 impl<E> Tracked<E> {
-    pub(crate) fn new(inner: E, ledger: &Arc<Ledger>) -> Self {
-        Self { inner, ledger: Arc::clone(ledger) }
+    pub(crate) fn new(inner: Explained<E>, ledger: &Arc<Ledger>) -> Self {
+        Self { inner: inner.exporter, cause: inner.cause, ledger: Arc::clone(ledger) }
+    }
+
+    /// Forgets a cause left by an earlier export (retried and then delivered).
+    fn begin(&self) {
+        if let Some(cause) = &self.cause {
+            cause.take();
+        }
+    }
+
+    /// Enters the outcome of one export of `items`, the transport's cause added to an error that
+    /// lacks it; the SDK gets the same error, so its own log names the cause too.
+    fn enter(&self, items: usize, result: OTelSdkResult) -> OTelSdkResult {
+        let result = match (result, self.cause.as_ref().and_then(|c| c.take())) {
+            (Err(OTelSdkError::InternalFailure(message)), Some(cause)) if !message.contains(&cause) => {
+                Err(OTelSdkError::InternalFailure(format!("{message}: {cause}")))
+            }
+            (Err(OTelSdkError::InternalFailure(message)), _) => Err(OTelSdkError::InternalFailure(once(&message))),
+            (result, _) => result,
+        };
+        self.ledger.record(items, &result);
+        result
     }
 }
 
 impl<E: SpanExporter> SpanExporter for Tracked<E> {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
         let n = batch.len();
+        self.begin();
         let result = self.inner.export(batch).await;
-        self.ledger.record(n, &result);
-        result
+        self.enter(n, result)
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
@@ -152,9 +212,9 @@ impl<E: SpanExporter> SpanExporter for Tracked<E> {
 impl<E: LogExporter> LogExporter for Tracked<E> {
     async fn export(&self, batch: LogBatch<'_>) -> OTelSdkResult {
         let n = batch.iter().count();
+        self.begin();
         let result = self.inner.export(batch).await;
-        self.ledger.record(n, &result);
-        result
+        self.enter(n, result)
     }
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
@@ -172,9 +232,9 @@ impl<E: LogExporter> LogExporter for Tracked<E> {
 
 impl<E: PushMetricExporter> PushMetricExporter for Tracked<E> {
     async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        self.begin();
         let result = self.inner.export(metrics).await;
-        self.ledger.record(0, &result);
-        result
+        self.enter(0, result)
     }
 
     fn force_flush(&self) -> OTelSdkResult {
@@ -193,7 +253,6 @@ impl<E: PushMetricExporter> PushMetricExporter for Tracked<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use opentelemetry_sdk::error::OTelSdkError;
 
     fn failed() -> OTelSdkResult {
         Err(OTelSdkError::InternalFailure("connection refused".into()))
@@ -217,6 +276,54 @@ mod tests {
         ledger.record(1, &failed());
         let report = ledger.report().expect("one more failed");
         assert!(report.starts_with("traces: 1 span in 1 failed export not delivered to"), "{report}");
+    }
+
+    /// An exporter whose transport notes `cause` and whose error, like the OTLP/HTTP exporter's,
+    /// does not say it.
+    #[derive(Debug)]
+    struct Vague(Arc<Cause>, Option<&'static str>);
+
+    impl SpanExporter for Vague {
+        async fn export(&self, _batch: Vec<SpanData>) -> OTelSdkResult {
+            self.0.note(self.1.map(str::to_string));
+            Err(OTelSdkError::InternalFailure("HTTP export failed: network error".into()))
+        }
+    }
+
+    #[test]
+    fn the_transport_cause_joins_an_error_that_lacks_it() {
+        let ledger = Ledger::new("traces", "span", "https://collector:4318/v1/traces");
+        let cause = Arc::new(Cause::default());
+        let run = |noted: Option<&'static str>| {
+            let exporter = Vague(Arc::clone(&cause), noted);
+            let tracked = Tracked::new(Explained { exporter, cause: Some(Arc::clone(&cause)) }, &ledger);
+            let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+            runtime.block_on(tracked.export(Vec::new())).expect_err("refused").to_string()
+        };
+        let error = run(Some("invalid peer certificate: UnknownIssuer"));
+        assert!(
+            error.ends_with("HTTP export failed: network error: invalid peer certificate: UnknownIssuer"),
+            "{error}"
+        );
+        let report = ledger.report().expect("reported");
+        assert!(report.ends_with("network error: invalid peer certificate: UnknownIssuer"), "{report}");
+        // A cause left from an earlier attempt is not reused.
+        cause.note(Some("stale".into()));
+        let error = run(None);
+        assert!(!error.contains("stale"), "{error}");
+    }
+
+    #[test]
+    fn a_repeated_cause_is_said_once() {
+        let grpc = "Operation failed: TonicTracesClient export failed with gRPC code: Unavailable: transport error: \
+                    invalid peer certificate: UnknownIssuer: invalid peer certificate: UnknownIssuer";
+        assert_eq!(
+            once(grpc),
+            "Operation failed: TonicTracesClient export failed with gRPC code: Unavailable: transport error: \
+             invalid peer certificate: UnknownIssuer"
+        );
+        let plain = "Operation failed: HTTP export failed with status code: 401";
+        assert_eq!(once(plain), plain);
     }
 
     #[test]
