@@ -18,6 +18,10 @@ use std::time::{Duration, Instant};
 pub(crate) fn collector_bin(test: &str) -> Option<PathBuf> {
     match std::env::var_os("PIPETEL_OTELCOL_BIN").filter(|p| !p.is_empty()) {
         Some(path) => Some(PathBuf::from(path)),
+        // Where the peers must be there (CI, `scripts/test`), a missing collector is a failure.
+        None if std::env::var_os("CI").is_some() || std::env::var_os("PIPETEL_REQUIRE_PEERS").is_some() => {
+            panic!("{test}: PIPETEL_OTELCOL_BIN is not set; `scripts/build-collector` builds the collector")
+        }
         None => {
             eprintln!(
                 "\n!!! {test}: SKIPPED, PIPETEL_OTELCOL_BIN is not set. These tests need the real \
