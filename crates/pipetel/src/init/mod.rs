@@ -142,8 +142,24 @@ pub fn layers<S>(config: &Config) -> Result<(Telemetry, impl Layer<S> + Send + S
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
+    layers_with(config, InitOptions::new())
+}
+
+/// [`layers`] with the choice of setting the global providers
+/// ([`InitOptions::install_global_providers`]); the subscriber is the application's whatever
+/// `options` say.
+///
+/// # Errors
+/// As [`layers`].
+pub fn layers_with<S>(
+    config: &Config,
+    options: InitOptions,
+) -> Result<(Telemetry, impl Layer<S> + Send + Sync + 'static), InitError>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
     let (started, layers, settings) = start(config.clone(), false)?;
-    let telemetry = started.commit(&settings, InitOptions::new().install_subscriber(false));
+    let telemetry = started.commit(&settings, options.install_subscriber(false));
     Ok((telemetry, layers.into_layer()))
 }
 
