@@ -21,6 +21,10 @@
 //! to scrape. Point `OTEL_EXPORTER_OTLP_ENDPOINT` at a collector to push metrics, traces and logs
 //! instead.
 //!
+//! An application that owns its `tracing` subscriber adds pipetel's layers to it with
+//! [`layers`] instead; [`init_with`] and [`InitOptions`] choose whether `init` installs the
+//! subscriber and the OTel global providers.
+//!
 //! ## Configuration
 //! [`Config::from_env`] reads the TOML file named by `PIPETEL_CONFIG`, then the standard `OTEL_*`
 //! variables; `with_*` calls beat both. Every variable is a constant in [`config`] and listed in

@@ -7,10 +7,13 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The bodies received, per request path (`/v1/traces`, `/v1/logs`, `/v1/metrics`).
+/// The bodies received, with their request path (`/v1/traces`, `/v1/logs`, `/v1/metrics`).
+type Received = Mutex<Vec<(String, Vec<u8>)>>;
+
+/// A running stand-in collector.
 #[derive(Clone, Default)]
 pub(crate) struct OtlpSink {
-    received: Arc<Mutex<Vec<(String, Vec<u8>)>>>,
+    received: Arc<Received>,
     /// `http://127.0.0.1:PORT`.
     pub(crate) endpoint: String,
 }
@@ -50,7 +53,7 @@ impl OtlpSink {
 }
 
 /// Reads requests until the client closes: request line, headers, a `content-length` body.
-fn serve(stream: TcpStream, received: &Mutex<Vec<(String, Vec<u8>)>>) {
+fn serve(stream: TcpStream, received: &Received) {
     let mut writer = stream.try_clone().expect("clone the stream");
     let mut reader = BufReader::new(stream);
     loop {
