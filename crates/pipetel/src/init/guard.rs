@@ -1,7 +1,6 @@
 //! The guard `init` returns: owns the providers, the endpoint, the exporter runtime and the
 //! background threads; flushes and shuts them down, bounded by the shutdown timeout.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry_sdk::logs::SdkLoggerProvider;
@@ -10,9 +9,9 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 
 use super::gpu::Gpu;
+use super::ledgers::Ledgers;
 use super::metrics::Endpoint;
 use crate::error::ShutdownError;
-use crate::export::delivery::Ledger;
 
 /// The guard [`init`](crate::init) returns: owns the providers, the endpoint and the exporter
 /// runtime. Dropping it flushes and shuts down (bounded by the shutdown timeout); call
@@ -35,41 +34,6 @@ pub(super) struct Inner {
     pub(super) shutdown_timeout: Duration,
     /// What the OTLP exporters failed to deliver, one ledger per exporter.
     pub(super) ledgers: Ledgers,
-}
-
-/// The delivery ledgers of the OTLP exporters, kept for the flush and shutdown reports.
-#[derive(Default, Clone)]
-pub(super) struct Ledgers(Vec<Arc<Ledger>>);
-
-impl Ledgers {
-    /// Wraps an OTLP exporter so that what it fails to deliver is counted in a new ledger.
-    #[cfg(feature = "otlp")]
-    pub(super) fn track<E>(
-        &mut self,
-        exporter: E,
-        signal: &'static str,
-        items: &'static str,
-        target: &crate::config::OtlpTarget,
-    ) -> crate::export::delivery::Tracked<E> {
-        let ledger = Ledger::new(signal, items, target.endpoint.clone());
-        self.0.push(ledger.clone());
-        crate::export::delivery::Tracked::new(exporter, &ledger)
-    }
-
-    /// Enters one provider's flush or shutdown outcome, with what its exporters failed to
-    /// deliver since the last report: a batch processor drops a failed batch and still answers
-    /// `Ok`, and a periodic reader says only "failed", so the ledger is what names the loss and
-    /// its cause.
-    fn push_outcome(&self, errors: &mut Vec<String>, what: &str, r: opentelemetry_sdk::error::OTelSdkResult) {
-        use opentelemetry_sdk::error::OTelSdkError;
-        let lost: Vec<String> = self.0.iter().filter(|l| l.signal() == what).filter_map(|l| l.report()).collect();
-        match r {
-            Ok(()) | Err(OTelSdkError::AlreadyShutdown) => {}
-            Err(OTelSdkError::InternalFailure(_)) if !lost.is_empty() => {}
-            Err(e) => errors.push(format!("{what}: {e}")),
-        }
-        errors.extend(lost);
-    }
 }
 
 impl std::fmt::Debug for Telemetry {

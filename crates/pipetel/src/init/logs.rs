@@ -6,7 +6,7 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use super::guard::Ledgers;
+use super::ledgers::Ledgers;
 use crate::config::{LogExporter, LogsSettings, OtlpTarget};
 use crate::error::InitError;
 

@@ -4,7 +4,7 @@
 use opentelemetry_sdk::metrics::{Instrument, MeterProviderBuilder, SdkMeterProvider, Stream};
 use opentelemetry_sdk::Resource;
 
-use super::guard::Ledgers;
+use super::ledgers::Ledgers;
 use crate::config::{MetricExporter, MetricsSettings, PrometheusSettings, DEFAULT_CARDINALITY_LIMIT};
 use crate::error::InitError;
 

@@ -16,11 +16,12 @@
 //!
 //! Modules: [`resource`], [`metrics`], [`traces`], [`logs`] and [`gpu`] each read only their
 //! part of [`Settings`]; [`subscriber`] composes the `tracing` side; [`guard`] is what `init`
-//! returns; [`installed`] is the leaf the rest of the crate registers with.
+//! returns, with the OTLP delivery [`ledgers`]; [`installed`] is the leaf the rest of the crate registers with.
 
 mod gpu;
 mod guard;
 pub(crate) mod installed;
+mod ledgers;
 mod logs;
 mod metrics;
 mod resource;
@@ -37,8 +38,9 @@ pub use installed::SCOPE_NAME;
 
 use crate::config::{Config, LogExporter, MetricExporter, OtlpProtocol, Settings, TraceExporter};
 use crate::error::InitError;
-use guard::{Inner, Ledgers};
+use guard::Inner;
 use installed::Installed;
+use ledgers::Ledgers;
 use subscriber::Layers;
 
 /// What [`init_with`] installs besides the providers it always builds. The default (what

@@ -8,8 +8,8 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use super::guard::Ledgers;
 use super::installed::SCOPE_NAME;
+use super::ledgers::Ledgers;
 use crate::config::{OtlpTarget, SamplerConfig, TraceExporter, TracesSettings};
 use crate::error::InitError;
 use crate::sampling::SamplingGate;
