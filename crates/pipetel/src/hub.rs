@@ -79,6 +79,7 @@ use pipetel_recorders::{
     merge, DecodeError, Envelope, Family, FrameError, FrameReader, Kind, MetricSnapshot, Receiver, RecvError,
 };
 
+use crate::init::installed::{Installed, Rebind};
 use crate::sync::lock;
 
 #[cfg(test)]
@@ -281,16 +282,30 @@ impl TransportReport {
 #[derive(Clone)]
 pub struct SnapshotHub {
     state: Arc<Mutex<State>>,
-    meter: Meter,
-    /// Where histograms go as counters: push exporters only, since the pull endpoint renders
-    /// them natively through `exposition`.
-    push_meter: Meter,
+    instruments: Arc<Instruments>,
     #[cfg(feature = "prometheus")]
     _exposition: Arc<dyn crate::export::ExpositionSource>,
-    /// Families whose instruments are registered. Separate from `state` on purpose: the SDK
-    /// runs callbacks (which lock `state`) under its own pipeline lock, and registering an
-    /// instrument takes that pipeline lock, so registering while holding `state` could deadlock.
-    registered: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Where a hub's instruments go.
+enum Meters {
+    /// The meters `init` installed (the installed context): a hub made before `init` registers
+    /// its instruments again when it runs.
+    Installed,
+    /// Fixed meters: values, and histograms as counters.
+    Fixed { meter: Meter, push_meter: Meter },
+}
+
+/// The OTel instruments of a hub's families.
+struct Instruments {
+    meters: Meters,
+    state: Weak<Mutex<State>>,
+    histograms: HistogramExport,
+    /// Families whose instruments are registered, and the context generation they were
+    /// registered in. Separate from `state` on purpose: the SDK runs callbacks (which lock
+    /// `state`) under its own pipeline lock, and registering an instrument takes that pipeline
+    /// lock, so registering while holding `state` could deadlock.
+    registered: Mutex<(u64, HashSet<String>)>,
 }
 
 impl std::fmt::Debug for SnapshotHub {
@@ -305,30 +320,39 @@ impl std::fmt::Debug for SnapshotHub {
 }
 
 impl SnapshotHub {
-    /// A hub exporting through [`crate::meter`] (the global meter [`crate::init`] installs; a
-    /// no-op before it).
+    /// A hub exporting through [`crate::meter`]: the meter provider [`crate::init`] installs,
+    /// also when the hub is made before `init` (its instruments are registered again when `init`
+    /// runs); before `init`, the global meter provider.
     pub fn new(config: HubConfig) -> SnapshotHub {
-        SnapshotHub::with_meters(config, crate::meter(), opentelemetry::global::meter(crate::export::PUSH_ONLY_SCOPE))
+        let hub = SnapshotHub::with_meters(config, Meters::Installed);
+        let listener: Weak<Instruments> = Arc::downgrade(&hub.instruments);
+        crate::init::installed::register(listener);
+        hub
     }
 
     /// A hub exporting through `meter`.
     pub fn with_meter(config: HubConfig, meter: Meter) -> SnapshotHub {
-        SnapshotHub::with_meters(config, meter.clone(), meter)
+        SnapshotHub::with_meters(config, Meters::Fixed { meter: meter.clone(), push_meter: meter })
     }
 
-    fn with_meters(config: HubConfig, meter: Meter, push_meter: Meter) -> SnapshotHub {
+    fn with_meters(config: HubConfig, meters: Meters) -> SnapshotHub {
+        let histograms = config.histograms;
         let state = Arc::new(Mutex::new(State::new(config)));
         #[cfg(feature = "prometheus")]
         let exposition: Arc<dyn crate::export::ExpositionSource> = Arc::new(NativeHistograms(Arc::downgrade(&state)));
         #[cfg(feature = "prometheus")]
         crate::export::add_exposition_source(&exposition);
+        let instruments = Arc::new(Instruments {
+            meters,
+            state: Arc::downgrade(&state),
+            histograms,
+            registered: Mutex::new((0, HashSet::new())),
+        });
         SnapshotHub {
             state,
-            meter,
-            push_meter,
+            instruments,
             #[cfg(feature = "prometheus")]
             _exposition: exposition,
-            registered: Arc::new(Mutex::new(HashSet::new())),
         }
     }
 
@@ -367,7 +391,7 @@ impl SnapshotHub {
         let (outcome, new_families) = lock(&self.state).ingest(envelope, new_stream, now)?;
         // Outside the state lock: see `registered`.
         for family in new_families {
-            self.register(&family);
+            self.instruments.register(&family);
         }
         Ok(outcome)
     }
@@ -478,21 +502,43 @@ impl SnapshotHub {
             })
             .collect()
     }
+}
 
-    /// Registers the OTel instruments of a family once.
+impl Instruments {
+    /// The generation of the meters and the meters: the installed context's, where histograms
+    /// go as counters only when something pushes (the pull endpoint renders them natively);
+    /// before `init`, the global provider's, push-only scope included.
+    fn meters(&self) -> (u64, Meter, Option<Meter>) {
+        match &self.meters {
+            Meters::Fixed { meter, push_meter } => (0, meter.clone(), Some(push_meter.clone())),
+            Meters::Installed => {
+                let installed = crate::init::installed::current();
+                let push = match installed.generation {
+                    0 => Some(opentelemetry::global::meter(crate::export::PUSH_ONLY_SCOPE)),
+                    _ => installed.push_only,
+                };
+                (installed.generation, installed.meter, push)
+            }
+        }
+    }
+
+    /// Registers the OTel instruments of a family once per generation of the meters.
     fn register(&self, family: &Family) {
         let mut registered = lock(&self.registered);
-        if !registered.insert(family.name().to_owned()) {
+        let (generation, meter, push_meter) = self.meters();
+        if registered.0 != generation {
+            *registered = (generation, HashSet::new());
+        }
+        if !registered.1.insert(family.name().to_owned()) {
             return;
         }
-        let histograms = lock(&self.state).config.histograms;
         let name = family.name().to_owned();
         let help = family.help().to_owned();
         let unit = family.unit().to_owned();
-        let weak = Arc::downgrade(&self.state);
+        let weak = self.state.clone();
         match family.kind() {
             Kind::Counter => {
-                self.meter
+                meter
                     .f64_observable_counter(name.clone())
                     .with_description(help)
                     .with_unit(unit)
@@ -500,29 +546,30 @@ impl SnapshotHub {
                     .build();
             }
             Kind::Gauge => {
-                self.meter
+                meter
                     .f64_observable_gauge(name.clone())
                     .with_description(help)
                     .with_unit(unit)
                     .with_callback(move |o| observe(&weak, &name, |view| view.observe_values(o)))
                     .build();
             }
-            Kind::Histogram if histograms == HistogramExport::Counters => {
+            Kind::Histogram if self.histograms == HistogramExport::Counters => {
+                let Some(push_meter) = push_meter else { return };
                 let (n, w) = (name.clone(), weak.clone());
-                self.push_meter
+                push_meter
                     .u64_observable_counter(format!("{name}.bucket"))
                     .with_description(format!("{help} (cumulative count per bucket upper bound `le`)"))
                     .with_unit("{observation}")
                     .with_callback(move |o| observe(&w, &n, |view| view.observe_buckets(o)))
                     .build();
                 let (n, w) = (name.clone(), weak.clone());
-                self.push_meter
+                push_meter
                     .u64_observable_counter(format!("{name}.count"))
                     .with_description(format!("{help} (count of observations)"))
                     .with_unit("{observation}")
                     .with_callback(move |o| observe(&w, &n, |view| view.observe_counts(o)))
                     .build();
-                self.push_meter
+                push_meter
                     .f64_observable_counter(format!("{name}.sum"))
                     .with_description(format!("{help} (sum of observations)"))
                     .with_unit(unit)
@@ -530,6 +577,20 @@ impl SnapshotHub {
                     .build();
             }
             Kind::Histogram => {}
+        }
+    }
+}
+
+/// A hub made with [`SnapshotHub::new`] registers its families' instruments again on the meter
+/// provider `init` installs.
+impl Rebind for Instruments {
+    fn rebind(&self, _: &Installed) {
+        let Some(state) = self.state.upgrade() else { return };
+        // Collected first: registering must not hold the state lock (see `registered`).
+        let families: Vec<Family> = lock(&state).families.values().map(|e| e.family.clone()).collect();
+        drop(state);
+        for family in &families {
+            self.register(family);
         }
     }
 }

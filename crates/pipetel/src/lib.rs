@@ -21,6 +21,10 @@
 //! to scrape. Point `OTEL_EXPORTER_OTLP_ENDPOINT` at a collector to push metrics, traces and logs
 //! instead.
 //!
+//! An application that owns its `tracing` subscriber adds pipetel's layers to it with
+//! [`layers`] instead; [`init_with`] and [`InitOptions`] choose whether `init` installs the
+//! subscriber and the OTel global providers.
+//!
 //! ## Configuration
 //! [`Config::from_env`] reads the TOML file named by `PIPETEL_CONFIG`, then the standard `OTEL_*`
 //! variables; `with_*` calls beat both. Every variable is a constant in [`config`] and listed in
@@ -46,6 +50,7 @@ mod exposition;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod hub;
+mod init;
 mod limits;
 mod measure;
 pub mod pipeline;
@@ -55,7 +60,6 @@ pub mod service;
 pub mod span_metrics;
 #[allow(unsafe_code)]
 mod sync;
-mod telemetry;
 
 /// The clock of per-call and per-span durations: the CPU's time-stamp counter where it is
 /// invariant (about a third of the OS clock's cost per read), the OS monotonic clock elsewhere;
@@ -75,10 +79,10 @@ pub use config::Config;
 pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 pub use export::{PrometheusRender, TEXT_CONTENT_TYPE};
+pub use init::{init, init_with, layers, layers_with, InitOptions, Telemetry, SCOPE_NAME};
 pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
 pub use registry::Registry;
 pub use service::ServiceMetrics;
-pub use telemetry::{init, Telemetry, SCOPE_NAME};
 
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.
 pub use opentelemetry;
@@ -98,8 +102,9 @@ pub use tracing_opentelemetry;
 /// conventions advise; the SDK's default bounds are meant for milliseconds.
 pub const SECONDS_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
 
-/// The meter pipetel's own instruments use, from the global meter provider `init` installed
-/// (a no-op meter before `init` or when the SDK is disabled).
+/// The meter pipetel's own instruments use: pipetel's scope on the meter provider `init` built
+/// (whether or not it also set it as the global one); before `init`, or when the SDK is
+/// disabled, the global meter provider's (a no-op one unless the program set its own).
 pub fn meter() -> opentelemetry::metrics::Meter {
-    opentelemetry::global::meter(SCOPE_NAME)
+    init::installed::current().meter
 }

@@ -8,9 +8,9 @@
 //! instruments and the pre-built attribute sets from the global meter provider and keeps them;
 //! later calls cost two atomic loads to find them. But `pipetel::init` installs the global meter
 //! provider at run time, possibly after a measured function already ran, and instruments taken
-//! from the provider in place then (the no-op one) stay no-ops forever. So this module keeps a
-//! *generation* counter that `init` bumps ([`on_init`]); a site whose handles belong to an older
-//! generation resolves them again on its next call. The superseded handles are leaked on purpose:
+//! from the provider in place then (the no-op one) stay no-ops forever. So a site compares the
+//! *generation* of the context `init` installed (`crate::init::installed`, one atomic load) with
+//! that of its handles, and resolves them again on its next call after `init`. The superseded handles are leaked on purpose:
 //! at most one set per function per `init` (normally one), and leaking them is what lets a call
 //! use its handles without a lock or a reference count.
 //!
@@ -33,18 +33,6 @@
 //! cells live in the `static` site, calls made before `init` are counted too and show up in the
 //! first collection after it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-static GENERATION: AtomicU64 = AtomicU64::new(0);
-
-/// Makes every measured function resolve its instruments again on its next call. `init` calls it
-/// right after it installs the global meter provider.
-pub(crate) fn on_init() {
-    GENERATION.fetch_add(1, Ordering::AcqRel);
-    // Registry metrics registered before `init` hold no-op instruments too.
-    crate::registry::on_init();
-}
-
 /// Paths the macro's generated code refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
@@ -59,7 +47,7 @@ pub mod __private {
 
     pub use tracing;
 
-    use super::GENERATION;
+    use crate::init::installed;
     use crate::sync::StaticCell;
 
     /// Counter: calls started.
@@ -288,7 +276,7 @@ pub mod __private {
 
         #[inline]
         fn handles(&'static self) -> &'static Handles {
-            let generation = GENERATION.load(Ordering::Acquire);
+            let generation = installed::generation();
             let current = self.handles.get();
             match current {
                 Some(handles) if handles.generation == generation => handles,
@@ -520,7 +508,10 @@ pub mod __private {
             });
             let first: *const Handles = SITE.handles();
             assert!(ptr::eq(first, SITE.handles()));
-            super::super::on_init();
+            // What `init` does last: publish a new context.
+            let provider = opentelemetry::global::meter_provider();
+            let limit = crate::limits::cardinality_limit();
+            installed::publish(installed::Installed::new(&*provider, false, limit));
             let second: *const Handles = SITE.handles();
             assert!(!ptr::eq(first, second));
             assert!(ptr::eq(second, SITE.handles()));

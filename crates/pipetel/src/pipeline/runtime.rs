@@ -4,7 +4,6 @@
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
-use opentelemetry::metrics::Meter;
 use opentelemetry::trace::SpanContext;
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::logs::SdkLogger;
@@ -14,6 +13,8 @@ use super::process::ProcessSampler;
 use super::row::{worker_fields, Namespaces, StageStat, WorkerStat, WorkerStatus};
 use super::sink::RowSink;
 use super::table::table;
+use crate::config::PipelineSettings;
+use crate::init::installed::Installed;
 
 /// How long finished stages stay exported when no runtime is installed.
 const DEFAULT_RETENTION: Duration = Duration::from_secs(300);
@@ -56,17 +57,6 @@ pub(crate) fn emit_worker_row(stat: &WorkerStat, span: Option<&SpanContext>) {
 
 // ----- install / uninstall -----
 
-/// Settings `init` passes in.
-pub(crate) struct PipelineSettings {
-    pub(crate) namespace: String,
-    pub(crate) sample_interval: Duration,
-    pub(crate) retention: Duration,
-    pub(crate) rows_file: Option<std::path::PathBuf>,
-    pub(crate) cardinality_limit: usize,
-    /// Whether the stage/worker instruments are registered (rows and spans flow either way).
-    pub(crate) metrics: bool,
-}
-
 /// What `init` keeps: stops the sampler and clears the runtime on drop.
 pub(crate) struct PipelineGuard {
     stop: Arc<(Mutex<bool>, Condvar)>,
@@ -85,18 +75,21 @@ impl Drop for PipelineGuard {
     }
 }
 
-/// Installs the runtime and starts the sampler thread.
+/// Installs the runtime and starts the sampler thread, with the meter and cardinality limit of
+/// the context `init` is about to publish (stages made before `init` are in the stage table,
+/// which the instruments read at collection, so they export from now on too).
 ///
 /// # Errors
 /// The rows file cannot be opened for appending, or the sampler thread cannot be spawned.
 pub(crate) fn install(
-    settings: PipelineSettings,
-    meter: &Meter,
+    settings: &PipelineSettings,
+    installed: &Installed,
     logger: Option<SdkLogger>,
 ) -> Result<PipelineGuard, std::io::Error> {
-    let sink = RowSink::open(logger, settings.rows_file.as_deref())?;
+    let sink = RowSink::open(logger, settings.rows_file.as_ref().map(|f| f.value.as_path()))?;
+    let meter = &installed.meter;
     if settings.metrics {
-        metrics::register(meter, settings.cardinality_limit);
+        metrics::register(meter, installed.cardinality_limit);
     }
     let rt = Runtime {
         ns: Namespaces::from_prefix(&settings.namespace),

@@ -84,12 +84,11 @@ mod sketch;
 mod summary;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 use std::time::Duration;
 
 use opentelemetry::metrics::Meter;
-use opentelemetry::InstrumentationScope;
 
 pub use collector::Sample;
 pub use counter::{Counter, CounterVec};
@@ -101,7 +100,8 @@ pub use summary::{Summary, SummaryValue, SummaryVec, DEFAULT_AGE_BUCKETS, DEFAUL
 
 pub use crate::limits::set_cardinality_limit;
 
-use crate::sync::{lock, read, write};
+use crate::init::installed::{Installed, Rebind};
+use crate::sync::{read, write};
 use collector::{FnFamily, SampleFn, TextFn};
 use counter::CounterCell;
 pub(crate) use family::Cell;
@@ -276,7 +276,7 @@ impl Opts {
 
 /// Where a registry's instruments go.
 enum Binding {
-    /// The global meter provider, re-resolved when `init` installs it.
+    /// The meters `init` installed (the installed context), bound again when it runs.
     Global,
     /// Fixed meters (tests, or a provider of the caller's own).
     Fixed { meter: Meter, push_only: Meter },
@@ -291,52 +291,18 @@ struct Inner {
     text_warned: AtomicBool,
 }
 
-/// Bumped by `init`: families bound in an older generation register their instruments again.
-static GENERATION: AtomicU64 = AtomicU64::new(1);
-static LIVE: Mutex<Vec<Weak<Inner>>> = Mutex::new(Vec::new());
-
-/// Registers every live registry's instruments with the meter provider `init` just installed:
-/// instruments taken from the global provider before then are no-ops forever. `init` calls it
-/// right after `opentelemetry::global::set_meter_provider`.
-pub(crate) fn on_init() {
-    let generation = GENERATION.fetch_add(1, Ordering::AcqRel) + 1;
-    let live: Vec<Arc<Inner>> = {
-        let mut list = lock(&LIVE);
-        list.retain(|w| w.strong_count() > 0);
-        list.iter().filter_map(Weak::upgrade).collect()
-    };
-    for inner in live {
-        if !matches!(inner.binding, Binding::Global) {
-            continue;
-        }
-        let (meter, push_only) = global_meters();
-        let families = read(&inner.families);
+/// A registry on the global binding is told when `init` installs the real meter provider:
+/// instruments taken from the global provider before then are no-ops forever, so every family
+/// bound in an older generation registers its instruments again.
+impl Rebind for Inner {
+    fn rebind(&self, installed: &Installed) {
+        let families = read(&self.families);
         for family in families.values() {
-            if family.meta().bound.swap(generation, Ordering::AcqRel) != generation {
-                family.clone().bind(&meter, push_only.as_ref());
+            if family.meta().bound.swap(installed.generation, Ordering::AcqRel) != installed.generation {
+                family.clone().bind(&installed.meter, installed.push_only.as_ref());
             }
         }
     }
-}
-
-/// Set by `init` when it installed a metric exporter that pushes (OTLP, console).
-static PUSH_EXPORTER: AtomicBool = AtomicBool::new(false);
-
-/// Says whether `init` installed a metric exporter that pushes (OTLP, console). Only then do
-/// registries on the global meter provider register the instruments only push exporters read
-/// (histograms' OTel form, summaries' counters and gauge): with the pull endpoint alone, a
-/// histogram observation touches nothing but the registry's atomics. `init` calls it before
-/// [`on_init`] rebinds the registries.
-pub(crate) fn set_push_exporter(installed: bool) {
-    PUSH_EXPORTER.store(installed, Ordering::Release);
-}
-
-/// The global meters: pipetel's own, and the push-only one when something pushes.
-fn global_meters() -> (Meter, Option<Meter>) {
-    let push_only = PUSH_EXPORTER.load(Ordering::Acquire).then(|| {
-        opentelemetry::global::meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build())
-    });
-    (crate::meter(), push_only)
 }
 
 impl crate::export::ExpositionSource for Inner {
@@ -427,7 +393,10 @@ impl Registry {
             binding,
             text_warned: AtomicBool::new(false),
         });
-        lock(&LIVE).push(Arc::downgrade(&inner));
+        if matches!(inner.binding, Binding::Global) {
+            let listener: Weak<Inner> = Arc::downgrade(&inner);
+            crate::init::installed::register(listener);
+        }
         let source: Arc<dyn crate::export::ExpositionSource> = inner.clone();
         crate::export::add_exposition_source(&source);
         Registry { inner, _source: source }
@@ -674,15 +643,8 @@ impl Registry {
         }
     }
 
-    fn meters(&self) -> (Meter, Option<Meter>) {
-        match &self.inner.binding {
-            Binding::Global => global_meters(),
-            Binding::Fixed { meter, push_only } => (meter.clone(), Some(push_only.clone())),
-        }
-    }
-
     /// Validates, finds an existing family of the same kind and options, or creates and binds
-    /// a new one (under the write lock, so `on_init` never misses it).
+    /// a new one (under the write lock, so a rebind by `init` never misses it).
     fn register<C: Cell>(
         &self,
         name: &str,
@@ -757,9 +719,15 @@ impl Registry {
     }
 
     fn bind_new(&self, family: Arc<dyn AnyFamily>) {
-        family.meta().bound.store(GENERATION.load(Ordering::Acquire), Ordering::Release);
-        let (meter, push_only) = self.meters();
-        family.bind(&meter, push_only.as_ref());
+        match &self.inner.binding {
+            Binding::Global => {
+                // One read of the context: the generation and the meters it names agree.
+                let installed = crate::init::installed::current();
+                family.meta().bound.store(installed.generation, Ordering::Release);
+                family.bind(&installed.meter, installed.push_only.as_ref());
+            }
+            Binding::Fixed { meter, push_only } => family.bind(meter, Some(push_only)),
+        }
     }
 }
 

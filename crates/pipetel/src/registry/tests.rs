@@ -1,9 +1,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry::KeyValue;
+use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
 use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use std::sync::atomic::AtomicU64;
 
 use super::*;
 
@@ -561,11 +562,14 @@ fn histograms_feed_otel_only_when_something_pushes() {
     let r = Registry::new("t_push_flag").expect("registry");
     let h = r.histogram("wait_seconds", "").expect("h");
     assert!(!h.feeds_otel(), "no push exporter: atomics only");
-    set_push_exporter(true);
-    on_init();
+    // What `init` publishes, on the global provider: with a push exporter, then without.
+    let publish = |pushes| {
+        let provider = opentelemetry::global::meter_provider();
+        crate::init::installed::publish(Installed::new(&*provider, pushes, crate::limits::cardinality_limit()));
+    };
+    publish(true);
     let fed = h.feeds_otel();
-    set_push_exporter(false);
-    on_init();
+    publish(false);
     assert!(fed, "a push exporter installed: the OTel histogram is fed");
     assert!(!h.feeds_otel());
     h.observe(0.5);

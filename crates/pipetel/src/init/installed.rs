@@ -1,0 +1,134 @@
+//! What `init` installed, and the one way for anything built before it to learn of it.
+//!
+//! Instruments taken from a meter provider before `init` installs the real one are no-ops
+//! forever, and `init` may run after a registry, a snapshot hub or a measured function was
+//! created. So nothing in the crate keeps its own idea of "the meter": everything that binds OTel
+//! instruments for pipetel reads this context, and anything built before `init` registers here
+//! to be told when it changes:
+//!
+//! - registries and snapshot hubs on the global binding register a [`Rebind`] listener (held
+//!   weakly, so dropping them unregisters) and bind their instruments again when `init` runs;
+//! - measured functions, whose handles live in statics and must cost nothing to look up, compare
+//!   [`generation`] (one atomic load per call) with the generation of their handles and resolve
+//!   them again on their next call;
+//! - the pipeline runtime is installed by `init` with the context it is about to publish.
+//!
+//! Before `init` (or in a process that installs its own global meter provider instead), the
+//! context is the global provider's meter for pipetel's scope, with no push-only meter.
+//!
+//! This module is a leaf: it imports nothing of the crate but `sync`, `limits` and a constant of
+//! `export`, so the modules that register here never import the rest of `init`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, Weak};
+
+use opentelemetry::metrics::Meter;
+use opentelemetry::InstrumentationScope;
+
+use crate::export::PUSH_ONLY_SCOPE;
+use crate::sync::{read, write};
+
+/// The name of pipetel's instrumentation scope (meter and tracer name).
+pub const SCOPE_NAME: &str = "pipetel";
+
+/// What `init` installed: the meters pipetel's own instruments bind to.
+#[derive(Debug, Clone)]
+pub(crate) struct Installed {
+    /// Bumped by each publication; 0 before `init`.
+    pub(crate) generation: u64,
+    /// Pipetel's scope on the installed meter provider.
+    pub(crate) meter: Meter,
+    /// The push-only scope, present only when a push metric exporter (OTLP, console) exists:
+    /// with the pull endpoint alone nothing would read it.
+    pub(crate) push_only: Option<Meter>,
+    /// The most series one metric keeps.
+    pub(crate) cardinality_limit: usize,
+}
+
+impl Installed {
+    /// A context to publish: the meters of `provider`, the push-only one when something pushes.
+    pub(crate) fn new<P>(provider: &P, pushes: bool, cardinality_limit: usize) -> Self
+    where
+        P: opentelemetry::metrics::MeterProvider + ?Sized,
+    {
+        Installed {
+            generation: 0,
+            meter: provider.meter(SCOPE_NAME),
+            push_only: pushes
+                .then(|| provider.meter_with_scope(InstrumentationScope::builder(PUSH_ONLY_SCOPE).build())),
+            cardinality_limit,
+        }
+    }
+}
+
+/// Something built before (or after) `init` that binds OTel instruments for pipetel.
+pub(crate) trait Rebind: Send + Sync {
+    /// Binds the instruments again on what `init` just installed. Called outside the context's
+    /// lock, so it may read [`current`].
+    fn rebind(&self, installed: &Installed);
+}
+
+struct State {
+    /// `init` ran (or is running) in this process.
+    claimed: bool,
+    current: Option<Installed>,
+    listeners: Vec<Weak<dyn Rebind>>,
+}
+
+static STATE: RwLock<State> = RwLock::new(State { claimed: false, current: None, listeners: Vec::new() });
+/// [`Installed::generation`] of the current context, readable with one load on recording paths.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// The generation of the current context (0 before `init`).
+#[inline]
+pub(crate) fn generation() -> u64 {
+    GENERATION.load(Ordering::Acquire)
+}
+
+/// The current context: what `init` installed, or the global provider's meter before it.
+pub(crate) fn current() -> Installed {
+    if let Some(installed) = &read(&STATE).current {
+        return installed.clone();
+    }
+    Installed {
+        generation: 0,
+        meter: opentelemetry::global::meter(SCOPE_NAME),
+        push_only: None,
+        cardinality_limit: crate::limits::cardinality_limit(),
+    }
+}
+
+/// Registers `listener` to be rebound by every later publication, for as long as it lives.
+pub(crate) fn register(listener: Weak<dyn Rebind>) {
+    let mut state = write(&STATE);
+    state.listeners.retain(|l| l.strong_count() > 0);
+    state.listeners.push(listener);
+}
+
+/// Claims `init` for this process: false when it was already claimed.
+pub(crate) fn claim() -> bool {
+    !std::mem::replace(&mut write(&STATE).claimed, true)
+}
+
+/// Gives the claim back after a failed `init`, which installed nothing.
+pub(crate) fn release() {
+    write(&STATE).claimed = false;
+}
+
+/// Publishes `installed` (with the next generation) and rebinds every live listener. The last
+/// step of `init`: it cannot be undone.
+pub(crate) fn publish(mut installed: Installed) -> Installed {
+    crate::limits::set_cardinality_limit(installed.cardinality_limit);
+    let listeners: Vec<Arc<dyn Rebind>> = {
+        let mut state = write(&STATE);
+        installed.generation = state.current.as_ref().map_or(generation(), |c| c.generation) + 1;
+        state.current = Some(installed.clone());
+        GENERATION.store(installed.generation, Ordering::Release);
+        state.listeners.retain(|l| l.strong_count() > 0);
+        state.listeners.iter().filter_map(Weak::upgrade).collect()
+    };
+    for listener in listeners {
+        listener.rebind(&installed);
+    }
+    installed
+}

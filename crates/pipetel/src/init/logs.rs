@@ -1,0 +1,74 @@
+//! The logger provider (exporters) and the bridge from `tracing` events to OTel log records.
+
+use opentelemetry_sdk::logs::{LoggerProviderBuilder, SdkLoggerProvider};
+use opentelemetry_sdk::Resource;
+use tracing::Subscriber;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+use super::ledgers::Ledgers;
+use crate::config::{LogExporter, LogsSettings, OtlpTarget};
+use crate::error::InitError;
+
+/// The logger provider, absent when no log exporter is configured.
+///
+/// # Errors
+/// An exporter that cannot be built or is not compiled in.
+pub(super) fn build(
+    settings: &LogsSettings,
+    resource: &Resource,
+    ledgers: &mut Ledgers,
+) -> Result<Option<SdkLoggerProvider>, InitError> {
+    if settings.exporters.is_empty() {
+        return Ok(None);
+    }
+    let mut lp = SdkLoggerProvider::builder().with_resource(resource.clone());
+    for exporter in &settings.exporters {
+        lp = match exporter {
+            LogExporter::Otlp => with_otlp(lp, &settings.otlp, ledgers)?,
+            LogExporter::Console => with_console(lp)?,
+        };
+    }
+    Ok(Some(lp.build()))
+}
+
+#[cfg(feature = "otlp")]
+fn with_otlp(
+    lp: LoggerProviderBuilder,
+    target: &OtlpTarget,
+    ledgers: &mut Ledgers,
+) -> Result<LoggerProviderBuilder, InitError> {
+    let exporter = crate::export::otlp::log_exporter(target)?;
+    Ok(lp.with_batch_exporter(ledgers.track(exporter, "logs", "log record", target)))
+}
+
+#[cfg(not(feature = "otlp"))]
+fn with_otlp(_: LoggerProviderBuilder, _: &OtlpTarget, _: &mut Ledgers) -> Result<LoggerProviderBuilder, InitError> {
+    Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
+}
+
+#[cfg(feature = "console")]
+fn with_console(lp: LoggerProviderBuilder) -> Result<LoggerProviderBuilder, InitError> {
+    Ok(lp.with_batch_exporter(opentelemetry_stdout::LogExporter::default()))
+}
+
+#[cfg(not(feature = "console"))]
+fn with_console(_: LoggerProviderBuilder) -> Result<LoggerProviderBuilder, InitError> {
+    Err(InitError::FeatureDisabled { exporter: "console", feature: "console" })
+}
+
+/// The layer turning `tracing` events into log records of `lp`, leaving out the exporters' own
+/// events.
+pub(super) fn layer<S>(lp: &SdkLoggerProvider) -> impl Layer<S> + 'static
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp)
+        .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target())))
+}
+
+/// Targets whose events must not be exported as OTel logs: the exporters' own stack, which
+/// would otherwise feed back into itself.
+fn is_exporter_internal(target: &str) -> bool {
+    ["opentelemetry", "hyper", "h2", "tonic", "tower", "reqwest", "rustls"].iter().any(|p| target.starts_with(p))
+}

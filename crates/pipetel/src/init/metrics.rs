@@ -1,0 +1,173 @@
+//! The meter provider: the cardinality view, the readers (pull, OTLP, console) and the pull
+//! endpoint.
+
+use opentelemetry_sdk::metrics::{Instrument, MeterProviderBuilder, SdkMeterProvider, Stream};
+use opentelemetry_sdk::Resource;
+
+use super::ledgers::Ledgers;
+use crate::config::{MetricExporter, MetricsSettings, PrometheusSettings, DEFAULT_CARDINALITY_LIMIT};
+use crate::error::InitError;
+
+/// The meter provider and what its readers need next.
+pub(super) struct Metrics {
+    pub(super) provider: SdkMeterProvider,
+    /// The pull reader's render handle, when the Prometheus exporter is on.
+    pub(super) pull: Option<Pull>,
+    /// A push exporter (OTLP, console) reads the provider.
+    pub(super) pushes: bool,
+}
+
+/// What the pull endpoint serves.
+#[cfg(feature = "prometheus")]
+pub(super) type Pull = crate::export::PrometheusRender;
+/// What the pull endpoint serves (never made without the `prometheus` feature).
+#[cfg(not(feature = "prometheus"))]
+pub(super) type Pull = std::convert::Infallible;
+
+/// The running pull endpoint and its render handle.
+#[cfg(feature = "prometheus")]
+pub(super) type Endpoint = (crate::export::prometheus::PrometheusServer, crate::export::PrometheusRender);
+/// The running pull endpoint (never made without the `prometheus` feature).
+#[cfg(not(feature = "prometheus"))]
+pub(super) type Endpoint = std::convert::Infallible;
+
+/// The meter provider with one reader per configured exporter.
+///
+/// # Errors
+/// An exporter that cannot be built or is not compiled in.
+pub(super) fn build(
+    settings: &MetricsSettings,
+    cardinality_limit: usize,
+    resource: &Resource,
+    ledgers: &mut Ledgers,
+) -> Result<Metrics, InitError> {
+    let mut mp = SdkMeterProvider::builder().with_resource(resource.clone());
+    if cardinality_limit != DEFAULT_CARDINALITY_LIMIT {
+        mp = mp
+            .with_view(move |_: &Instrument| Stream::builder().with_cardinality_limit(cardinality_limit).build().ok());
+    }
+    let mut pull = None;
+    for exporter in &settings.exporters {
+        mp = match exporter {
+            MetricExporter::Prometheus => {
+                let (with_reader, render) = with_pull(mp)?;
+                pull = Some(render);
+                with_reader
+            }
+            MetricExporter::Otlp => with_otlp(mp, settings, ledgers)?,
+            MetricExporter::Console => with_console(mp, settings)?,
+        };
+    }
+    let pushes = settings.exporters.iter().any(|e| *e != MetricExporter::Prometheus);
+    Ok(Metrics { provider: mp.build(), pull, pushes })
+}
+
+#[cfg(feature = "prometheus")]
+fn with_pull(mp: MeterProviderBuilder) -> Result<(MeterProviderBuilder, Pull), InitError> {
+    let reader = crate::export::prometheus::PullReader::new();
+    Ok((mp.with_reader(reader.clone()), crate::export::PrometheusRender::new(reader)))
+}
+
+#[cfg(not(feature = "prometheus"))]
+fn with_pull(_: MeterProviderBuilder) -> Result<(MeterProviderBuilder, Pull), InitError> {
+    Err(InitError::FeatureDisabled { exporter: "prometheus", feature: "prometheus" })
+}
+
+#[cfg(feature = "otlp")]
+fn with_otlp(
+    mp: MeterProviderBuilder,
+    settings: &MetricsSettings,
+    ledgers: &mut Ledgers,
+) -> Result<MeterProviderBuilder, InitError> {
+    let exporter = crate::export::otlp::metric_exporter(&settings.otlp)?;
+    let exporter = ledgers.track(exporter, "metrics", "", &settings.otlp);
+    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).with_interval(settings.export_interval);
+    Ok(mp.with_reader(reader.build()))
+}
+
+#[cfg(not(feature = "otlp"))]
+fn with_otlp(_: MeterProviderBuilder, _: &MetricsSettings, _: &mut Ledgers) -> Result<MeterProviderBuilder, InitError> {
+    Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
+}
+
+#[cfg(feature = "console")]
+fn with_console(mp: MeterProviderBuilder, settings: &MetricsSettings) -> Result<MeterProviderBuilder, InitError> {
+    let exporter = opentelemetry_stdout::MetricExporter::default();
+    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).with_interval(settings.export_interval);
+    Ok(mp.with_reader(reader.build()))
+}
+
+#[cfg(not(feature = "console"))]
+fn with_console(_: MeterProviderBuilder, _: &MetricsSettings) -> Result<MeterProviderBuilder, InitError> {
+    Err(InitError::FeatureDisabled { exporter: "console", feature: "console" })
+}
+
+/// Starts the pull endpoint when there is a pull reader: bound before anything global is
+/// installed, so a port in use fails `init` cleanly.
+///
+/// # Errors
+/// [`InitError::Bind`] naming the address; a bad TLS certificate or key, or TLS not compiled in.
+#[cfg(feature = "prometheus")]
+pub(super) fn serve(settings: &PrometheusSettings, pull: Option<Pull>) -> Result<Option<Endpoint>, InitError> {
+    let Some(render) = pull else { return Ok(None) };
+    let mut options = crate::export::prometheus::EndpointOptions::new(&settings.path);
+    if let Some(token) = &settings.bearer_token {
+        options = options.with_bearer_token(token);
+    }
+    if let Some((user, password)) = &settings.basic_auth {
+        options = options.with_basic_auth(user, password);
+    }
+    if let Some(tls) = &settings.tls {
+        options = with_tls(options, tls)?;
+    }
+    let server =
+        crate::export::prometheus::PrometheusServer::start(&settings.host, settings.port, options, render.clone())?;
+    Ok(Some((server, render)))
+}
+
+#[cfg(not(feature = "prometheus"))]
+pub(super) fn serve(_: &PrometheusSettings, pull: Option<Pull>) -> Result<Option<Endpoint>, InitError> {
+    Ok(pull.map(|never| match never {}))
+}
+
+#[cfg(feature = "tls")]
+fn with_tls(
+    mut options: crate::export::prometheus::EndpointOptions,
+    tls: &crate::config::Sourced<(std::path::PathBuf, std::path::PathBuf)>,
+) -> Result<crate::export::prometheus::EndpointOptions, InitError> {
+    let (cert, key) = &tls.value;
+    let config = crate::export::prometheus::tls_config(cert, key)
+        .map_err(|reason| tls.invalid(cert.display().to_string(), reason))?;
+    options.tls = Some(config);
+    Ok(options)
+}
+
+#[cfg(all(feature = "prometheus", not(feature = "tls")))]
+fn with_tls(
+    _: crate::export::prometheus::EndpointOptions,
+    _: &crate::config::Sourced<(std::path::PathBuf, std::path::PathBuf)>,
+) -> Result<crate::export::prometheus::EndpointOptions, InitError> {
+    Err(InitError::FeatureDisabled { exporter: "TLS pull endpoint", feature: "tls" })
+}
+
+/// The address the endpoint listens on.
+#[cfg(feature = "prometheus")]
+pub(super) fn endpoint_addr(endpoint: &Endpoint) -> std::net::SocketAddr {
+    endpoint.0.addr()
+}
+
+#[cfg(not(feature = "prometheus"))]
+pub(super) fn endpoint_addr(endpoint: &Endpoint) -> std::net::SocketAddr {
+    match *endpoint {}
+}
+
+/// Stops the endpoint: it no longer accepts scrapes.
+#[cfg(feature = "prometheus")]
+pub(super) fn stop(endpoint: Endpoint) {
+    drop(endpoint);
+}
+
+#[cfg(not(feature = "prometheus"))]
+pub(super) fn stop(endpoint: Endpoint) {
+    match endpoint {}
+}

@@ -1,0 +1,343 @@
+//! `init`: builds each signal from its part of the resolved settings, installs what the options
+//! ask for, and returns the guard.
+//!
+//! The order of the steps, and why:
+//! 1. resolve the configuration once, claim `init` for the process, parse the log filter;
+//! 2. build (nothing global yet): the resource, the gRPC runtime, the meter provider and its
+//!    readers, the tracer and logger providers; bind the pull endpoint; install the pipeline
+//!    runtime; start a required GPU; build the layers. A failure here discards what was built,
+//!    gives the claim back and leaves nothing installed;
+//! 3. install the global `tracing` subscriber (unless the application owns it), which is the
+//!    last step that can fail: another subscriber may already be installed;
+//! 4. commit (cannot fail): log what the configuration read under old names, start an optional
+//!    GPU, bridge the `log` crate, set the global providers and propagator (unless told not to),
+//!    and publish the [installed context](installed) so that registries, hubs and measured
+//!    functions built before `init` bind to the new meter provider.
+//!
+//! Modules: [`resource`], [`metrics`], [`traces`], [`logs`] and [`gpu`] each read only their
+//! part of [`Settings`]; [`subscriber`] composes the `tracing` side; [`guard`] is what `init`
+//! returns, with the OTLP delivery [`ledgers`]; [`installed`] is the leaf the rest of the crate registers with.
+
+mod gpu;
+mod guard;
+pub(crate) mod installed;
+mod ledgers;
+mod logs;
+mod metrics;
+mod resource;
+mod subscriber;
+mod traces;
+
+use opentelemetry::logs::LoggerProvider as _;
+use tracing::Subscriber;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+pub use guard::Telemetry;
+pub use installed::SCOPE_NAME;
+
+use crate::config::{Config, LogExporter, MetricExporter, OtlpProtocol, Settings, TraceExporter};
+use crate::error::InitError;
+use guard::Inner;
+use installed::Installed;
+use ledgers::Ledgers;
+use subscriber::Layers;
+
+/// What [`init_with`] installs besides the providers it always builds. The default (what
+/// [`init`] uses) installs everything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InitOptions {
+    subscriber: bool,
+    global_providers: bool,
+}
+
+impl Default for InitOptions {
+    fn default() -> Self {
+        InitOptions { subscriber: true, global_providers: true }
+    }
+}
+
+impl InitOptions {
+    /// Everything installed, as [`init`] does.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Whether `init` installs its own global `tracing` subscriber (default `true`). Without
+    /// it, spans and events reach pipetel only through layers added to the application's own
+    /// subscriber: use [`layers`] for those.
+    pub fn install_subscriber(mut self, install: bool) -> Self {
+        self.subscriber = install;
+        self
+    }
+
+    /// Whether `init` sets the OTel global meter and tracer providers and the W3C trace-context
+    /// propagator (default `true`). Without them, pipetel's own instruments (registries, hubs,
+    /// measured functions, stages, span metrics, [`crate::meter`]) still export through the
+    /// providers `init` built, and the application's own OTel code keeps the globals it set.
+    pub fn install_global_providers(mut self, install: bool) -> Self {
+        self.global_providers = install;
+        self
+    }
+}
+
+/// Installs pipetel for this process: OTel meter, tracer and logger providers, the W3C
+/// trace-context propagator, a `tracing` subscriber (filter from `RUST_LOG`, optional console
+/// output, spans to OTel, events to OTel logs, `log` crate records bridged) and the exporters the
+/// configuration names. Same as [`init_with`] with [`InitOptions::default`].
+///
+/// Works with or without a Tokio runtime: gRPC exporters run on a small runtime of their own and
+/// the Prometheus endpoint on its own thread. Keep the returned guard alive: dropping it flushes
+/// and shuts everything down, bounded by the shutdown timeout.
+///
+/// Once per process: a second call (a library calling `init` in a program that already did)
+/// returns [`InitError::AlreadyInitialized`] and changes nothing; pipetel's instruments in that
+/// library export through the first installation, so a library may treat that error as "already
+/// set up" and go on.
+///
+/// # Errors
+/// [`InitError`]: a bad configuration value (naming it), a second call in this process, another
+/// global `tracing` subscriber, a Prometheus port already in use (naming the address), or an
+/// exporter that cannot be built. A collector that is down is *not* an error: exports retry and
+/// failures are logged.
+pub fn init(config: Config) -> Result<Telemetry, InitError> {
+    init_with(config, InitOptions::default())
+}
+
+/// [`init`] with the choice of what to install globally: see [`InitOptions`].
+///
+/// # Errors
+/// As [`init`]; [`InitError::Subscriber`] only when installing the subscriber.
+pub fn init_with(config: Config, options: InitOptions) -> Result<Telemetry, InitError> {
+    let (started, layers, settings) = start(config, options.subscriber)?;
+    // Without the subscriber, the layers go unused: `layers` is the way to get them.
+    drop(layers);
+    Ok(started.commit(&settings, options))
+}
+
+/// For an application that owns its `tracing` subscriber: installs pipetel without a
+/// subscriber (the providers, exporters and global providers as [`init`] does) and returns the
+/// guard with one layer holding pipetel's `tracing` side: spans to OTel (behind the sampling
+/// gate), span metrics, and events to OTel log records. Add it to a subscriber that stores spans:
+///
+/// ```no_run
+/// use tracing_subscriber::layer::SubscriberExt as _;
+/// use tracing_subscriber::util::SubscriberInitExt as _;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (_telemetry, pipetel_layer) = pipetel::layers(&pipetel::Config::from_env()?)?;
+/// tracing_subscriber::registry()
+///     .with(tracing_subscriber::EnvFilter::new("info"))
+///     .with(tracing_subscriber::fmt::layer())
+///     .with(pipetel_layer)
+///     .try_init()?; // also bridges the `log` crate (tracing-subscriber's `tracing-log` feature)
+/// # Ok(()) }
+/// ```
+///
+/// The application's filter decides what reaches the layer; pipetel's `RUST_LOG` handling and
+/// console setting do not apply. Events of the exporters' own crates (`opentelemetry`, `hyper`,
+/// `tonic`, ...) are never turned into log records, whatever the filter.
+///
+/// # Errors
+/// As [`init`], except [`InitError::Subscriber`].
+pub fn layers<S>(config: &Config) -> Result<(Telemetry, impl Layer<S> + Send + Sync + 'static), InitError>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    layers_with(config, InitOptions::new())
+}
+
+/// [`layers`] with the choice of setting the global providers
+/// ([`InitOptions::install_global_providers`]); the subscriber is the application's whatever
+/// `options` say.
+///
+/// # Errors
+/// As [`layers`].
+pub fn layers_with<S>(
+    config: &Config,
+    options: InitOptions,
+) -> Result<(Telemetry, impl Layer<S> + Send + Sync + 'static), InitError>
+where
+    S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
+{
+    let (started, layers, settings) = start(config.clone(), false)?;
+    let telemetry = started.commit(&settings, options.install_subscriber(false));
+    Ok((telemetry, layers.into_layer()))
+}
+
+/// Steps 1 to 3: everything that can fail, with nothing left behind when it does.
+fn start(config: Config, install_subscriber: bool) -> Result<(Started, Layers, Settings), InitError> {
+    // Resolved once: everything below reads plain values.
+    let settings = config.resolve()?;
+    // Calibrated here rather than inside the first measured call or span.
+    let _ = crate::clock();
+    if !installed::claim() {
+        return Err(InitError::AlreadyInitialized);
+    }
+    match start_claimed(&settings, install_subscriber) {
+        Ok((started, layers)) => Ok((started, layers, settings)),
+        Err(e) => {
+            installed::release();
+            Err(e)
+        }
+    }
+}
+
+fn start_claimed(settings: &Settings, install_subscriber: bool) -> Result<(Started, Layers), InitError> {
+    let filter = install_subscriber.then(|| subscriber::filter(&settings.subscriber)).transpose()?;
+    let started = Started::new(settings)?;
+    let layers = match started.layers(settings) {
+        Ok(layers) => layers,
+        Err(e) => {
+            started.discard();
+            return Err(e);
+        }
+    };
+    let Some(filter) = filter else { return Ok((started, layers)) };
+    match layers.install(&settings.subscriber, filter) {
+        Ok(()) => Ok((started, Layers::default())),
+        Err(e) => {
+            started.discard();
+            Err(e)
+        }
+    }
+}
+
+/// What step 2 built: nothing global yet but the pipeline runtime, which `discard` removes.
+struct Started {
+    /// `None` when the SDK is disabled.
+    inner: Option<Inner>,
+    /// The context to publish.
+    installed: Option<Installed>,
+}
+
+impl Started {
+    fn new(settings: &Settings) -> Result<Started, InitError> {
+        if settings.sdk_disabled {
+            return Ok(Started { inner: None, installed: None });
+        }
+        let mut inner = Inner {
+            resource: resource::build(&settings.resource),
+            meter_provider: None,
+            tracer_provider: None,
+            logger_provider: None,
+            endpoint: None,
+            runtime: None,
+            pipeline: None,
+            gpu: None,
+            shutdown_timeout: settings.shutdown_timeout,
+            ledgers: Ledgers::default(),
+        };
+        match build(&mut inner, settings) {
+            Ok(installed) => Ok(Started { inner: Some(inner), installed: Some(installed) }),
+            Err(e) => {
+                Started { inner: Some(inner), installed: None }.discard();
+                Err(e)
+            }
+        }
+    }
+
+    fn layers(&self, settings: &Settings) -> Result<Layers, InitError> {
+        let (Some(inner), Some(installed)) = (&self.inner, &self.installed) else { return Ok(Layers::default()) };
+        let traces = inner.tracer_provider.as_ref().map(|tp| (tp, settings.traces.sampler));
+        Layers::new(traces, &settings.span_metrics, &installed.meter, inner.logger_provider.as_ref())
+    }
+
+    /// Undoes step 2 after a failure: stops what started and shuts the providers down quickly.
+    fn discard(self) {
+        let Some(inner) = self.inner else { return };
+        drop(inner.pipeline);
+        if let Some(gpu) = inner.gpu {
+            gpu::shutdown(gpu);
+        }
+        if let Some(endpoint) = inner.endpoint {
+            metrics::stop(endpoint);
+        }
+        let t = std::time::Duration::from_millis(100);
+        if let Some(mp) = inner.meter_provider {
+            let _ = mp.shutdown_with_timeout(t);
+        }
+        if let Some(tp) = inner.tracer_provider {
+            let _ = tp.shutdown_with_timeout(t);
+        }
+        if let Some(lp) = inner.logger_provider {
+            let _ = lp.shutdown_with_timeout(t);
+        }
+        if let Some(rt) = inner.runtime {
+            // Never blocks, so it is safe inside an async context.
+            rt.shutdown_background();
+        }
+    }
+
+    /// Step 4.
+    fn commit(self, settings: &Settings, options: InitOptions) -> Telemetry {
+        // Logged once a subscriber exists, since the configuration is read before there is one.
+        for note in &settings.deprecations {
+            tracing::warn!(target: "pipetel", "{note}");
+        }
+        let (Some(mut inner), Some(installed)) = (self.inner, self.installed) else { return Telemetry { inner: None } };
+        if inner.gpu.is_none() {
+            inner.gpu = gpu::start_optional(settings, &installed.meter);
+        }
+        if options.global_providers {
+            opentelemetry::global::set_text_map_propagator(
+                opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+            );
+            if let Some(mp) = &inner.meter_provider {
+                opentelemetry::global::set_meter_provider(mp.clone());
+            }
+            if let Some(tp) = &inner.tracer_provider {
+                opentelemetry::global::set_tracer_provider(tp.clone());
+            }
+        }
+        // Registries created from now on use the configured default buckets.
+        if let Err(e) = crate::registry::global().set_default_buckets(&settings.service.histogram_buckets) {
+            tracing::warn!(target: "pipetel", error = %e, "default histogram buckets not applied");
+        }
+        // Registries, hubs and measured functions built before now bind to the new provider.
+        installed::publish(installed);
+        Telemetry { inner: Some(inner) }
+    }
+}
+
+/// Step 2 into `inner`, which keeps whatever was built for [`Started::discard`].
+fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError> {
+    inner.runtime = grpc_runtime(settings)?;
+    // tonic channels spawn their connection task on the runtime current while they are built.
+    let _entered = inner.runtime.as_ref().map(|rt| rt.enter());
+    let metrics = metrics::build(&settings.metrics, settings.cardinality_limit, &inner.resource, &mut inner.ledgers)?;
+    inner.meter_provider = Some(metrics.provider.clone());
+    inner.tracer_provider = traces::build(&settings.traces, &inner.resource, &mut inner.ledgers)?;
+    inner.logger_provider = logs::build(&settings.logs, &inner.resource, &mut inner.ledgers)?;
+    inner.endpoint = metrics::serve(&settings.metrics.prometheus, metrics.pull)?;
+    let installed = Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit);
+    let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(SCOPE_NAME));
+    let rows = &settings.pipeline;
+    inner.pipeline = Some(crate::pipeline::runtime::install(rows, &installed, logger).map_err(|e| {
+        let reason = format!("cannot open for appending: {e}");
+        match &rows.rows_file {
+            Some(file) => file.invalid(file.value.display().to_string(), reason),
+            None => crate::config::ConfigError::invalid(crate::config::Origin::Default, "", reason),
+        }
+    })?);
+    inner.gpu = gpu::start_required(settings, &installed.meter)?;
+    Ok(installed)
+}
+
+/// The one-thread runtime gRPC exporters run on, when one is configured.
+fn grpc_runtime(s: &Settings) -> Result<Option<tokio::runtime::Runtime>, InitError> {
+    let grpc = |target: &crate::config::OtlpTarget| target.protocol == OtlpProtocol::Grpc;
+    let needed = (s.traces.exporters.contains(&TraceExporter::Otlp) && grpc(&s.traces.otlp))
+        || (s.metrics.exporters.contains(&MetricExporter::Otlp) && grpc(&s.metrics.otlp))
+        || (s.logs.exporters.contains(&LogExporter::Otlp) && grpc(&s.logs.otlp));
+    if !needed {
+        return Ok(None);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("pipetel-otlp")
+        .enable_all()
+        .build()
+        .map_err(InitError::Runtime)?;
+    Ok(Some(runtime))
+}

@@ -1,0 +1,112 @@
+//! The tracer provider (sampler, exporters) and the `tracing` → OTel bridge with its sampling
+//! gate.
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider, TracerProviderBuilder};
+use opentelemetry_sdk::Resource;
+use tracing::Subscriber;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+use super::installed::SCOPE_NAME;
+use super::ledgers::Ledgers;
+use crate::config::{OtlpTarget, SamplerConfig, TraceExporter, TracesSettings};
+use crate::error::InitError;
+use crate::sampling::SamplingGate;
+
+/// The tracer provider, absent when no trace exporter is configured.
+///
+/// # Errors
+/// An exporter that cannot be built or is not compiled in.
+pub(super) fn build(
+    settings: &TracesSettings,
+    resource: &Resource,
+    ledgers: &mut Ledgers,
+) -> Result<Option<SdkTracerProvider>, InitError> {
+    if settings.exporters.is_empty() {
+        return Ok(None);
+    }
+    let mut tp = SdkTracerProvider::builder().with_resource(resource.clone()).with_sampler(sampler(settings.sampler));
+    for exporter in &settings.exporters {
+        tp = match exporter {
+            TraceExporter::Otlp => with_otlp(tp, &settings.otlp, ledgers)?,
+            TraceExporter::Console => with_console(tp)?,
+        };
+    }
+    Ok(Some(tp.build()))
+}
+
+fn sampler(s: SamplerConfig) -> Sampler {
+    match s {
+        SamplerConfig::AlwaysOn => Sampler::AlwaysOn,
+        SamplerConfig::AlwaysOff => Sampler::AlwaysOff,
+        SamplerConfig::TraceIdRatio(r) => Sampler::TraceIdRatioBased(r),
+        SamplerConfig::ParentBasedAlwaysOn => Sampler::ParentBased(Box::new(Sampler::AlwaysOn)),
+        SamplerConfig::ParentBasedAlwaysOff => Sampler::ParentBased(Box::new(Sampler::AlwaysOff)),
+        SamplerConfig::ParentBasedTraceIdRatio(r) => Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(r))),
+        // `SamplerConfig` is non-exhaustive for users, not for this crate.
+    }
+}
+
+#[cfg(feature = "otlp")]
+fn with_otlp(
+    tp: TracerProviderBuilder,
+    target: &OtlpTarget,
+    ledgers: &mut Ledgers,
+) -> Result<TracerProviderBuilder, InitError> {
+    let exporter = crate::export::otlp::span_exporter(target)?;
+    Ok(tp.with_batch_exporter(ledgers.track(exporter, "traces", "span", target)))
+}
+
+#[cfg(not(feature = "otlp"))]
+fn with_otlp(_: TracerProviderBuilder, _: &OtlpTarget, _: &mut Ledgers) -> Result<TracerProviderBuilder, InitError> {
+    Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
+}
+
+#[cfg(feature = "console")]
+fn with_console(tp: TracerProviderBuilder) -> Result<TracerProviderBuilder, InitError> {
+    Ok(tp.with_batch_exporter(opentelemetry_stdout::SpanExporter::default()))
+}
+
+#[cfg(not(feature = "console"))]
+fn with_console(_: TracerProviderBuilder) -> Result<TracerProviderBuilder, InitError> {
+    Err(InitError::FeatureDisabled { exporter: "console", feature: "console" })
+}
+
+/// What the bridge layer is made of, before it is typed for a subscriber.
+#[derive(Debug, Clone)]
+pub(super) struct Bridge {
+    tracer: SdkTracer,
+    /// `None`: every span a kept parent has is kept too (the gate passes everything).
+    follow_remote: Option<bool>,
+}
+
+impl Bridge {
+    /// The bridge for `tp`, absent with `always_off`: no span is ever sampled then, and building
+    /// span data only for the sampler to drop it would cost about as much as exporting it.
+    /// Trace and span ids then no longer reach log records and `Stage::traceparent` returns
+    /// `None`.
+    pub(super) fn new(tp: &SdkTracerProvider, sampler: SamplerConfig) -> Option<Bridge> {
+        let follow_remote = match sampler {
+            SamplerConfig::AlwaysOff => return None,
+            SamplerConfig::AlwaysOn => None,
+            SamplerConfig::TraceIdRatio(r) if r >= 1.0 => None,
+            SamplerConfig::TraceIdRatio(_) => Some(false),
+            _ => Some(true),
+        };
+        Some(Bridge { tracer: tp.tracer(SCOPE_NAME), follow_remote })
+    }
+
+    /// The `tracing-opentelemetry` layer behind the sampling gate: spans whose parent was not
+    /// sampled skip the bridge (see [`crate::sampling`]).
+    pub(super) fn layer<S>(self) -> impl Layer<S> + 'static
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let bridge = tracing_opentelemetry::layer().with_tracer(self.tracer);
+        match self.follow_remote {
+            None => SamplingGate::passthrough(bridge),
+            Some(follow_remote) => SamplingGate::new(bridge, follow_remote),
+        }
+    }
+}
