@@ -10,11 +10,12 @@ use crate::export::delivery::Ledger;
 pub(super) struct Ledgers(Vec<Arc<Ledger>>);
 
 impl Ledgers {
-    /// Wraps an OTLP exporter so that what it fails to deliver is counted in a new ledger.
+    /// Wraps an OTLP exporter so that what it fails to deliver is counted in a new ledger, with
+    /// the cause its transport kept.
     #[cfg(feature = "otlp")]
     pub(super) fn track<E>(
         &mut self,
-        exporter: E,
+        exporter: crate::export::delivery::Explained<E>,
         signal: &'static str,
         items: &'static str,
         target: &crate::config::OtlpTarget,
