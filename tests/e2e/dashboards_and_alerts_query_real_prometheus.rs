@@ -361,7 +361,7 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
     // metrics, the service's tasks, the recording rule and the alert it should raise.
     let ready = [
         "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
-        "count(hw_status_ratio{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
+        "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
         "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
         "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
         "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",

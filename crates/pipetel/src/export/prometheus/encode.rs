@@ -5,11 +5,13 @@
 //! Why not the `prometheus` crate's encoder: converting every point into that crate's protobuf
 //! objects costs most of a scrape, and its naming appends the unit even when the name already
 //! ends with it (`pipeline.stage.bytes` → `pipeline_stage_bytes_bytes_total`). The mapping here
-//! follows the OTel ↔ Prometheus compatibility rules:
-//! - names as [`crate::exposition::prometheus_name`] translates them; monotonic sums get
-//!   `_total` (in the `# TYPE` line too, as the 0.0.4 format's clients write it);
-//! - labels: attribute keys sanitised the same way (colliding keys join their values with `;`),
-//!   plus `otel_scope_name`; the resource becomes `target_info`;
+//! follows the rules of the OpenTelemetry Collector's Prometheus exporters, so both routes give
+//! the same names:
+//! - names as [`crate::exposition::translate`] translates them (the collector's rules: unit
+//!   words, `_total` for monotonic sums, in the `# TYPE` line too, `_ratio` for gauges of unit
+//!   `1` but not for up-down counters);
+//! - labels: attribute keys as [`crate::exposition::label_key`] sanitises them (colliding keys
+//!   join their values with `;`), plus `otel_scope_name`; the resource becomes `target_info`;
 //! - families with one name from several scopes share one `# HELP`/`# TYPE`; a name whose type
 //!   conflicts with an earlier family is dropped with one warning.
 
@@ -20,25 +22,33 @@ use opentelemetry::{KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 use crate::exposition::{
-    escape_label_value, label_key, label_key_cow, prometheus_name, scope_labels, BoundsText, LabelBlock, Number, Writer,
+    escape_label_value, label_key, label_key_cow, scope_labels, translate, BoundsText, LabelBlock, MetricType, Number,
+    Writer,
 };
 
-/// The exposition name of a metric and its Prometheus type.
+/// The exposition name of a metric and its Prometheus type; `None` for what the text format
+/// cannot carry (exponential histograms) or a name of which nothing survives translation.
 fn family_name(m: &Metric) -> Option<(String, &'static str)> {
-    let (kind, gauge_like, counter) = match m.data() {
+    let kind = match m.data() {
         AggregatedMetrics::F64(d) => kind_of(d),
         AggregatedMetrics::U64(d) => kind_of(d),
         AggregatedMetrics::I64(d) => kind_of(d),
     }?;
-    Some((prometheus_name(m.name(), m.unit(), gauge_like, counter), kind))
+    let prom = match kind {
+        MetricType::Counter => "counter",
+        MetricType::Gauge | MetricType::UpDownSum => "gauge",
+        MetricType::Histogram => "histogram",
+    };
+    let name = translate(m.name(), m.unit(), kind);
+    (!name.is_empty()).then_some((name, prom))
 }
 
-fn kind_of<T>(d: &MetricData<T>) -> Option<(&'static str, bool, bool)> {
+fn kind_of<T>(d: &MetricData<T>) -> Option<MetricType> {
     match d {
-        MetricData::Gauge(_) => Some(("gauge", true, false)),
-        MetricData::Sum(s) if s.is_monotonic() => Some(("counter", false, true)),
-        MetricData::Sum(_) => Some(("gauge", true, false)),
-        MetricData::Histogram(_) => Some(("histogram", false, false)),
+        MetricData::Gauge(_) => Some(MetricType::Gauge),
+        MetricData::Sum(s) if s.is_monotonic() => Some(MetricType::Counter),
+        MetricData::Sum(_) => Some(MetricType::UpDownSum),
+        MetricData::Histogram(_) => Some(MetricType::Histogram),
         // Not representable in the classic text format.
         MetricData::ExponentialHistogram(_) => None,
     }
@@ -64,7 +74,8 @@ fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &st
         let key = &pairs[i].0;
         // Keys that collide after sanitising share one label, their values joined with `;`.
         let j = i + pairs[i..].iter().take_while(|p| p.0 == *key).count();
-        if key != "otel_scope_name" && key != "otel_scope_version" {
+        // An attribute the collector would drop (empty key) stays out here too.
+        if !key.is_empty() && key != "otel_scope_name" && key != "otel_scope_version" {
             block.with(key, |out| {
                 for (n, (_, v)) in pairs[i..j].iter().enumerate() {
                     if n > 0 {
@@ -148,8 +159,12 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
     }
     let mut w = Writer::text(out);
     // The resource, as target_info.
-    let info: BTreeMap<String, String> =
-        rm.resource().iter().map(|(k, v)| (label_key(k.as_str()), v.as_str().into_owned())).collect();
+    let info: BTreeMap<String, String> = rm
+        .resource()
+        .iter()
+        .map(|(k, v)| (label_key(k.as_str()), v.as_str().into_owned()))
+        .filter(|(k, _)| !k.is_empty())
+        .collect();
     if !info.is_empty() {
         w.header("target_info", "gauge", "Target metadata", "");
         let mut s = w.sample("target_info", "");
