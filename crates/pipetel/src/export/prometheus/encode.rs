@@ -11,14 +11,15 @@
 //!   words, `_total` for monotonic sums, in the `# TYPE` line too, `_ratio` for gauges of unit
 //!   `1` but not for up-down counters);
 //! - labels: attribute keys as [`crate::exposition::label_key`] sanitises them (colliding keys
-//!   join their values with `;`), plus `otel_scope_name`; the resource becomes `target_info`;
+//!   join their values with `;`), plus the scope labels (`otel_scope_name`, `otel_scope_version`,
+//!   `otel_scope_schema_url`, `otel_scope_<attribute>`); the resource becomes `target_info`;
 //! - families with one name from several scopes share one `# HELP`/`# TYPE`; a name whose type
 //!   conflicts with an earlier family is dropped with one warning.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use opentelemetry::{KeyValue, Value};
+use opentelemetry::{InstrumentationScope, KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 use crate::exposition::{
@@ -75,7 +76,7 @@ fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &st
         // Keys that collide after sanitising share one label, their values joined with `;`.
         let j = i + pairs[i..].iter().take_while(|p| p.0 == *key).count();
         // An attribute the collector would drop (empty key) stays out here too.
-        if !key.is_empty() && key != "otel_scope_name" && key != "otel_scope_version" {
+        if !key.is_empty() && !key.starts_with("otel_scope_") {
             block.with(key, |out| {
                 for (n, (_, v)) in pairs[i..j].iter().enumerate() {
                     if n > 0 {
@@ -88,6 +89,27 @@ fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &st
         i = j;
     }
     block.raw(scope_labels);
+}
+
+/// The scope labels of a scope's data points, as the collector's `prometheus` exporter writes
+/// them: `otel_scope_name`, `otel_scope_version` and `otel_scope_schema_url` when not empty (an
+/// empty label is no label to Prometheus), and each scope attribute as `otel_scope_<key>`.
+fn scope_block(scope: &InstrumentationScope) -> String {
+    let mut labels = scope_labels(Some((scope.name(), scope.version().unwrap_or("")))).into_owned();
+    let mut extra = String::new();
+    let mut block = LabelBlock::new(&mut extra);
+    if let Some(url) = scope.schema_url().filter(|u| !u.is_empty()) {
+        block.pair("otel_scope_schema_url", url);
+    }
+    for kv in scope.attributes().filter(|kv| !matches!(kv.key.as_str(), "name" | "version" | "schema_url")) {
+        let key = label_key(&format!("otel_scope_{}", kv.key.as_str()));
+        block.with(&key, |out| write_value(&kv.value, out));
+    }
+    if !extra.is_empty() {
+        labels.push(',');
+        labels.push_str(&extra);
+    }
+    labels
 }
 
 struct Family {
@@ -133,8 +155,7 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
         if scope == crate::export::PUSH_ONLY_SCOPE {
             continue;
         }
-        let version = sm.scope().version().unwrap_or("");
-        let scope_labels = scope_labels(Some((scope, version)));
+        let scope_labels = scope_block(sm.scope());
         for m in sm.metrics() {
             let Some((name, kind)) = family_name(m) else { continue };
             let fam = families.entry(name.clone()).or_insert_with(|| Family {
@@ -313,6 +334,31 @@ mod oracle {
             !PrometheusRender::new(ours).render().contains("extra_latency"),
             "a dropped source leaves the exposition"
         );
+    }
+
+    #[test]
+    fn scope_labels_are_the_collectors() {
+        let ours = PullReader::new();
+        let provider = SdkMeterProvider::builder().with_reader(ours.clone()).build();
+        let scope = opentelemetry::InstrumentationScope::builder("lib")
+            .with_version("1.2")
+            .with_schema_url("https://opentelemetry.io/schemas/1.34.0")
+            .with_attributes([KeyValue::new("team.name", "infra")])
+            .build();
+        let meter = provider.meter_with_scope(scope);
+        meter.i64_up_down_counter("hw.status").with_unit("1").build().add(1, &[KeyValue::new("hw.state", "ok")]);
+        let text = PrometheusRender::new(ours).render();
+        let line = text.lines().find(|l| l.starts_with("hw_status{")).unwrap_or_else(|| panic!("{text}"));
+        for label in [
+            "hw_state=\"ok\"",
+            "otel_scope_name=\"lib\"",
+            "otel_scope_version=\"1.2\"",
+            "otel_scope_schema_url=\"https://opentelemetry.io/schemas/1.34.0\"",
+            "otel_scope_team_name=\"infra\"",
+        ] {
+            assert!(line.contains(label), "{label} missing: {line}");
+        }
+        assert!(text.contains("# TYPE hw_status gauge\n"), "an up-down counter of unit 1 gets no _ratio: {text}");
     }
 
     #[test]
