@@ -1,18 +1,21 @@
 //! Every query of every dashboard panel, every template variable and every alert expression,
-//! evaluated by real Prometheus against data scraped from running examples: the pipeline example
+//! evaluated by real Prometheus against data from running examples: the pipeline example
 //! (stages, shards, functions, spans) on the fake NVML library (GPU gauges), and the inference
 //! service example (service metrics). Prometheus loads `otel-collector/rules/pipetel-alerts.yml`
 //! itself. Each panel query must parse and return at least one series with a finite value, with
 //! the template variables set to values Prometheus reports (and to "All"); a renamed metric or
 //! label then breaks this test, not a user's dashboard.
+//!
+//! The same checks run on both routes ([`Route`]): Prometheus scraping the examples' pull
+//! endpoints, Prometheus scraping the shipped `config.yaml` collector's `prometheus` exporter, and
+//! Prometheus receiving the shipped `gateway.yaml`'s remote write. The dashboards must work on
+//! all three unchanged.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::support::{
-    example_path, example_serving, free_port, turn, wait_for, workspace_root, Process, Prometheus, FAKE_GPUS,
-};
+use crate::support::{example_path, turn, wait_for, workspace_root, Process, Prometheus, Route, RouteStack, FAKE_GPUS};
 use pipetel_gpu::test_support::FakeNvml;
 use serde_json::Value;
 
@@ -317,38 +320,51 @@ fn selectors(expr: &str) -> Vec<String> {
 
 #[test]
 fn every_panel_variable_and_alert_query_returns_real_series() {
+    every_query_returns_real_series(Route::Pull);
+}
+
+#[test]
+fn every_query_returns_real_series_through_the_collectors_prometheus_exporter() {
+    every_query_returns_real_series(Route::CollectorExporter);
+}
+
+#[test]
+fn every_query_returns_real_series_through_the_gateways_remote_write() {
+    every_query_returns_real_series(Route::GatewayRemoteWrite);
+}
+
+fn every_query_returns_real_series(route: Route) {
     let _turn = turn(module_path!());
     let started = Instant::now();
     let root = workspace_root();
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("fake NVML state");
 
-    // Build the examples first, then start Prometheus, so it scrapes the whole run.
+    // Build the examples first, then start Prometheus, so it sees the whole run.
     example_path("pipeline");
     example_path(SERVICE_EXAMPLE);
-    let (pipeline_port, service_port) = (free_port(), free_port());
-    let prom = Prometheus::start_jobs(
-        &[
-            ("pipeline-example", format!("127.0.0.1:{pipeline_port}")),
-            ("inference-service", format!("127.0.0.1:{service_port}")),
-        ],
-        &[workspace_root().join("otel-collector/rules/pipetel-alerts.yml")],
-    );
+    let rules = [workspace_root().join("otel-collector/rules/pipetel-alerts.yml")];
+    let stack = RouteStack::start(route, &["pipeline-example", "inference-service"], &rules);
+    let prom = &stack.prometheus;
     // Scrapes start a few seconds after Prometheus is ready: wait for the first attempt at
     // every target (down until the examples listen), so none of the run is missed.
-    wait_for("the first scrape of every target", Duration::from_secs(30), || {
-        let t = prom.api("/api/v1/targets");
-        let active = t["data"]["activeTargets"].as_array()?.clone();
-        (active.len() == 2 && active.iter().all(|a| a["health"] != "unknown")).then_some(())
-    });
+    if route != Route::GatewayRemoteWrite {
+        wait_for("the first scrape of every target", Duration::from_secs(30), || {
+            let t = prom.api("/api/v1/targets");
+            let active = t["data"]["activeTargets"].as_array()?.clone();
+            (!active.is_empty() && active.iter().all(|a| a["health"] != "unknown")).then_some(())
+        });
+    }
 
-    // The inference service: tasks completed, failed and cancelled, queue gauges.
-    let mut cmd = example_serving(SERVICE_EXAMPLE, service_port);
-    cmd.args(["--seconds", "3", "--linger-seconds", LINGER_SECONDS]);
+    // The inference service: tasks completed, failed and cancelled, queue gauges. 8 s: through a
+    // collector the first sample of a series reaches Prometheus only after the collector's
+    // batch timeout (5 s), and rate() sees only the increases after it.
+    let mut cmd = stack.example(SERVICE_EXAMPLE, "inference-service");
+    cmd.args(["--seconds", "8", "--linger-seconds", LINGER_SECONDS]);
     let service = Process::spawn(SERVICE_EXAMPLE, cmd);
 
     // The pipeline example on two fake GPUs.
-    let mut cmd = example_serving("pipeline", pipeline_port);
+    let mut cmd = stack.example("pipeline", "pipeline-example");
     cmd.env("PIPETEL_SAMPLE_INTERVAL", "500")
         .env("PIPETEL_GPU", "on")
         .env("PIPETEL_NVML_LIBRARY", fake.library_path())
@@ -361,7 +377,7 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
     // metrics, the service's tasks, the recording rule and the alert it should raise.
     let ready = [
         "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
-        "count(hw_status_ratio{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
+        "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
         "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
         "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
         "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",
@@ -370,10 +386,13 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
     for q in ready {
         if !prom.wait_for_series(q, Duration::from_secs(40)) {
             panic!(
-                "{q} returned nothing within 40 s; targets: {}\npipeline output:\n{}\nservice output:\n{}",
+                "{}: {q} returned nothing within 40 s; targets: {}\npipeline output:\n{}\nservice output:\n{}\n\
+                 collector:\n{}",
+                route.name(),
                 prom.api("/api/v1/targets"),
                 pipeline.output(),
-                service.output()
+                service.output(),
+                stack.collector_output()
             );
         }
     }
@@ -450,7 +469,7 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
         let (vars, targets) = load_dashboard(&path);
         assert!(!targets.is_empty(), "{name}: no targets");
         let mut best = None;
-        let ok = search(&prom, &vars, &targets, &mut BTreeMap::new(), &mut best);
+        let ok = search(prom, &vars, &targets, &mut BTreeMap::new(), &mut best);
         let (values, errs, _) = best.expect("one assignment evaluated");
         if !ok {
             failures.extend(errs.iter().map(|e| format!("{name} with {values:?}: {e}")));
@@ -459,18 +478,19 @@ fn every_panel_variable_and_alert_query_returns_real_series() {
             .iter()
             .map(|v| (v.name.clone(), if v.include_all { ".*".to_string() } else { values[&v.name].clone() }))
             .collect();
-        failures.extend(evaluate(&prom, &targets, &all).into_iter().map(|e| format!("{name} with All: {e}")));
+        failures.extend(evaluate(prom, &targets, &all).into_iter().map(|e| format!("{name} with All: {e}")));
         checked += 2 * targets.len() + vars.len();
         per_dashboard.push(format!("{name}: {} queries, {} variables, values {values:?}", targets.len(), vars.len()));
     }
     assert!(
         failures.is_empty(),
-        "{} of the queries fail:\n{}\n\npipeline output:\n{}",
+        "{}: {} of the queries fail:\n{}\n\npipeline output:\n{}",
+        route.name(),
         failures.len(),
         failures.join("\n"),
         pipeline.output()
     );
-    eprintln!("checked {checked} queries in {:?}:\n{}", started.elapsed(), per_dashboard.join("\n"));
+    eprintln!("{}: checked {checked} queries in {:?}:\n{}", route.name(), started.elapsed(), per_dashboard.join("\n"));
 }
 
 #[test]

@@ -22,6 +22,7 @@ mod gateway_tail_sampling_keeps_failed_traces;
 mod gpu_gauges_in_prometheus;
 mod http_server_metrics_in_prometheus;
 mod multiprocess_hub_exports_exact_totals;
+mod names_agree_on_both_routes;
 mod otlp_reaches_a_real_collector;
 mod pipeline_rows_reach_a_real_collector;
 mod pipeline_stages_in_prometheus;

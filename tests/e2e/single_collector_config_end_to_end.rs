@@ -8,30 +8,10 @@
 
 use std::time::Duration;
 
-use serde_yaml::Value;
-
 use crate::support::otlp_json::{assert_rows_arrived, rows_missing, Span};
 use crate::support::pipeline_run::STAGES;
-use crate::support::{turn, wait_for, workspace_root, Otelcol, OtelcolSink, PipelineRun, Prometheus};
-
-/// The `otel-collector-exporter` job of the shipped `prometheus.yml`, scraping `target` every
-/// second, as the YAML list item Prometheus's `scrape_configs:` takes.
-fn exporter_job(target: &str) -> String {
-    let path = workspace_root().join("otel-collector/prometheus.yml");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let config: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut job = config["scrape_configs"]
-        .as_sequence()
-        .and_then(|jobs| jobs.iter().find(|j| j["job_name"] == "otel-collector-exporter"))
-        .cloned()
-        .expect("prometheus.yml has the job otel-collector-exporter");
-    assert_eq!(job["honor_labels"], Value::Bool(true), "the exporter job must honor the collector's job/instance");
-    let targets = serde_yaml::from_str(&format!("[{{targets: ['{target}']}}]")).expect("static_configs");
-    job["static_configs"] = targets;
-    job["scrape_interval"] = Value::from("1s");
-    let list = serde_yaml::to_string(&Value::Sequence(vec![job])).expect("job as YAML");
-    list.lines().map(|l| format!("  {l}\n")).collect()
-}
+use crate::support::routes::exporter_job;
+use crate::support::{turn, wait_for, Otelcol, OtelcolSink, PipelineRun, Prometheus};
 
 /// The stage span `stage <name>` and its children, once all `shards` have arrived.
 fn stage_trace<'a>(spans: &'a [Span], stage: &str, shards: usize) -> Option<(&'a Span, Vec<&'a Span>)> {

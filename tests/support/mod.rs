@@ -25,6 +25,7 @@ pub mod ports;
 pub mod process;
 pub mod prometheus;
 pub mod python;
+pub mod routes;
 pub mod turns;
 pub mod workspace;
 
@@ -37,5 +38,6 @@ pub use ports::{free_port, RefusingPort};
 pub use process::{wait_for, Process};
 pub use prometheus::{promtool_check_metrics, Prometheus};
 pub use python::python_label_values;
+pub use routes::{Route, RouteStack};
 pub use turns::turn;
 pub use workspace::{example_command, example_path, example_pushing, example_serving, workspace_root};

@@ -65,6 +65,41 @@ impl Prometheus {
         Self::start_with_flags("", &[], &["--web.enable-remote-write-receiver"])
     }
 
+    /// Starts Prometheus with `scrape_configs` (as [`Self::start_scraping`]) evaluating
+    /// `rule_files` every second. Waits until it is ready.
+    pub fn start_scraping_with_rules(scrape_configs: &str, rule_files: &[PathBuf]) -> Self {
+        Self::start_with(scrape_configs, rule_files)
+    }
+
+    /// [`Self::receiving_remote_write`], evaluating `rule_files` every second.
+    pub fn receiving_remote_write_with_rules(rule_files: &[PathBuf]) -> Self {
+        Self::start_with_flags("", rule_files, &["--web.enable-remote-write-receiver"])
+    }
+
+    /// Every series (its labels, `__name__` included) with a sample in the last `minutes`
+    /// minutes that matches `selector` (`/api/v1/series`): series that went stale since count too.
+    pub fn series(&self, selector: &str, minutes: u64) -> Vec<BTreeMap<String, String>> {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let url = format!(
+            "{}/api/v1/series?match[]={}&start={}&end={}",
+            self.url,
+            urlencode(selector),
+            now.saturating_sub(minutes * 60),
+            now + 1
+        );
+        let (_, body) = http("GET", &url).expect("prometheus series API");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap_or_else(|e| panic!("series: {e}: {body}"));
+        v["data"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .filter_map(|s| s.as_object())
+                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// The URL of the remote-write receiver (on only with [`Self::receiving_remote_write`]).
     pub fn remote_write_url(&self) -> String {
         format!("{}/api/v1/write", self.url)

@@ -22,7 +22,8 @@
 //! the PCI address.
 //!
 //! In Prometheus the names become e.g. `hw_gpu_utilization_ratio`,
-//! `hw_gpu_memory_usage_bytes`, `hw_energy_joules_total`.
+//! `hw_gpu_memory_usage_bytes`, `hw_energy_joules_total`, `hw_status`: the same through the pull
+//! endpoint and through an OpenTelemetry Collector.
 
 /// GPU utilisation, a ratio 0–1 (NVML percent / 100), by [`GPU_TASK`].
 pub const GPU_UTILIZATION: &str = "hw.gpu.utilization";
@@ -45,7 +46,9 @@ pub const ERRORS: &str = "hw.errors";
 pub const GPU_CLOCK: &str = "hw.gpu.clock";
 /// Fan speed as a fraction of its maximum, by [`GPU_FAN_INDEX`].
 pub const GPU_FAN_SPEED: &str = "hw.gpu.fan.speed";
-/// Device status: 1 for the current [`HW_STATE`], 0 for the others.
+/// Device status: 1 for the current [`HW_STATE`], 0 for the others. An up-down counter of unit
+/// `1`, as the conventions define it: Prometheus calls it `hw_status` on every route (only
+/// gauges of unit `1` get `_ratio`).
 pub const STATUS: &str = "hw.status";
 /// PCIe throughput, bytes per second, by [`NETWORK_IO_DIRECTION`] (opt-in).
 pub const GPU_PCIE_THROUGHPUT: &str = "hw.gpu.pcie.throughput";

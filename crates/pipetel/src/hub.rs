@@ -61,11 +61,16 @@
 //! | --- | --- | --- |
 //! | counter | `f64` observable counter `<name>` | `<name>_<unit>_total` |
 //! | gauge | `f64` observable gauge `<name>` (sum of live sources) | `<name>_<unit>` |
-//! | histogram ([`HistogramExport::Counters`]) | for push exporters (OTLP, console) only: `u64` observable counter `<name>.bucket` with an extra `le` attribute (cumulative count per upper bound, `+Inf` last), `u64` observable counter `<name>.count`, `f64` observable counter `<name>.sum` (family unit) | a real histogram rendered by the hub itself: `<name>_<unit>_bucket{le=..}`, `<name>_<unit>_sum`, `<name>_<unit>_count` |
+//! | histogram ([`HistogramExport::Counters`]) | for push exporters (OTLP, console) only, named as the pull endpoint names the series (`<prom>` = `<name>_<unit>`): `i64` observable up-down counter `<prom>_bucket` with an extra `le` attribute (cumulative count per upper bound, `+Inf` last), `i64` observable up-down counter `<prom>_count`, `f64` observable up-down counter `<prom>_sum` | a real histogram rendered by the hub itself: `<name>_<unit>_bucket{le=..}`, `<name>_<unit>_sum`, `<name>_<unit>_count` |
 //! | histogram ([`HistogramExport::SnapshotOnly`]) | none | whatever renders [`SnapshotHub::snapshot`] (a native histogram encoder) |
 //!
 //! OTel has no observable histogram, and recording synthetic observations into a synchronous
-//! histogram would lose the exact sum; the counters above keep every number exact.
+//! histogram would lose the exact sum; the series above keep every number exact. They are
+//! non-monotonic sums named in Prometheus form so that a collector's Prometheus exporter or
+//! remote write (which add `_total` to monotonic sums and a unit word to names without it)
+//! yields exactly the pull endpoint's `_bucket{le}`, `_sum` and `_count` series:
+//! `histogram_quantile()` and the dashboards work the same on both routes (Prometheus types
+//! them `gauge` through the collector, `histogram` on the pull endpoint).
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -98,8 +103,9 @@ pub const BUCKET_BOUND_ATTRIBUTE: &str = "le";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum HistogramExport {
-    /// Observable counters `<name>.bucket` (with an `le` attribute), `<name>.count` and
-    /// `<name>.sum`: exact, and usable with `histogram_quantile()`.
+    /// Observable up-down counters `<prom>_bucket` (with an `le` attribute), `<prom>_count` and
+    /// `<prom>_sum`, where `<prom>` is the family's Prometheus name: exact, usable with
+    /// `histogram_quantile()`, and named the same through a collector as on the pull endpoint.
     #[default]
     Counters,
     /// No OTel instruments; histograms are read through [`SnapshotHub::snapshot`] by an encoder
@@ -555,24 +561,37 @@ impl Instruments {
             }
             Kind::Histogram if self.histograms == HistogramExport::Counters => {
                 let Some(push_meter) = push_meter else { return };
+                // Named as the pull endpoint renders the family (`<prom>_bucket{le}`, `_sum`,
+                // `_count`) and non-monotonic, so a collector's Prometheus translation keeps the
+                // names as they are (a monotonic sum would gain `_total`, a unit a word).
+                use crate::exposition::{prometheus_name, unit_keeping_name, MetricType};
+                let prom = prometheus_name(&name, &unit, false, false);
+                let series = |suffix: &str, unit: &str| {
+                    let n = format!("{prom}_{suffix}");
+                    let u = unit_keeping_name(&n, unit, MetricType::UpDownSum).to_owned();
+                    (n, u)
+                };
                 let (n, w) = (name.clone(), weak.clone());
+                let (bucket, bucket_unit) = series("bucket", "{observation}");
                 push_meter
-                    .u64_observable_counter(format!("{name}.bucket"))
+                    .i64_observable_up_down_counter(bucket)
                     .with_description(format!("{help} (cumulative count per bucket upper bound `le`)"))
-                    .with_unit("{observation}")
-                    .with_callback(move |o| observe(&w, &n, |view| view.observe_buckets(o)))
+                    .with_unit(bucket_unit)
+                    .with_callback(move |o| observe(&w, &n, |view| view.observe_buckets(&AsI64(o))))
                     .build();
                 let (n, w) = (name.clone(), weak.clone());
+                let (count, count_unit) = series("count", "{observation}");
                 push_meter
-                    .u64_observable_counter(format!("{name}.count"))
+                    .i64_observable_up_down_counter(count)
                     .with_description(format!("{help} (count of observations)"))
-                    .with_unit("{observation}")
-                    .with_callback(move |o| observe(&w, &n, |view| view.observe_counts(o)))
+                    .with_unit(count_unit)
+                    .with_callback(move |o| observe(&w, &n, |view| view.observe_counts(&AsI64(o))))
                     .build();
+                let (sum, sum_unit) = series("sum", &unit);
                 push_meter
-                    .f64_observable_counter(format!("{name}.sum"))
+                    .f64_observable_up_down_counter(sum)
                     .with_description(format!("{help} (sum of observations)"))
-                    .with_unit(unit)
+                    .with_unit(sum_unit)
                     .with_callback(move |o| observe(&weak, &name, |view| view.observe_sums(o)))
                     .build();
             }
@@ -592,6 +611,16 @@ impl Rebind for Instruments {
         for family in &families {
             self.register(family);
         }
+    }
+}
+
+/// Counts observed into an `i64` up-down counter (the push form of a histogram's buckets and
+/// count); a count beyond `i64::MAX` reads as `i64::MAX`.
+struct AsI64<'a>(&'a dyn AsyncInstrument<i64>);
+
+impl AsyncInstrument<u64> for AsI64<'_> {
+    fn observe(&self, measurement: u64, attributes: &[KeyValue]) {
+        self.0.observe(i64::try_from(measurement).unwrap_or(i64::MAX), attributes);
     }
 }
 

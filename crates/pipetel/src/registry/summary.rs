@@ -26,7 +26,7 @@ use opentelemetry::KeyValue;
 use super::family::{metric_handle, observe_live, Cell, Family, Handle};
 use super::sketch::Sketch;
 use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
-use crate::exposition::{LabelBlock, Writer};
+use crate::exposition::{unit_keeping_name, LabelBlock, MetricType, Writer};
 use crate::sync::{clock, SpinGuard, SpinLock};
 
 /// The default summary quantiles.
@@ -144,24 +144,31 @@ impl Cell for SummaryCell {
         // Push exporters only: the pull endpoint renders the summary natively (an exposition
         // source), which OTel instruments cannot express.
         let Some(push_only) = push_only else { return };
-        let otel = &family.meta.otel_name;
+        // Named as the pull endpoint renders the family (`<name>{quantile}`, `<name>_sum`,
+        // `<name>_count`), `_sum` and `_count` non-monotonic and a unit only where it adds no
+        // word, so a collector's Prometheus translation gives the same names.
+        let name = &family.meta.name;
+        let unit = |n: &str, kind| unit_keeping_name(n, &family.meta.unit, kind).to_owned();
         let weak = Arc::downgrade(&family);
+        let sum = format!("{name}_sum");
         let _ = push_only
-            .f64_observable_counter(format!("{otel}_sum"))
-            .with_unit(family.meta.unit.clone())
-            .with_description(format!("Sum of the observations of {}", family.meta.name))
+            .f64_observable_up_down_counter(sum.clone())
+            .with_unit(unit(&sum, MetricType::UpDownSum))
+            .with_description(format!("Sum of the observations of {name}"))
             .with_callback(move |obs| observe_live(&weak, |s| obs.observe(s.cell.totals().1, &s.attrs)))
             .build();
         let weak = Arc::downgrade(&family);
         let _ = push_only
-            .u64_observable_counter(format!("{otel}_count"))
-            .with_description(format!("Observations of {}", family.meta.name))
-            .with_callback(move |obs| observe_live(&weak, |s| obs.observe(s.cell.totals().0, &s.attrs)))
+            .i64_observable_up_down_counter(format!("{name}_count"))
+            .with_description(format!("Observations of {name}"))
+            .with_callback(move |obs| {
+                observe_live(&weak, |s| obs.observe(i64::try_from(s.cell.totals().0).unwrap_or(i64::MAX), &s.attrs))
+            })
             .build();
         let weak = Arc::downgrade(&family);
         let _ = push_only
-            .f64_observable_gauge(otel.clone())
-            .with_unit(family.meta.unit.clone())
+            .f64_observable_gauge(name.clone())
+            .with_unit(unit(name, MetricType::Gauge))
             .with_description(family.meta.help.clone())
             .with_callback(move |obs| {
                 let Some(family) = weak.upgrade() else { return };

@@ -59,6 +59,9 @@ impl Harness {
                     AggregatedMetrics::U64(MetricData::Sum(s)) => s
                         .data_points()
                         .for_each(|p| push(m.name().into(), attrs(&mut p.attributes()), p.value() as f64)),
+                    AggregatedMetrics::I64(MetricData::Sum(s)) => s
+                        .data_points()
+                        .for_each(|p| push(m.name().into(), attrs(&mut p.attributes()), p.value() as f64)),
                     AggregatedMetrics::F64(MetricData::Gauge(g)) => {
                         g.data_points().for_each(|p| push(m.name().into(), attrs(&mut p.attributes()), p.value()))
                     }

@@ -5,40 +5,51 @@
 //! Why not the `prometheus` crate's encoder: converting every point into that crate's protobuf
 //! objects costs most of a scrape, and its naming appends the unit even when the name already
 //! ends with it (`pipeline.stage.bytes` → `pipeline_stage_bytes_bytes_total`). The mapping here
-//! follows the OTel ↔ Prometheus compatibility rules:
-//! - names as [`crate::exposition::prometheus_name`] translates them; monotonic sums get
-//!   `_total` (in the `# TYPE` line too, as the 0.0.4 format's clients write it);
-//! - labels: attribute keys sanitised the same way (colliding keys join their values with `;`),
-//!   plus `otel_scope_name`; the resource becomes `target_info`;
+//! follows the rules of the OpenTelemetry Collector's Prometheus exporters, so both routes give
+//! the same names:
+//! - names as [`crate::exposition::translate`] translates them (the collector's rules: unit
+//!   words, `_total` for monotonic sums, in the `# TYPE` line too, `_ratio` for gauges of unit
+//!   `1` but not for up-down counters);
+//! - labels: attribute keys as [`crate::exposition::label_key`] sanitises them (colliding keys
+//!   join their values with `;`), plus the scope labels (`otel_scope_name`, `otel_scope_version`,
+//!   `otel_scope_schema_url`, `otel_scope_<attribute>`); the resource becomes `target_info`;
 //! - families with one name from several scopes share one `# HELP`/`# TYPE`; a name whose type
 //!   conflicts with an earlier family is dropped with one warning.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use opentelemetry::{KeyValue, Value};
+use opentelemetry::{InstrumentationScope, KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 use crate::exposition::{
-    escape_label_value, label_key, label_key_cow, prometheus_name, scope_labels, BoundsText, LabelBlock, Number, Writer,
+    escape_label_value, label_key, label_key_cow, scope_labels, translate, BoundsText, LabelBlock, MetricType, Number,
+    Writer,
 };
 
-/// The exposition name of a metric and its Prometheus type.
+/// The exposition name of a metric and its Prometheus type; `None` for what the text format
+/// cannot carry (exponential histograms) or a name of which nothing survives translation.
 fn family_name(m: &Metric) -> Option<(String, &'static str)> {
-    let (kind, gauge_like, counter) = match m.data() {
+    let kind = match m.data() {
         AggregatedMetrics::F64(d) => kind_of(d),
         AggregatedMetrics::U64(d) => kind_of(d),
         AggregatedMetrics::I64(d) => kind_of(d),
     }?;
-    Some((prometheus_name(m.name(), m.unit(), gauge_like, counter), kind))
+    let prom = match kind {
+        MetricType::Counter => "counter",
+        MetricType::Gauge | MetricType::UpDownSum => "gauge",
+        MetricType::Histogram => "histogram",
+    };
+    let name = translate(m.name(), m.unit(), kind);
+    (!name.is_empty()).then_some((name, prom))
 }
 
-fn kind_of<T>(d: &MetricData<T>) -> Option<(&'static str, bool, bool)> {
+fn kind_of<T>(d: &MetricData<T>) -> Option<MetricType> {
     match d {
-        MetricData::Gauge(_) => Some(("gauge", true, false)),
-        MetricData::Sum(s) if s.is_monotonic() => Some(("counter", false, true)),
-        MetricData::Sum(_) => Some(("gauge", true, false)),
-        MetricData::Histogram(_) => Some(("histogram", false, false)),
+        MetricData::Gauge(_) => Some(MetricType::Gauge),
+        MetricData::Sum(s) if s.is_monotonic() => Some(MetricType::Counter),
+        MetricData::Sum(_) => Some(MetricType::UpDownSum),
+        MetricData::Histogram(_) => Some(MetricType::Histogram),
         // Not representable in the classic text format.
         MetricData::ExponentialHistogram(_) => None,
     }
@@ -64,7 +75,8 @@ fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &st
         let key = &pairs[i].0;
         // Keys that collide after sanitising share one label, their values joined with `;`.
         let j = i + pairs[i..].iter().take_while(|p| p.0 == *key).count();
-        if key != "otel_scope_name" && key != "otel_scope_version" {
+        // An attribute the collector would drop (empty key) stays out here too.
+        if !key.is_empty() && !key.starts_with("otel_scope_") {
             block.with(key, |out| {
                 for (n, (_, v)) in pairs[i..j].iter().enumerate() {
                     if n > 0 {
@@ -77,6 +89,27 @@ fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &st
         i = j;
     }
     block.raw(scope_labels);
+}
+
+/// The scope labels of a scope's data points, as the collector's `prometheus` exporter writes
+/// them: `otel_scope_name`, `otel_scope_version` and `otel_scope_schema_url` when not empty (an
+/// empty label is no label to Prometheus), and each scope attribute as `otel_scope_<key>`.
+fn scope_block(scope: &InstrumentationScope) -> String {
+    let mut labels = scope_labels(Some((scope.name(), scope.version().unwrap_or("")))).into_owned();
+    let mut extra = String::new();
+    let mut block = LabelBlock::new(&mut extra);
+    if let Some(url) = scope.schema_url().filter(|u| !u.is_empty()) {
+        block.pair("otel_scope_schema_url", url);
+    }
+    for kv in scope.attributes().filter(|kv| !matches!(kv.key.as_str(), "name" | "version" | "schema_url")) {
+        let key = label_key(&format!("otel_scope_{}", kv.key.as_str()));
+        block.with(&key, |out| write_value(&kv.value, out));
+    }
+    if !extra.is_empty() {
+        labels.push(',');
+        labels.push_str(&extra);
+    }
+    labels
 }
 
 struct Family {
@@ -122,8 +155,7 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
         if scope == crate::export::PUSH_ONLY_SCOPE {
             continue;
         }
-        let version = sm.scope().version().unwrap_or("");
-        let scope_labels = scope_labels(Some((scope, version)));
+        let scope_labels = scope_block(sm.scope());
         for m in sm.metrics() {
             let Some((name, kind)) = family_name(m) else { continue };
             let fam = families.entry(name.clone()).or_insert_with(|| Family {
@@ -148,8 +180,12 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
     }
     let mut w = Writer::text(out);
     // The resource, as target_info.
-    let info: BTreeMap<String, String> =
-        rm.resource().iter().map(|(k, v)| (label_key(k.as_str()), v.as_str().into_owned())).collect();
+    let info: BTreeMap<String, String> = rm
+        .resource()
+        .iter()
+        .map(|(k, v)| (label_key(k.as_str()), v.as_str().into_owned()))
+        .filter(|(k, _)| !k.is_empty())
+        .collect();
     if !info.is_empty() {
         w.header("target_info", "gauge", "Target metadata", "");
         let mut s = w.sample("target_info", "");
@@ -298,6 +334,31 @@ mod oracle {
             !PrometheusRender::new(ours).render().contains("extra_latency"),
             "a dropped source leaves the exposition"
         );
+    }
+
+    #[test]
+    fn scope_labels_are_the_collectors() {
+        let ours = PullReader::new();
+        let provider = SdkMeterProvider::builder().with_reader(ours.clone()).build();
+        let scope = opentelemetry::InstrumentationScope::builder("lib")
+            .with_version("1.2")
+            .with_schema_url("https://opentelemetry.io/schemas/1.34.0")
+            .with_attributes([KeyValue::new("team.name", "infra")])
+            .build();
+        let meter = provider.meter_with_scope(scope);
+        meter.i64_up_down_counter("hw.status").with_unit("1").build().add(1, &[KeyValue::new("hw.state", "ok")]);
+        let text = PrometheusRender::new(ours).render();
+        let line = text.lines().find(|l| l.starts_with("hw_status{")).unwrap_or_else(|| panic!("{text}"));
+        for label in [
+            "hw_state=\"ok\"",
+            "otel_scope_name=\"lib\"",
+            "otel_scope_version=\"1.2\"",
+            "otel_scope_schema_url=\"https://opentelemetry.io/schemas/1.34.0\"",
+            "otel_scope_team_name=\"infra\"",
+        ] {
+            assert!(line.contains(label), "{label} missing: {line}");
+        }
+        assert!(text.contains("# TYPE hw_status gauge\n"), "an up-down counter of unit 1 gets no _ratio: {text}");
     }
 
     #[test]
