@@ -2,17 +2,15 @@ use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use pipetel_recorders::{channel, Counter, FrameWriter, Gauge, Histogram};
 
 use super::*;
+use crate::test_exporter::TestExporter;
 
 /// A hub on its own meter provider whose exports the test reads back.
 struct Harness {
     hub: SnapshotHub,
-    provider: SdkMeterProvider,
-    exporter: InMemoryMetricExporter,
+    otel: TestExporter,
 }
 
 /// name → [(sorted attributes, value)], for one collection.
@@ -20,48 +18,22 @@ type Exported = BTreeMap<String, Vec<(Vec<(String, String)>, f64)>>;
 
 impl Harness {
     fn new(config: HubConfig) -> Harness {
-        let exporter = InMemoryMetricExporter::default();
-        let provider =
-            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
-        let hub = SnapshotHub::with_meter(config, provider.meter("hub-test"));
-        Harness { hub, provider, exporter }
+        let otel = TestExporter::new();
+        let hub = SnapshotHub::with_meter(config, otel.provider.meter("hub-test"));
+        Harness { hub, otel }
     }
 
     /// Collects now and returns what the exporter received, with each metric's unit and
     /// description under `<name>#unit` / `<name>#help`.
     fn collect(&self) -> Exported {
-        self.exporter.reset();
-        self.provider.force_flush().expect("flush");
-        let batches = self.exporter.get_finished_metrics().expect("metrics");
         let mut out = Exported::new();
-        let Some(rm) = batches.last() else { return out };
-        for scope in rm.scope_metrics() {
-            for metric in scope.metrics() {
-                let name = metric.name().to_owned();
-                out.insert(format!("{name}#unit"), vec![(vec![("unit".into(), metric.unit().into())], 0.0)]);
-                out.insert(format!("{name}#help"), vec![(vec![("help".into(), metric.description().into())], 0.0)]);
-                let mut points: Vec<(Vec<(String, String)>, f64)> = Vec::new();
-                let attrs = |it: &mut dyn Iterator<Item = &KeyValue>| {
-                    let mut a: Vec<(String, String)> =
-                        it.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect();
-                    a.sort();
-                    a
-                };
-                match metric.data() {
-                    AggregatedMetrics::F64(MetricData::Sum(sum)) => {
-                        points.extend(sum.data_points().map(|p| (attrs(&mut p.attributes()), p.value())))
-                    }
-                    AggregatedMetrics::U64(MetricData::Sum(sum)) => {
-                        points.extend(sum.data_points().map(|p| (attrs(&mut p.attributes()), p.value() as f64)))
-                    }
-                    AggregatedMetrics::F64(MetricData::Gauge(g)) => {
-                        points.extend(g.data_points().map(|p| (attrs(&mut p.attributes()), p.value())))
-                    }
-                    _ => panic!("unexpected aggregation for {name}"),
-                }
-                points.sort_by(|a, b| a.0.cmp(&b.0));
-                out.insert(name, points);
-            }
+        for p in self.otel.collect() {
+            out.insert(format!("{}#unit", p.name), vec![(vec![("unit".into(), p.unit)], 0.0)]);
+            out.insert(format!("{}#help", p.name), vec![(vec![("help".into(), p.description)], 0.0)]);
+            out.entry(p.name).or_default().push((p.attrs, p.value));
+        }
+        for points in out.values_mut() {
+            points.sort_by(|a, b| a.0.cmp(&b.0));
         }
         out
     }
@@ -392,9 +364,9 @@ fn exported_counters_never_fall_by_float_rounding() {
 fn a_dropped_hub_leaves_callbacks_that_observe_nothing() {
     let h = Harness::new(HubConfig::default());
     h.hub.ingest(items("a", 1, 1.0)).expect("ingest");
-    let Harness { hub, provider, exporter } = h;
+    let Harness { hub, otel } = h;
     drop(hub);
-    let h = Harness { hub: SnapshotHub::with_meter(HubConfig::default(), provider.meter("other")), provider, exporter };
+    let h = Harness { hub: SnapshotHub::with_meter(HubConfig::default(), otel.provider.meter("other")), otel };
     let out = h.collect();
     assert!(out.get("pipeline.stage.items").is_none_or(|points| points.is_empty()), "{out:?}");
 }
