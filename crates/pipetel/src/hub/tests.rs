@@ -37,6 +37,11 @@ impl Harness {
         }
         out
     }
+
+    /// The exported total of the series the [`items`] envelopes carry.
+    fn exported_items(&self) -> Option<f64> {
+        value(&self.collect(), "pipeline.stage.items", &[("stage", "tokenize")])
+    }
 }
 
 fn value(exported: &Exported, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
@@ -71,7 +76,7 @@ fn sums_sources_and_exports_under_the_family_name_unit_and_description() {
     assert_eq!(value(&out, "pipeline.stage.items#help", &[("help", "Items processed")]), Some(0.0));
     // Exports follow later envelopes.
     h.hub.ingest(items("a", 2, 12.0)).expect("ingest");
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(17.0));
+    assert_eq!(h.exported_items(), Some(17.0));
 }
 
 #[test]
@@ -79,7 +84,7 @@ fn a_late_envelope_is_ignored() {
     let h = Harness::new(HubConfig::default());
     h.hub.ingest(items("a", 2, 20.0)).expect("ingest");
     assert_eq!(h.hub.ingest(items("a", 1, 10.0)), Ok(Ingested::Superseded));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(20.0));
+    assert_eq!(h.exported_items(), Some(20.0));
     assert_eq!(h.hub.sources()[0].sequence, 2);
 }
 
@@ -89,7 +94,7 @@ fn a_repeated_envelope_is_counted_once() {
     h.hub.ingest(items("a", 1, 10.0)).expect("ingest");
     assert_eq!(h.hub.ingest(items("a", 1, 10.0)), Ok(Ingested::Duplicate));
     assert_eq!(h.hub.ingest_bytes(&items("a", 1, 10.0).encode()), Ok(Ingested::Duplicate));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(10.0));
+    assert_eq!(h.exported_items(), Some(10.0));
 }
 
 #[test]
@@ -98,7 +103,7 @@ fn a_lost_envelope_is_superseded_by_the_next() {
     h.hub.ingest(items("a", 1, 10.0)).expect("ingest");
     // Sequence 2 (total 20) never arrives.
     assert_eq!(h.hub.ingest(items("a", 3, 30.0)), Ok(Ingested::Accepted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(30.0));
+    assert_eq!(h.exported_items(), Some(30.0));
 }
 
 #[test]
@@ -107,9 +112,9 @@ fn a_restart_with_a_higher_sequence_carries_the_previous_total() {
     h.hub.ingest(items("a", 5, 50.0)).expect("ingest");
     h.hub.ingest(items("b", 1, 7.0)).expect("ingest");
     assert_eq!(h.hub.ingest(items("a", 6, 3.0)), Ok(Ingested::Restarted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(60.0));
+    assert_eq!(h.exported_items(), Some(60.0));
     assert_eq!(h.hub.ingest(items("a", 7, 10.0)), Ok(Ingested::Accepted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(67.0));
+    assert_eq!(h.exported_items(), Some(67.0));
     // A second restart stacks on the first.
     assert_eq!(h.hub.ingest(items("a", 8, 1.0)), Ok(Ingested::Restarted));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(68.0));
@@ -125,7 +130,7 @@ fn a_restart_whose_sequence_starts_again_is_recognised_on_a_new_stream() {
     assert_eq!(h.hub.ingest(items("a", 1, 2.0)), Ok(Ingested::Superseded));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(100.0));
     assert_eq!(h.hub.ingest_on_new_stream(items("a", 1, 2.0)), Ok(Ingested::Restarted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(102.0));
+    assert_eq!(h.exported_items(), Some(102.0));
     assert_eq!(h.hub.ingest(items("a", 2, 4.0)), Ok(Ingested::Accepted));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(104.0));
 }
