@@ -99,8 +99,7 @@ fn spans_stay_together_per_trace_and_totals_are_exact() {
             Otelcol::shipped(name, "gateway.yaml")
                 .host(host)
                 .grpc_port(port)
-                .env("OTELCOL_TEMPO_ENDPOINT", sink.tempo_endpoint())
-                .env("OTELCOL_LOKI_URL", sink.loki_url())
+                .backends(sink)
                 .env("OTELCOL_REMOTE_WRITE_URL", prometheus.remote_write_url())
                 // Every trace kept (sampling has its own test), decided a second after it starts.
                 .env("OTELCOL_TAIL_SAMPLING_PERCENT", "100")

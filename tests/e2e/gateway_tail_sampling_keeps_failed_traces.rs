@@ -34,8 +34,7 @@ fn a_failed_shards_whole_trace_arrives_and_most_healthy_traces_do_not() {
     let _turn = turn(module_path!());
     let backend = OtelcolSink::start("backend");
     let gateway = Otelcol::shipped("gateway", "gateway.yaml")
-        .env("OTELCOL_TEMPO_ENDPOINT", backend.tempo_endpoint())
-        .env("OTELCOL_LOKI_URL", backend.loki_url())
+        .backends(&backend)
         .env("OTELCOL_TAIL_SAMPLING_DECISION_WAIT", "2s")
         .start();
 

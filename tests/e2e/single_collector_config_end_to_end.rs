@@ -24,10 +24,7 @@ fn stage_trace<'a>(spans: &'a [Span], stage: &str, shards: usize) -> Option<(&'a
 fn metrics_traces_and_rows_reach_prometheus_tempo_and_loki() {
     let _turn = turn(module_path!());
     let backend = OtelcolSink::start("backend");
-    let collector = Otelcol::shipped("collector", "config.yaml")
-        .env("OTELCOL_TEMPO_ENDPOINT", backend.tempo_endpoint())
-        .env("OTELCOL_LOKI_URL", backend.loki_url())
-        .start();
+    let collector = Otelcol::shipped("collector", "config.yaml").backends(&backend).start();
     let prometheus = Prometheus::start_scraping(&exporter_job(collector.env("OTELCOL_PROMETHEUS_ENDPOINT")));
     let run = PipelineRun::pushing(&collector.endpoint("grpc"), "grpc", &["--seconds", "2", "--shards", "4"]);
 

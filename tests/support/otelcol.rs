@@ -96,6 +96,12 @@ impl OtelcolBuilder {
         self
     }
 
+    /// Sends traces and logs to `sink`, the stand-in for Tempo and Loki (sets
+    /// `OTELCOL_TEMPO_ENDPOINT` and `OTELCOL_LOKI_URL`).
+    pub fn backends(self, sink: &OtelcolSink) -> Self {
+        self.env("OTELCOL_TEMPO_ENDPOINT", sink.tempo_endpoint()).env("OTELCOL_LOKI_URL", sink.loki_url())
+    }
+
     /// Runs the collector in a mount namespace of its own whose `/etc/hosts` is `hosts` (through
     /// `unshare -m` and a bind mount: needs root, as CI has), so a DNS name can resolve to
     /// several loopback addresses.

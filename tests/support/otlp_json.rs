@@ -89,56 +89,52 @@ fn string(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()
 }
 
-/// Every span in a `file` exporter's traces output.
-pub fn spans_in(text: &str) -> Vec<Span> {
+/// Every record in a `file` exporter's output, by the OTLP JSON nesting `[resources, scopes,
+/// records]` (`resourceSpans`, `scopeSpans`, `spans`, say), each with its resource's attributes.
+fn records<T>(
+    text: &str,
+    [resources, scopes, records]: [&str; 3],
+    record: impl Fn(&Attributes, &Value) -> T,
+) -> Vec<T> {
     let mut out = Vec::new();
     for request in requests(text) {
-        for rs in array(&request["resourceSpans"]) {
-            let resource = attributes(&rs["resource"]["attributes"]);
-            for ss in array(&rs["scopeSpans"]) {
-                for s in array(&ss["spans"]) {
-                    out.push(Span {
-                        resource: resource.clone(),
-                        trace_id: string(&s["traceId"]),
-                        span_id: string(&s["spanId"]),
-                        parent_span_id: string(&s["parentSpanId"]),
-                        name: string(&s["name"]),
-                        status_code: s["status"]["code"].as_i64().unwrap_or(0),
-                        attributes: attributes(&s["attributes"]),
-                    });
-                }
+        for r in array(&request[resources]) {
+            let resource = attributes(&r["resource"]["attributes"]);
+            for scope in array(&r[scopes]) {
+                out.extend(array(&scope[records]).iter().map(|v| record(&resource, v)));
             }
         }
     }
     out
 }
 
+/// Every span in a `file` exporter's traces output.
+pub fn spans_in(text: &str) -> Vec<Span> {
+    records(text, ["resourceSpans", "scopeSpans", "spans"], |resource, s| Span {
+        resource: resource.clone(),
+        trace_id: string(&s["traceId"]),
+        span_id: string(&s["spanId"]),
+        parent_span_id: string(&s["parentSpanId"]),
+        name: string(&s["name"]),
+        status_code: s["status"]["code"].as_i64().unwrap_or(0),
+        attributes: attributes(&s["attributes"]),
+    })
+}
+
 /// Every log record in a `file` exporter's logs output.
 pub fn log_records_in(text: &str) -> Vec<LogRecord> {
-    let mut out = Vec::new();
-    for request in requests(text) {
-        for rl in array(&request["resourceLogs"]) {
-            let resource = attributes(&rl["resource"]["attributes"]);
-            for sl in array(&rl["scopeLogs"]) {
-                for r in array(&sl["logRecords"]) {
-                    let time = match &r["timeUnixNano"] {
-                        Value::String(s) => s.parse().unwrap_or(0),
-                        other => other.as_u64().unwrap_or(0),
-                    };
-                    out.push(LogRecord {
-                        resource: resource.clone(),
-                        trace_id: string(&r["traceId"]),
-                        span_id: string(&r["spanId"]),
-                        event_name: string(&r["eventName"]),
-                        time_unix_nano: time,
-                        body: any_value(&r["body"]),
-                        attributes: attributes(&r["attributes"]),
-                    });
-                }
-            }
-        }
-    }
-    out
+    records(text, ["resourceLogs", "scopeLogs", "logRecords"], |resource, r| LogRecord {
+        resource: resource.clone(),
+        trace_id: string(&r["traceId"]),
+        span_id: string(&r["spanId"]),
+        event_name: string(&r["eventName"]),
+        time_unix_nano: match &r["timeUnixNano"] {
+            Value::String(s) => s.parse().unwrap_or(0),
+            other => other.as_u64().unwrap_or(0),
+        },
+        body: any_value(&r["body"]),
+        attributes: attributes(&r["attributes"]),
+    })
 }
 
 /// One row of a rows file: its fields by name (`event`, `timestamp_ms`, `trace_id`, `span_id`

@@ -242,11 +242,9 @@ impl EdgeTransfers {
             .collect();
         let labels: Arc<[String]> =
             rows.iter().flat_map(|(s, d, _)| [(*s).to_owned(), (*d).to_owned(), self.transport.clone()]).collect();
-        let n = rows.len();
         let column = |f: &Family, pick: fn(&Totals) -> f64| {
             MetricSnapshot::from_trusted(
                 f.clone(),
-                n,
                 labels.clone(),
                 rows.iter().map(|r| pick(&r.2)).collect(),
                 Vec::new(),

@@ -129,7 +129,7 @@ impl Recorder {
         match self.family.kind() {
             Kind::Counter | Kind::Gauge => {
                 let values = order.iter().map(|&i| store.cells[i as usize]).collect();
-                MetricSnapshot::from_trusted(self.family.clone(), n, labels.into(), values, Vec::new(), Vec::new())
+                MetricSnapshot::from_trusted(self.family.clone(), labels.into(), values, Vec::new(), Vec::new())
             }
             Kind::Histogram => {
                 let b = self.family.buckets();
@@ -142,10 +142,41 @@ impl Recorder {
                     }
                 }
                 let sums = order.iter().map(|&i| store.sums[i as usize]).collect();
-                MetricSnapshot::from_trusted(self.family.clone(), n, labels.into(), Vec::new(), cumulative, sums)
+                MetricSnapshot::from_trusted(self.family.clone(), labels.into(), Vec::new(), cumulative, sums)
             }
         }
     }
+}
+
+/// The methods every recorder type has, around its [`Recorder`]: `new` (checking the family's
+/// kind), `family`, `series_count` and `snapshot` (documented by `$snapshot`).
+macro_rules! recorder_type {
+    ($ty:ident, $what:literal, $snapshot:literal) => {
+        impl $ty {
+            #[doc = concat!("A ", $what, " of `family`.")]
+            ///
+            /// # Errors
+            #[doc = concat!("[`FamilyError::WrongKind`] when `family` is not a ", $what, " family.")]
+            pub fn new(family: Family) -> Result<$ty, FamilyError> {
+                Recorder::new(family, Kind::$ty).map($ty)
+            }
+
+            /// The family.
+            pub fn family(&self) -> &Family {
+                &self.0.family
+            }
+
+            /// Number of series recorded so far.
+            pub fn series_count(&self) -> usize {
+                self.0.series_count()
+            }
+
+            #[doc = $snapshot]
+            pub fn snapshot(&self) -> MetricSnapshot {
+                self.0.snapshot()
+            }
+        }
+    };
 }
 
 /// A monotonic counter per label values.
@@ -163,20 +194,9 @@ impl Recorder {
 #[derive(Debug)]
 pub struct Counter(Recorder);
 
+recorder_type!(Counter, "counter", "The cumulative totals of every series since this counter was created.");
+
 impl Counter {
-    /// A counter of `family`.
-    ///
-    /// # Errors
-    /// [`FamilyError::WrongKind`] when `family` is not a counter family.
-    pub fn new(family: Family) -> Result<Counter, FamilyError> {
-        Recorder::new(family, Kind::Counter).map(Counter)
-    }
-
-    /// The family.
-    pub fn family(&self) -> &Family {
-        &self.0.family
-    }
-
     /// Adds one to the series of `labels`.
     ///
     /// # Errors
@@ -197,16 +217,6 @@ impl Counter {
         self.0.check_value(value, 0.0)?;
         self.0.with_series(labels, |s, i| s.cells[i] += value)
     }
-
-    /// Number of series recorded so far.
-    pub fn series_count(&self) -> usize {
-        self.0.series_count()
-    }
-
-    /// The cumulative totals of every series since this counter was created.
-    pub fn snapshot(&self) -> MetricSnapshot {
-        self.0.snapshot()
-    }
 }
 
 /// A value per label values that goes up and down.
@@ -215,20 +225,9 @@ impl Counter {
 #[derive(Debug)]
 pub struct Gauge(Recorder);
 
+recorder_type!(Gauge, "gauge", "The current value of every series.");
+
 impl Gauge {
-    /// A gauge of `family`.
-    ///
-    /// # Errors
-    /// [`FamilyError::WrongKind`] when `family` is not a gauge family.
-    pub fn new(family: Family) -> Result<Gauge, FamilyError> {
-        Recorder::new(family, Kind::Gauge).map(Gauge)
-    }
-
-    /// The family.
-    pub fn family(&self) -> &Family {
-        &self.0.family
-    }
-
     /// Sets the series of `labels` to `value`.
     ///
     /// # Errors
@@ -249,16 +248,6 @@ impl Gauge {
         self.0.check_value(delta, f64::NEG_INFINITY)?;
         self.0.with_series(labels, |s, i| s.cells[i] += delta)
     }
-
-    /// Number of series recorded so far.
-    pub fn series_count(&self) -> usize {
-        self.0.series_count()
-    }
-
-    /// The current value of every series.
-    pub fn snapshot(&self) -> MetricSnapshot {
-        self.0.snapshot()
-    }
 }
 
 /// A distribution per label values over the family's fixed buckets.
@@ -270,20 +259,9 @@ impl Gauge {
 #[derive(Debug)]
 pub struct Histogram(Recorder);
 
+recorder_type!(Histogram, "histogram", "Cumulative bucket counts (`+Inf` last = count) and sums of every series.");
+
 impl Histogram {
-    /// A histogram of `family`.
-    ///
-    /// # Errors
-    /// [`FamilyError::WrongKind`] when `family` is not a histogram family.
-    pub fn new(family: Family) -> Result<Histogram, FamilyError> {
-        Recorder::new(family, Kind::Histogram).map(Histogram)
-    }
-
-    /// The family.
-    pub fn family(&self) -> &Family {
-        &self.0.family
-    }
-
     /// Records one observation of `value` in the series of `labels`.
     ///
     /// # Errors
@@ -299,16 +277,6 @@ impl Histogram {
             s.counts[i * b + bucket] += 1;
             s.sums[i] += value;
         })
-    }
-
-    /// Number of series recorded so far.
-    pub fn series_count(&self) -> usize {
-        self.0.series_count()
-    }
-
-    /// Cumulative bucket counts (`+Inf` last = count) and sums of every series.
-    pub fn snapshot(&self) -> MetricSnapshot {
-        self.0.snapshot()
     }
 }
 

@@ -124,11 +124,7 @@ impl MetricSnapshot {
         bucket_counts: Vec<u64>,
         sums: Vec<f64>,
     ) -> Result<MetricSnapshot, SnapshotError> {
-        let series = match family.kind() {
-            Kind::Counter | Kind::Gauge => values.len(),
-            Kind::Histogram => sums.len(),
-        };
-        let snapshot = MetricSnapshot { family, series, labels: label_values.into(), values, bucket_counts, sums };
+        let snapshot = MetricSnapshot::new(family, label_values.into(), values, bucket_counts, sums);
         snapshot.validate()?;
         Ok(snapshot)
     }
@@ -136,15 +132,24 @@ impl MetricSnapshot {
     /// Built by this crate from data it maintains; validated only in debug builds.
     pub(crate) fn from_trusted(
         family: Family,
-        series: usize,
         labels: Arc<[String]>,
         values: Vec<f64>,
         bucket_counts: Vec<u64>,
         sums: Vec<f64>,
     ) -> MetricSnapshot {
-        let snapshot = MetricSnapshot { family, series, labels, values, bucket_counts, sums };
+        let snapshot = MetricSnapshot::new(family, labels, values, bucket_counts, sums);
         debug_assert_eq!(snapshot.validate(), Ok(()));
         snapshot
+    }
+
+    /// Unchecked; the number of series is `values.len()` for counters and gauges,
+    /// `sums.len()` for histograms.
+    fn new(family: Family, labels: Arc<[String]>, values: Vec<f64>, bucket_counts: Vec<u64>, sums: Vec<f64>) -> Self {
+        let series = match family.kind() {
+            Kind::Counter | Kind::Gauge => values.len(),
+            Kind::Histogram => sums.len(),
+        };
+        MetricSnapshot { family, series, labels, values, bucket_counts, sums }
     }
 
     fn validate(&self) -> Result<(), SnapshotError> {
@@ -433,13 +438,11 @@ pub fn merge(family: &Family, snapshots: &[MetricSnapshot]) -> Result<MetricSnap
     let mut values = Vec::new();
     let mut bucket_counts = Vec::new();
     let mut sums = Vec::new();
-    let mut series = 0;
     let mut last: Option<&[String]> = None;
     while let Some(Reverse((row, k))) = heap.pop() {
         if last != Some(row) {
             last = Some(row);
             labels.extend_from_slice(row);
-            series += 1;
             if hist {
                 bucket_counts.resize(bucket_counts.len() + buckets, 0u64);
                 sums.push(0.0);
@@ -466,7 +469,7 @@ pub fn merge(family: &Family, snapshots: &[MetricSnapshot]) -> Result<MetricSnap
             heap.push(Reverse((snap.row(i + 1), k)));
         }
     }
-    Ok(MetricSnapshot::from_trusted(family.clone(), series, labels.into(), values, bucket_counts, sums))
+    Ok(MetricSnapshot::from_trusted(family.clone(), labels.into(), values, bucket_counts, sums))
 }
 
 /// What one source sends at a time: its id, a sequence number that grows with each message, and

@@ -28,30 +28,29 @@ fn gauge_family() -> Family {
     Family::gauge("queue", "", "", &["src", "dst"]).expect("valid family")
 }
 
-fn record_counter(ops: &[Op]) -> MetricSnapshot {
-    let c = Counter::new(counter_family()).expect("counter");
+/// Feeds every op to `record` as (label values, amount).
+fn replay(ops: &[Op], mut record: impl FnMut(&[&str], f64)) {
     for op in ops {
         let l = labels(op);
-        c.add(&[&l[0], &l[1]], f64::from(op.2)).expect("add");
+        record(&[&l[0], &l[1]], f64::from(op.2));
     }
+}
+
+fn record_counter(ops: &[Op]) -> MetricSnapshot {
+    let c = Counter::new(counter_family()).expect("counter");
+    replay(ops, |l, v| c.add(l, v).expect("add"));
     c.snapshot()
 }
 
 fn record_histogram(ops: &[Op]) -> MetricSnapshot {
     let h = Histogram::new(histogram_family()).expect("histogram");
-    for op in ops {
-        let l = labels(op);
-        h.observe(&[&l[0], &l[1]], f64::from(op.2)).expect("observe");
-    }
+    replay(ops, |l, v| h.observe(l, v).expect("observe"));
     h.snapshot()
 }
 
 fn record_gauge(ops: &[Op]) -> MetricSnapshot {
     let g = Gauge::new(gauge_family()).expect("gauge");
-    for op in ops {
-        let l = labels(op);
-        g.add(&[&l[0], &l[1]], f64::from(op.2) - 500.0).expect("add");
-    }
+    replay(ops, |l, v| g.add(l, v - 500.0).expect("add"));
     g.snapshot()
 }
 

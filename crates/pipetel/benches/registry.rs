@@ -22,7 +22,7 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, Criterion};
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
-use pipetel::registry::{Opts, Registry};
+use pipetel::registry::{Metric, MetricVec, Opts, Registry, RegistryError};
 use prometheus_client::metrics::counter::Counter as PcCounter;
 use prometheus_client::metrics::family::Family as PcFamily;
 use prometheus_client::metrics::histogram::Histogram as PcHistogram;
@@ -35,9 +35,28 @@ fn sdk_registry(prefix: &str) -> (Registry, SdkMeterProvider) {
     (registry, provider)
 }
 
-/// A registry on the global meter provider, `init` not called: no push exporter.
-fn default_registry(prefix: &str) -> Registry {
-    Registry::new(prefix).expect("registry")
+/// The two registries a handle is measured on, kept alive while it is.
+struct Registries {
+    _default: Registry,
+    _sdk: Registry,
+    _provider: SdkMeterProvider,
+}
+
+/// The `method="GET"` series of a family.
+fn get<M: Metric>(family: Result<MetricVec<M>, RegistryError>) -> M {
+    family.expect("family").with([("method", "GET")]).expect("series")
+}
+
+/// The `method="GET"` series of the family `family` registers, on a registry on the global
+/// meter provider, `init` not called (no push exporter; prefix `prefix`), and on one on a real
+/// SDK provider (prefix `<prefix>_sdk`).
+fn on_both<M: Metric>(
+    prefix: &str,
+    family: impl Fn(&Registry) -> Result<MetricVec<M>, RegistryError>,
+) -> (M, M, Registries) {
+    let default = Registry::new(prefix).expect("registry");
+    let (sdk, provider) = sdk_registry(&format!("{prefix}_sdk"));
+    (get(family(&default)), get(family(&sdk)), Registries { _default: default, _sdk: sdk, _provider: provider })
 }
 
 /// Values stepping through [0, 3) so that consecutive observations land in different bins,
@@ -58,8 +77,7 @@ impl Values {
 fn counter(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_counter_inc");
     let (r, _provider) = sdk_registry("bench_counter");
-    let handle = r.counter_vec("requests", "Requests", &["method"]).expect("counter").with([("method", "GET")]);
-    let handle = handle.expect("handle");
+    let handle = get(r.counter_vec("requests", "Requests", &["method"]));
     g.bench_function("pipetel_handle_inc", |b| b.iter(|| black_box(&handle).inc()));
     let family = PcFamily::<Vec<(String, String)>, PcCounter>::default();
     let pc = family.get_or_create(&vec![("method".to_string(), "GET".to_string())]).clone();
@@ -69,15 +87,9 @@ fn counter(c: &mut Criterion) {
 
 fn histogram(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_histogram_observe");
-    let r = default_registry("bench_hist");
-    let handle = r.histogram_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("histogram");
-    let handle = handle.with([("method", "GET")]);
-    let handle = handle.expect("handle");
+    let (handle, sdk, _registries) =
+        on_both("bench_hist", |r| r.histogram_vec("latency_seconds", "Latency", &["method"], Opts::new()));
     g.bench_function("pipetel_handle_observe", |b| b.iter(|| handle.observe(black_box(0.042))));
-    let (r, _provider) = sdk_registry("bench_hist_sdk");
-    let sdk = r.histogram_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("histogram");
-    let sdk = sdk.with([("method", "GET")]);
-    let sdk = sdk.expect("handle");
     g.bench_function("pipetel_handle_observe_with_sdk", |b| b.iter(|| sdk.observe(black_box(0.042))));
     let pc = PcHistogram::new(pipetel::SECONDS_BUCKETS.iter().copied());
     g.bench_function("prometheus_client_histogram_observe", |b| b.iter(|| pc.observe(black_box(0.042))));
@@ -89,16 +101,10 @@ fn histogram(c: &mut Criterion) {
 
 fn summary(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_summary_observe");
-    let r = default_registry("bench_summary");
-    let handle = r.summary_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("summary");
-    let handle = handle.with([("method", "GET")]);
-    let handle = handle.expect("handle");
+    let (handle, sdk, _registries) =
+        on_both("bench_summary", |r| r.summary_vec("latency_seconds", "Latency", &["method"], Opts::new()));
     let mut x = Values(0.0);
     g.bench_function("pipetel_handle_observe", |b| b.iter(|| handle.observe(black_box(x.next()))));
-    let (r, _provider) = sdk_registry("bench_summary_sdk");
-    let sdk = r.summary_vec("latency_seconds", "Latency", &["method"], Opts::new()).expect("summary");
-    let sdk = sdk.with([("method", "GET")]);
-    let sdk = sdk.expect("handle");
     g.bench_function("pipetel_handle_observe_with_sdk", |b| b.iter(|| sdk.observe(black_box(x.next()))));
     // No summary in prometheus-client: its histogram is the nearest equivalent.
     let pc = PcHistogram::new(pipetel::SECONDS_BUCKETS.iter().copied());

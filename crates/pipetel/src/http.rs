@@ -125,9 +125,9 @@ impl<S> Layer<S> for HttpMetricsLayer {
 
     fn layer(&self, inner: S) -> Self::Service {
         match &self.middleware {
-            Some(middleware) => Either::Left(WithScheme {
-                inner: middleware.layer(RestoreTarget { inner }),
-                scheme: self.scheme.clone(),
+            Some(middleware) => Either::Left(Retarget {
+                inner: middleware.layer(Retarget { inner, rewrite: Restore }),
+                rewrite: AddScheme(self.scheme.clone()),
             }),
             None => Either::Right(inner),
         }
@@ -139,18 +139,24 @@ impl<S> Layer<S> for HttpMetricsLayer {
 #[derive(Clone)]
 struct OriginalTarget(Uri);
 
-/// Outermost part of the measured stack: gives an origin-form request target the server's
-/// scheme (and the `Host` header's authority, which an absolute URI needs) so the middleware
-/// reads `url.scheme`.
+/// A part of the measured stack: changes the request target as `R` says on the way in, then
+/// hands the request to `S`. [`WithScheme`] and [`RestoreTarget`] are the two kinds.
 #[derive(Clone, Debug)]
-pub struct WithScheme<S> {
+pub struct Retarget<S, R> {
     inner: S,
-    scheme: Scheme,
+    rewrite: R,
 }
 
-impl<S, B> Service<http::Request<B>> for WithScheme<S>
+/// How a [`Retarget`] changes the target of a request on its way in.
+pub trait RewriteTarget {
+    /// Changes `req`'s target, or leaves it.
+    fn rewrite<B>(&self, req: &mut http::Request<B>);
+}
+
+impl<S, R, B> Service<http::Request<B>> for Retarget<S, R>
 where
     S: Service<http::Request<B>>,
+    R: RewriteTarget,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -161,13 +167,28 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+        self.rewrite.rewrite(&mut req);
+        self.inner.call(req)
+    }
+}
+
+/// Outermost part of the measured stack: gives an origin-form request target the server's
+/// scheme (see [`AddScheme`]) so the middleware reads `url.scheme`.
+pub type WithScheme<S> = Retarget<S, AddScheme>;
+
+/// Gives an origin-form request target the server's scheme (and the `Host` header's authority,
+/// which an absolute URI needs), keeping the target as it arrived for [`RestoreTarget`].
+#[derive(Clone, Debug)]
+pub struct AddScheme(Scheme);
+
+impl RewriteTarget for AddScheme {
+    fn rewrite<B>(&self, req: &mut http::Request<B>) {
         if req.uri().scheme().is_none() {
-            if let Some(absolute) = absolute_target(&req, &self.scheme) {
+            if let Some(absolute) = absolute_target(req, &self.0) {
                 let original = std::mem::replace(req.uri_mut(), absolute);
                 req.extensions_mut().insert(OriginalTarget(original));
             }
         }
-        self.inner.call(req)
     }
 }
 
@@ -190,28 +211,17 @@ fn absolute_target<B>(req: &http::Request<B>, scheme: &Scheme) -> Option<Uri> {
 
 /// Innermost part of the measured stack: hands the application the request target exactly as
 /// it arrived, undoing [`WithScheme`].
-#[derive(Clone, Debug)]
-pub struct RestoreTarget<S> {
-    inner: S,
-}
+pub type RestoreTarget<S> = Retarget<S, Restore>;
 
-impl<S, B> Service<http::Request<B>> for RestoreTarget<S>
-where
-    S: Service<http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
+/// Puts back the target [`AddScheme`] replaced.
+#[derive(Clone, Copy, Debug)]
+pub struct Restore;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
+impl RewriteTarget for Restore {
+    fn rewrite<B>(&self, req: &mut http::Request<B>) {
         if let Some(OriginalTarget(original)) = req.extensions_mut().remove::<OriginalTarget>() {
             *req.uri_mut() = original;
         }
-        self.inner.call(req)
     }
 }
 
@@ -252,9 +262,9 @@ mod tests {
         let svc = WithScheme {
             inner: tower::service_fn(move |req: http::Request<()>| {
                 b.lock().map(|mut s| s.push(req.uri().to_string())).ok();
-                RestoreTarget { inner: recorder(a.clone()) }.oneshot(req)
+                RestoreTarget { inner: recorder(a.clone()), rewrite: Restore }.oneshot(req)
             }),
-            scheme: Scheme::HTTPS,
+            rewrite: AddScheme(Scheme::HTTPS),
         };
         for (target, host) in [("/v1/infer?x=1", Some("api.example:8080")), ("/healthz", None), ("http://h/abs", None)]
         {
@@ -270,7 +280,8 @@ mod tests {
     #[tokio::test(flavor = "current_thread")]
     async fn an_unformable_target_passes_unchanged() {
         let seen = Arc::new(Mutex::new(Vec::new()));
-        let svc = WithScheme { inner: RestoreTarget { inner: recorder(seen.clone()) }, scheme: Scheme::HTTP };
+        let inner = RestoreTarget { inner: recorder(seen.clone()), rewrite: Restore };
+        let svc = WithScheme { inner, rewrite: AddScheme(Scheme::HTTP) };
         svc.oneshot(request("*", None)).await.expect("infallible");
         assert_eq!(*seen.lock().expect("lock"), ["*"]);
     }

@@ -60,6 +60,8 @@ pub mod service;
 pub mod span_metrics;
 #[allow(unsafe_code)]
 mod sync;
+#[cfg(test)]
+mod test_exporter;
 
 /// The clock of per-call and per-span durations: the CPU's time-stamp counter where it is
 /// invariant (about a third of the OS clock's cost per read), the OS monotonic clock elsewhere;

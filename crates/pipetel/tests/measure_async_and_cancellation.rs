@@ -4,24 +4,10 @@
 mod measure_support;
 
 use std::future::Future;
-use std::sync::OnceLock;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use measure_support::Metrics;
-
-fn metrics() -> &'static Metrics {
-    static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(|| {
-        let m = Metrics::new();
-        opentelemetry::global::set_meter_provider(m.provider.clone());
-        m
-    })
-}
-
-fn f(name: &'static str) -> [(&'static str, &'static str); 1] {
-    [("function", name)]
-}
+use measure_support::{f, global_metrics as metrics};
 
 #[pipetel::measure(stage = "fetch", input_size = url.len(), output_size = ret.len())]
 async fn fetch(url: &str) -> Result<String, String> {
@@ -116,11 +102,7 @@ async fn panic_across_await_is_an_error_and_propagates() {
     let payload = error.into_panic();
     assert_eq!(payload.downcast_ref::<&str>(), Some(&"async boom"));
     assert_eq!(tokio::spawn(explode_later(0)).await.ok(), Some(0));
-    let s = m.collect();
-    assert_eq!(s.counter("function.calls", &f("explode_later")), 2);
-    assert_eq!(s.counter("function.errors", &[("function", "explode_later"), ("error.type", "panic")]), 1);
-    assert_eq!(s.up_down("function.in_flight", &f("explode_later")), 0);
-    assert_eq!(s.histogram("function.duration", &f("explode_later")).0, 2);
+    m.collect().assert_one_panic("explode_later", 2);
 }
 
 #[test]

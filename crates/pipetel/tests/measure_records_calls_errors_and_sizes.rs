@@ -3,20 +3,7 @@
 
 mod measure_support;
 
-use std::sync::OnceLock;
-
-use measure_support::Metrics;
-
-/// The global meter provider must be in place before the first measured call (`init` would
-/// re-resolve the handles; these tests install their own provider instead).
-fn metrics() -> &'static Metrics {
-    static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(|| {
-        let m = Metrics::new();
-        opentelemetry::global::set_meter_provider(m.provider.clone());
-        m
-    })
-}
+use measure_support::{f, global_metrics as metrics};
 
 #[pipetel::measure]
 fn plain(x: u32) -> u32 {
@@ -69,10 +56,6 @@ impl Model {
     }
 }
 
-fn f(name: &'static str) -> [(&'static str, &'static str); 1] {
-    [("function", name)]
-}
-
 #[test]
 fn counts_calls_and_durations_with_labels() {
     let m = metrics();
@@ -109,11 +92,7 @@ fn panic_is_an_error_and_propagates_unchanged() {
     let caught = std::panic::catch_unwind(|| explode(2));
     let payload = caught.expect_err("explode(2) panics");
     assert_eq!(payload.downcast_ref::<String>().map(String::as_str), Some("boom 2"));
-    let s = m.collect();
-    assert_eq!(s.counter("function.calls", &f("explode")), 2);
-    assert_eq!(s.counter("function.errors", &[("function", "explode"), ("error.type", "panic")]), 1);
-    assert_eq!(s.up_down("function.in_flight", &f("explode")), 0);
-    assert_eq!(s.histogram("function.duration", &f("explode")).0, 2);
+    m.collect().assert_one_panic("explode", 2);
 }
 
 #[test]

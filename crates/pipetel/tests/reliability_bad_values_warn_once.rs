@@ -3,10 +3,11 @@
 //! per metric however often they come, and leave the recorded state and the exposition
 //! unchanged.
 //!
-//! The scenario runs in a child process (this test binary, re-run with an environment variable)
-//! so its stderr — where `init`'s console layer writes warnings — can be counted.
+//! The scenario runs in a child process (see `child_process`) so its warnings can be counted.
 
-use std::process::Command;
+mod child_process;
+
+use child_process::scenario_in_child;
 
 const CHILD: &str = "PIPETEL_TEST_BAD_VALUES_CHILD";
 const REPEAT: usize = 500;
@@ -61,25 +62,12 @@ fn scenario() {
     }
     assert!(!after.contains("NaN") && !after.contains("Inf\n"), "a refused value reached the exposition:\n{after}");
     drop(telemetry);
-    println!("bad values done");
 }
 
 #[test]
 fn nonsense_values_are_refused_with_one_warning_per_metric() {
-    if std::env::var_os(CHILD).is_some() {
-        scenario();
-        return;
-    }
-    let exe = std::env::current_exe().expect("test binary");
-    let out = Command::new(exe)
-        .args(["--exact", "nonsense_values_are_refused_with_one_warning_per_metric", "--nocapture"])
-        .env(CHILD, "1")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run the scenario in a child process");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stdout.contains("bad values done"), "the scenario failed:\n{stdout}\n{stderr}");
+    let name = "nonsense_values_are_refused_with_one_warning_per_metric";
+    let Some((_, stderr)) = scenario_in_child(name, CHILD, scenario) else { return };
     for metric in ["bad_events_total", "bad_depth", "bad_latency_seconds", "bad_tokens"] {
         let warnings: Vec<&str> = stderr
             .lines()

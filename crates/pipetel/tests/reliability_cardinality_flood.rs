@@ -11,10 +11,11 @@
 //! Known gap, printed but not asserted: an OTel counter's own overflow is not warned about (the
 //! SDK does not report it).
 //!
-//! The scenario runs in a child process (this test binary, re-run with an environment variable)
-//! so its stderr — where `init`'s console layer writes warnings — can be counted.
+//! The scenario runs in a child process (see `child_process`) so its warnings can be counted.
 
-use std::process::Command;
+mod child_process;
+
+use child_process::scenario_in_child;
 
 const LIMIT: usize = 1000;
 const FLOOD: u64 = 100_000;
@@ -118,25 +119,12 @@ fn flood() {
     let (series, sum, overflow) = check_bounded(&text, "pipeline_worker_items_total", Some(f64::from(WIDE_SHARDS)));
     println!("workers: series={series} sum={sum} overflow={overflow}");
     drop(telemetry);
-    println!("flood done");
 }
 
 #[test]
 fn request_ids_in_labels_stay_bounded_with_overflow_and_one_warning() {
-    if std::env::var_os(CHILD).is_some() {
-        flood();
-        return;
-    }
-    let exe = std::env::current_exe().expect("test binary");
-    let out = Command::new(exe)
-        .args(["--exact", "request_ids_in_labels_stay_bounded_with_overflow_and_one_warning", "--nocapture"])
-        .env(CHILD, "1")
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run the flood in a child process");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stdout.contains("flood done"), "the flood failed:\n{stdout}\n{stderr}");
+    let name = "request_ids_in_labels_stay_bounded_with_overflow_and_one_warning";
+    let Some((stdout, stderr)) = scenario_in_child(name, CHILD, flood) else { return };
     for line in stdout.lines().filter(|l| l.contains("series=")) {
         println!("{line}");
     }

@@ -72,20 +72,26 @@ fn allow_list_and_filter_leave_spans_out() {
     assert_eq!(s.histogram("span.duration", &[("span.name", "chatty")]).0, 0);
 }
 
+/// The duration of the one span `name` that `work` records, measured as wall time and as busy
+/// time (a run of `work` each).
+fn wall_and_busy(name: &str, work: impl Fn()) -> (f64, f64) {
+    let run = |time| {
+        with_layer(SpanMetricsConfig::default().with_time(time), &work)
+            .histogram("span.duration", &[("span.name", name)])
+    };
+    let ((wall_count, wall), (busy_count, busy)) = (run(SpanTime::Wall), run(SpanTime::Busy));
+    assert_eq!((wall_count, busy_count), (1, 1));
+    (wall, busy)
+}
+
 #[test]
 fn busy_time_excludes_time_outside_the_span() {
-    let run = |time| {
-        with_layer(SpanMetricsConfig::default().with_time(time), || {
-            let span = tracing::info_span!("idle_mostly");
-            span.in_scope(|| std::thread::sleep(Duration::from_millis(5)));
-            std::thread::sleep(Duration::from_millis(60));
-            span.in_scope(|| std::thread::sleep(Duration::from_millis(5)));
-        })
-        .histogram("span.duration", &[("span.name", "idle_mostly")])
-    };
-    let (wall_count, wall) = run(SpanTime::Wall);
-    let (busy_count, busy) = run(SpanTime::Busy);
-    assert_eq!((wall_count, busy_count), (1, 1));
+    let (wall, busy) = wall_and_busy("idle_mostly", || {
+        let span = tracing::info_span!("idle_mostly");
+        span.in_scope(|| std::thread::sleep(Duration::from_millis(5)));
+        std::thread::sleep(Duration::from_millis(60));
+        span.in_scope(|| std::thread::sleep(Duration::from_millis(5)));
+    });
     assert!(wall >= 0.070, "wall {wall}");
     assert!((0.010..0.050).contains(&busy), "busy {busy}");
 }
@@ -126,29 +132,21 @@ fn thousands_of_open_spans_are_all_counted() {
 /// once, from its creation (wall time) or across its entries (busy time).
 #[test]
 fn spans_crossing_threads_are_measured_once() {
-    let run = |time| {
-        with_layer(SpanMetricsConfig::default().with_time(time), || {
-            let dispatch = tracing::dispatcher::get_default(Clone::clone);
-            let span = tracing::info_span!("moved");
-            let entered_elsewhere = {
-                let (span, dispatch) = (span.clone(), dispatch.clone());
-                std::thread::spawn(move || {
-                    tracing::dispatcher::with_default(&dispatch, || {
-                        span.in_scope(|| std::thread::sleep(Duration::from_millis(20)));
-                    })
+    let (wall, busy) = wall_and_busy("moved", || {
+        let dispatch = tracing::dispatcher::get_default(Clone::clone);
+        let span = tracing::info_span!("moved");
+        let entered_elsewhere = {
+            let (span, dispatch) = (span.clone(), dispatch.clone());
+            std::thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    span.in_scope(|| std::thread::sleep(Duration::from_millis(20)));
                 })
-            };
-            entered_elsewhere.join().expect("thread");
-            std::thread::sleep(Duration::from_millis(40));
-            std::thread::spawn(move || tracing::dispatcher::with_default(&dispatch, || drop(span)))
-                .join()
-                .expect("thread");
-        })
-        .histogram("span.duration", &[("span.name", "moved")])
-    };
-    let (wall_count, wall) = run(SpanTime::Wall);
-    let (busy_count, busy) = run(SpanTime::Busy);
-    assert_eq!((wall_count, busy_count), (1, 1));
+            })
+        };
+        entered_elsewhere.join().expect("thread");
+        std::thread::sleep(Duration::from_millis(40));
+        std::thread::spawn(move || tracing::dispatcher::with_default(&dispatch, || drop(span))).join().expect("thread");
+    });
     assert!(wall >= 0.060, "wall {wall}");
     assert!((0.020..0.055).contains(&busy), "busy {busy}");
 }

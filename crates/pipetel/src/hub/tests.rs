@@ -2,17 +2,15 @@ use std::collections::BTreeMap;
 use std::io::Cursor;
 
 use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 use pipetel_recorders::{channel, Counter, FrameWriter, Gauge, Histogram};
 
 use super::*;
+use crate::test_exporter::TestExporter;
 
 /// A hub on its own meter provider whose exports the test reads back.
 struct Harness {
     hub: SnapshotHub,
-    provider: SdkMeterProvider,
-    exporter: InMemoryMetricExporter,
+    otel: TestExporter,
 }
 
 /// name → [(sorted attributes, value)], for one collection.
@@ -20,53 +18,29 @@ type Exported = BTreeMap<String, Vec<(Vec<(String, String)>, f64)>>;
 
 impl Harness {
     fn new(config: HubConfig) -> Harness {
-        let exporter = InMemoryMetricExporter::default();
-        let provider =
-            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
-        let hub = SnapshotHub::with_meter(config, provider.meter("hub-test"));
-        Harness { hub, provider, exporter }
+        let otel = TestExporter::new();
+        let hub = SnapshotHub::with_meter(config, otel.provider.meter("hub-test"));
+        Harness { hub, otel }
     }
 
     /// Collects now and returns what the exporter received, with each metric's unit and
     /// description under `<name>#unit` / `<name>#help`.
     fn collect(&self) -> Exported {
-        self.exporter.reset();
-        self.provider.force_flush().expect("flush");
-        let batches = self.exporter.get_finished_metrics().expect("metrics");
         let mut out = Exported::new();
-        let Some(rm) = batches.last() else { return out };
-        for scope in rm.scope_metrics() {
-            for metric in scope.metrics() {
-                let name = metric.name().to_owned();
-                out.insert(format!("{name}#unit"), vec![(vec![("unit".into(), metric.unit().into())], 0.0)]);
-                out.insert(format!("{name}#help"), vec![(vec![("help".into(), metric.description().into())], 0.0)]);
-                let mut points: Vec<(Vec<(String, String)>, f64)> = Vec::new();
-                let attrs = |it: &mut dyn Iterator<Item = &KeyValue>| {
-                    let mut a: Vec<(String, String)> =
-                        it.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect();
-                    a.sort();
-                    a
-                };
-                match metric.data() {
-                    AggregatedMetrics::F64(MetricData::Sum(sum)) => {
-                        points.extend(sum.data_points().map(|p| (attrs(&mut p.attributes()), p.value())))
-                    }
-                    AggregatedMetrics::U64(MetricData::Sum(sum)) => {
-                        points.extend(sum.data_points().map(|p| (attrs(&mut p.attributes()), p.value() as f64)))
-                    }
-                    AggregatedMetrics::I64(MetricData::Sum(sum)) => {
-                        points.extend(sum.data_points().map(|p| (attrs(&mut p.attributes()), p.value() as f64)))
-                    }
-                    AggregatedMetrics::F64(MetricData::Gauge(g)) => {
-                        points.extend(g.data_points().map(|p| (attrs(&mut p.attributes()), p.value())))
-                    }
-                    _ => panic!("unexpected aggregation for {name}"),
-                }
-                points.sort_by(|a, b| a.0.cmp(&b.0));
-                out.insert(name, points);
-            }
+        for p in self.otel.collect() {
+            out.insert(format!("{}#unit", p.name), vec![(vec![("unit".into(), p.unit)], 0.0)]);
+            out.insert(format!("{}#help", p.name), vec![(vec![("help".into(), p.description)], 0.0)]);
+            out.entry(p.name).or_default().push((p.attrs, p.value));
+        }
+        for points in out.values_mut() {
+            points.sort_by(|a, b| a.0.cmp(&b.0));
         }
         out
+    }
+
+    /// The exported total of the series the [`items`] envelopes carry.
+    fn exported_items(&self) -> Option<f64> {
+        value(&self.collect(), "pipeline.stage.items", &[("stage", "tokenize")])
     }
 }
 
@@ -102,7 +76,7 @@ fn sums_sources_and_exports_under_the_family_name_unit_and_description() {
     assert_eq!(value(&out, "pipeline.stage.items#help", &[("help", "Items processed")]), Some(0.0));
     // Exports follow later envelopes.
     h.hub.ingest(items("a", 2, 12.0)).expect("ingest");
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(17.0));
+    assert_eq!(h.exported_items(), Some(17.0));
 }
 
 #[test]
@@ -110,7 +84,7 @@ fn a_late_envelope_is_ignored() {
     let h = Harness::new(HubConfig::default());
     h.hub.ingest(items("a", 2, 20.0)).expect("ingest");
     assert_eq!(h.hub.ingest(items("a", 1, 10.0)), Ok(Ingested::Superseded));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(20.0));
+    assert_eq!(h.exported_items(), Some(20.0));
     assert_eq!(h.hub.sources()[0].sequence, 2);
 }
 
@@ -120,7 +94,7 @@ fn a_repeated_envelope_is_counted_once() {
     h.hub.ingest(items("a", 1, 10.0)).expect("ingest");
     assert_eq!(h.hub.ingest(items("a", 1, 10.0)), Ok(Ingested::Duplicate));
     assert_eq!(h.hub.ingest_bytes(&items("a", 1, 10.0).encode()), Ok(Ingested::Duplicate));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(10.0));
+    assert_eq!(h.exported_items(), Some(10.0));
 }
 
 #[test]
@@ -129,7 +103,7 @@ fn a_lost_envelope_is_superseded_by_the_next() {
     h.hub.ingest(items("a", 1, 10.0)).expect("ingest");
     // Sequence 2 (total 20) never arrives.
     assert_eq!(h.hub.ingest(items("a", 3, 30.0)), Ok(Ingested::Accepted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(30.0));
+    assert_eq!(h.exported_items(), Some(30.0));
 }
 
 #[test]
@@ -138,9 +112,9 @@ fn a_restart_with_a_higher_sequence_carries_the_previous_total() {
     h.hub.ingest(items("a", 5, 50.0)).expect("ingest");
     h.hub.ingest(items("b", 1, 7.0)).expect("ingest");
     assert_eq!(h.hub.ingest(items("a", 6, 3.0)), Ok(Ingested::Restarted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(60.0));
+    assert_eq!(h.exported_items(), Some(60.0));
     assert_eq!(h.hub.ingest(items("a", 7, 10.0)), Ok(Ingested::Accepted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(67.0));
+    assert_eq!(h.exported_items(), Some(67.0));
     // A second restart stacks on the first.
     assert_eq!(h.hub.ingest(items("a", 8, 1.0)), Ok(Ingested::Restarted));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(68.0));
@@ -156,7 +130,7 @@ fn a_restart_whose_sequence_starts_again_is_recognised_on_a_new_stream() {
     assert_eq!(h.hub.ingest(items("a", 1, 2.0)), Ok(Ingested::Superseded));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(100.0));
     assert_eq!(h.hub.ingest_on_new_stream(items("a", 1, 2.0)), Ok(Ingested::Restarted));
-    assert_eq!(value(&h.collect(), "pipeline.stage.items", &[("stage", "tokenize")]), Some(102.0));
+    assert_eq!(h.exported_items(), Some(102.0));
     assert_eq!(h.hub.ingest(items("a", 2, 4.0)), Ok(Ingested::Accepted));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(104.0));
 }
@@ -397,9 +371,9 @@ fn exported_counters_never_fall_by_float_rounding() {
 fn a_dropped_hub_leaves_callbacks_that_observe_nothing() {
     let h = Harness::new(HubConfig::default());
     h.hub.ingest(items("a", 1, 1.0)).expect("ingest");
-    let Harness { hub, provider, exporter } = h;
+    let Harness { hub, otel } = h;
     drop(hub);
-    let h = Harness { hub: SnapshotHub::with_meter(HubConfig::default(), provider.meter("other")), provider, exporter };
+    let h = Harness { hub: SnapshotHub::with_meter(HubConfig::default(), otel.provider.meter("other")), otel };
     let out = h.collect();
     assert!(out.get("pipeline.stage.items").is_none_or(|points| points.is_empty()), "{out:?}");
 }

@@ -10,7 +10,7 @@ use super::keys::CounterKey;
 use super::process::{current_tid, ProcessSampler};
 use super::row::{worker_fields, WorkerStat, WorkerStatus};
 use super::runtime::emit_worker_row;
-use super::table::{new_shard, ShardInner, StageInner, FAILED, RUNNING, SUCCEEDED};
+use super::table::{end_state, new_shard, ShardInner, StageInner};
 use crate::sampling::span_context;
 
 /// Where a stage's shards hang in the trace.
@@ -151,9 +151,8 @@ impl Shard {
     }
 
     fn end(&self, status: WorkerStatus, reason: Option<String>) -> WorkerStat {
-        let state = if status == WorkerStatus::Failed { FAILED } else { SUCCEEDED };
         let row = self.inner.row(status, &mut ProcessSampler::new(), reason);
-        if self.inner.state.compare_exchange(RUNNING, state, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if !end_state(&self.inner.state, status == WorkerStatus::Failed) {
             return row;
         }
         for (k, v) in worker_fields(self.inner.stage.worker_namespace, &row) {

@@ -12,7 +12,7 @@ use super::keys::CounterKey;
 use super::row::{stage_fields, StageStat, StageStatus};
 use super::runtime::{emit_stage_row, namespaces, retention};
 use super::shard::{Parent, ShardBuilder};
-use super::table::{stage_meta, table, StageInner, FAILED, RUNNING, SUCCEEDED};
+use super::table::{end_state, stage_meta, table, StageInner};
 use crate::sampling::span_context;
 
 /// Starts describing a stage; [`StageBuilder::start`] makes it run.
@@ -184,8 +184,7 @@ impl Stage {
     }
 
     fn end(&self, status: StageStatus, reason: Option<String>) -> StageStat {
-        let state = if status == StageStatus::Failed { FAILED } else { SUCCEEDED };
-        if self.inner.state.compare_exchange(RUNNING, state, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if !end_state(&self.inner.state, status == StageStatus::Failed) {
             // Already ended (finish after a drop path cannot happen; kept for safety).
             return self.inner.aggregate(status, reason);
         }
@@ -220,7 +219,7 @@ impl Drop for Stage {
     fn drop(&mut self) {
         if self.remote {
             // A remote view has no row of its own; it just stops being exported.
-            if self.inner.state.compare_exchange(RUNNING, SUCCEEDED, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+            if end_state(&self.inner.state, false) {
                 *crate::sync::lock(&self.inner.finished_at) = Some(Instant::now());
             }
             return;

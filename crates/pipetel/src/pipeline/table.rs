@@ -19,6 +19,13 @@ pub(crate) const RUNNING: u8 = 0;
 pub(crate) const SUCCEEDED: u8 = 1;
 pub(crate) const FAILED: u8 = 2;
 
+/// Ends a running shard or stage: its `state` goes from [`RUNNING`] to [`FAILED`] when
+/// `failed`, to [`SUCCEEDED`] otherwise. False when it had already ended.
+pub(crate) fn end_state(state: &AtomicU8, failed: bool) -> bool {
+    let end = if failed { FAILED } else { SUCCEEDED };
+    state.compare_exchange(RUNNING, end, Ordering::AcqRel, Ordering::Acquire).is_ok()
+}
+
 // ----- shards -----
 
 /// The hot-path cells of one shard, alone on their cache lines so shards on different threads

@@ -5,9 +5,8 @@ use std::sync::Arc;
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{add_f64, load_f64, metric_handle, observe_live, Cell, Family, Handle, Meta};
+use super::family::{add_f64, load_f64, metric_handle, observing, write_values, Cell, Family, Handle, Meta};
 use super::{Kind, MetricVec, Opts, RegistryError};
-use crate::exposition::Writer;
 
 /// Whole increments go to an integer cell (one `fetch_add`); fractional ones to an `f64` cell.
 pub(crate) struct CounterCell {
@@ -52,23 +51,11 @@ impl Cell for CounterCell {
         self.frac.store(0f64.to_bits(), Ordering::Relaxed);
     }
     fn write(f: &Family<Self>, out: &mut String) {
-        let name = f.meta.exposed_name();
-        let mut w = Writer::text(out);
-        w.header(&name, "counter", &f.meta.help, &f.meta.unit);
-        f.each(|s| {
-            let mut sample = w.sample(&name, "");
-            s.write_labels(&f.meta.labels, false, &mut sample);
-            sample.value(s.cell.value());
-        });
+        write_values(f, &f.meta.exposed_name(), "counter", CounterCell::value, out);
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, _: Option<&Meter>) {
-        let weak = Arc::downgrade(&family);
-        let _ = meter
-            .f64_observable_counter(family.meta.otel_name.clone())
-            .with_unit(family.meta.unit.clone())
-            .with_description(family.meta.help.clone())
-            .with_callback(move |obs| observe_live(&weak, |s| obs.observe(s.cell.value(), &s.attrs)))
-            .build();
+        let builder = meter.f64_observable_counter(family.meta.otel_name.clone());
+        let _ = observing(&family, builder, CounterCell::value).build();
     }
 }
 

@@ -7,11 +7,11 @@ use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 
-use opentelemetry::metrics::Meter;
+use opentelemetry::metrics::{AsyncInstrumentBuilder, Meter};
 use opentelemetry::KeyValue;
 
 use super::{Kind, Labels, Opts, RegistryError};
-use crate::exposition::{scope_labels, LabelBlock};
+use crate::exposition::{scope_labels, LabelBlock, Writer};
 use crate::limits::{self, OVERFLOW_LABELS, OVERFLOW_MARK};
 
 /// What every family shares, whatever its kind.
@@ -244,6 +244,31 @@ pub(crate) fn observe_live<C: Cell>(weak: &Weak<Family<C>>, f: impl FnMut(&Serie
             family.each(f);
         }
     }
+}
+
+/// Writes a family of one number per series (a counter, a gauge) as `kind` under `name`.
+pub(crate) fn write_values<C: Cell>(f: &Family<C>, name: &str, kind: &str, value: fn(&C) -> f64, out: &mut String) {
+    let mut w = Writer::text(out);
+    w.header(name, kind, &f.meta.help, &f.meta.unit);
+    f.each(|s| {
+        let mut sample = w.sample(name, "");
+        s.write_labels(&f.meta.labels, false, &mut sample);
+        sample.value(value(&s.cell));
+    });
+}
+
+/// `builder`, an observable instrument of `family`, with the family's unit and help, observing
+/// `value` of every series while the family is exported.
+pub(crate) fn observing<'a, C: Cell, I>(
+    family: &Arc<Family<C>>,
+    builder: AsyncInstrumentBuilder<'a, I, f64>,
+    value: fn(&C) -> f64,
+) -> AsyncInstrumentBuilder<'a, I, f64> {
+    let weak = Arc::downgrade(family);
+    builder
+        .with_unit(family.meta.unit.clone())
+        .with_description(family.meta.help.clone())
+        .with_callback(move |obs| observe_live(&weak, |s| obs.observe(value(&s.cell), &s.attrs)))
 }
 
 pub(crate) fn load_f64(a: &AtomicU64) -> f64 {

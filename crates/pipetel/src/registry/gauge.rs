@@ -6,9 +6,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{add_f64, load_f64, metric_handle, observe_live, Cell, Family, Handle};
+use super::family::{add_f64, load_f64, metric_handle, observing, write_values, Cell, Family, Handle};
 use super::{Kind, MetricVec, Opts, RegistryError};
-use crate::exposition::Writer;
 
 /// The value's `f64` bits.
 pub(crate) struct GaugeCell(AtomicU64);
@@ -27,23 +26,17 @@ impl Cell for GaugeCell {
         self.0.store(0f64.to_bits(), Ordering::Relaxed);
     }
     fn write(f: &Family<Self>, out: &mut String) {
-        let name = &f.meta.name;
-        let mut w = Writer::text(out);
-        w.header(name, "gauge", &f.meta.help, &f.meta.unit);
-        f.each(|s| {
-            let mut sample = w.sample(name, "");
-            s.write_labels(&f.meta.labels, false, &mut sample);
-            sample.value(load_f64(&s.cell.0));
-        });
+        write_values(f, &f.meta.name, "gauge", GaugeCell::value, out);
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, _: Option<&Meter>) {
-        let weak = Arc::downgrade(&family);
-        let _ = meter
-            .f64_observable_gauge(family.meta.otel_name.clone())
-            .with_unit(family.meta.unit.clone())
-            .with_description(family.meta.help.clone())
-            .with_callback(move |obs| observe_live(&weak, |s| obs.observe(load_f64(&s.cell.0), &s.attrs)))
-            .build();
+        let builder = meter.f64_observable_gauge(family.meta.otel_name.clone());
+        let _ = observing(&family, builder, GaugeCell::value).build();
+    }
+}
+
+impl GaugeCell {
+    fn value(&self) -> f64 {
+        load_f64(&self.0)
     }
 }
 
@@ -100,7 +93,7 @@ impl Gauge {
 
     /// The current value.
     pub fn value(&self) -> f64 {
-        load_f64(&self.0.series.cell.0)
+        self.0.series.cell.value()
     }
 
     /// Resets this series to 0.

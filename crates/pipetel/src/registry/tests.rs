@@ -1,12 +1,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use opentelemetry::metrics::MeterProvider as _;
-use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
-use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
+use opentelemetry::InstrumentationScope;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
 use std::sync::atomic::AtomicU64;
 
 use super::*;
+use crate::test_exporter::TestExporter;
 
 /// `(scope, name)` → `[(sorted attributes, value)]`.
 type Exported = BTreeMap<(String, String), Vec<(Vec<(String, String)>, f64)>>;
@@ -14,64 +14,27 @@ type Exported = BTreeMap<(String, String), Vec<(Vec<(String, String)>, f64)>>;
 /// A registry on its own provider, whose exports the test reads back.
 struct Harness {
     registry: Registry,
-    provider: SdkMeterProvider,
-    exporter: InMemoryMetricExporter,
+    otel: TestExporter,
 }
 
 impl Harness {
     fn new(prefix: &str) -> Self {
-        let exporter = InMemoryMetricExporter::default();
-        let provider =
-            SdkMeterProvider::builder().with_reader(PeriodicReader::builder(exporter.clone()).build()).build();
+        let otel = TestExporter::new();
         let registry = Registry::with_meters(
             prefix,
-            provider.meter("registry-test"),
-            provider.meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build()),
+            otel.provider.meter("registry-test"),
+            otel.provider.meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build()),
         )
         .expect("registry");
-        Harness { registry, provider, exporter }
+        Harness { registry, otel }
     }
 
     /// `(scope, name) → [(sorted attributes, value)]`; histograms give `(count, sum)` as
     /// `name#count` / `name#sum`.
     fn collect(&self) -> Exported {
-        self.exporter.reset();
-        self.provider.force_flush().expect("flush");
-        let batches = self.exporter.get_finished_metrics().expect("metrics");
-        let mut out = BTreeMap::new();
-        let Some(rm) = batches.last() else { return out };
-        for sm in rm.scope_metrics() {
-            let scope = sm.scope().name().to_string();
-            for m in sm.metrics() {
-                let attrs = |it: &mut dyn Iterator<Item = &KeyValue>| {
-                    let mut a: Vec<(String, String)> =
-                        it.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect();
-                    a.sort();
-                    a
-                };
-                let mut push = |name: String, a: Vec<(String, String)>, v: f64| {
-                    out.entry((scope.clone(), name)).or_insert_with(Vec::new).push((a, v));
-                };
-                match m.data() {
-                    AggregatedMetrics::F64(MetricData::Sum(s)) => {
-                        s.data_points().for_each(|p| push(m.name().into(), attrs(&mut p.attributes()), p.value()))
-                    }
-                    AggregatedMetrics::U64(MetricData::Sum(s)) => s
-                        .data_points()
-                        .for_each(|p| push(m.name().into(), attrs(&mut p.attributes()), p.value() as f64)),
-                    AggregatedMetrics::I64(MetricData::Sum(s)) => s
-                        .data_points()
-                        .for_each(|p| push(m.name().into(), attrs(&mut p.attributes()), p.value() as f64)),
-                    AggregatedMetrics::F64(MetricData::Gauge(g)) => {
-                        g.data_points().for_each(|p| push(m.name().into(), attrs(&mut p.attributes()), p.value()))
-                    }
-                    AggregatedMetrics::F64(MetricData::Histogram(h)) => h.data_points().for_each(|p| {
-                        push(format!("{}#count", m.name()), attrs(&mut p.attributes()), p.count() as f64);
-                        push(format!("{}#sum", m.name()), attrs(&mut p.attributes()), p.sum());
-                    }),
-                    _ => panic!("unexpected aggregation for {}", m.name()),
-                }
-            }
+        let mut out = Exported::new();
+        for p in self.otel.collect() {
+            out.entry((p.scope, p.name)).or_default().push((p.attrs, p.value));
         }
         out
     }
