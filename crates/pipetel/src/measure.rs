@@ -165,6 +165,11 @@ pub mod __private {
         }
     }
 
+    /// Observes one value per site under its base attributes (`function`, `module`, `stage`).
+    fn each_base<T>(o: &dyn opentelemetry::metrics::AsyncInstrument<T>, value: impl Fn(&Cells) -> T) {
+        each_site(|site, attrs| o.observe(value(&site.cells), &attrs.base));
+    }
+
     /// Registers `function.calls`, `function.errors` and `function.in_flight` on the current
     /// global meter, once per generation.
     fn observe(generation: u64) {
@@ -177,9 +182,7 @@ pub mod __private {
             .u64_observable_counter(FUNCTION_CALLS)
             .with_unit("{call}")
             .with_description("Calls started")
-            .with_callback(|o| {
-                each_site(|site, attrs| o.observe(site.cells.calls.load(Ordering::Relaxed), &attrs.base))
-            })
+            .with_callback(|o| each_base(o, |cells| cells.calls.load(Ordering::Relaxed)))
             .build();
         let errors = meter
             .u64_observable_counter(FUNCTION_ERRORS)
@@ -203,9 +206,7 @@ pub mod __private {
             .i64_observable_up_down_counter(FUNCTION_IN_FLIGHT)
             .with_unit("{call}")
             .with_description("Calls running now")
-            .with_callback(|o| {
-                each_site(|site, attrs| o.observe(site.cells.in_flight.load(Ordering::Relaxed), &attrs.base))
-            })
+            .with_callback(|o| each_base(o, |cells| cells.in_flight.load(Ordering::Relaxed)))
             .build();
         *observers = Some((generation, (calls, errors, in_flight)));
     }

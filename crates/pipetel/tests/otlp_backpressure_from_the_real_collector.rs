@@ -13,7 +13,7 @@ mod otelcol_support;
 
 use std::time::{Duration, Instant};
 
-use otelcol_support::{collector_bin, free_port, http_get, run_child, scratch, Collector};
+use otelcol_support::{collector_bin, free_port, http_get, print_flush_and_shutdown, run_child, scratch, Collector};
 
 const CHILD: &str = "PIPETEL_TEST_BACKPRESSURE_CASE";
 /// Spans (each with one log record) made in the hot loop: several full export batches (512).
@@ -44,19 +44,7 @@ fn child_records_while_the_collector_refuses() {
     println!("SLOWEST_US={}", slowest.as_micros());
     shard.finish();
     stage.finish();
-    let started = Instant::now();
-    let flush = telemetry.force_flush();
-    println!("FLUSH_MS={}", started.elapsed().as_millis());
-    println!("FLUSH={}", outcome(flush));
-    println!("SHUTDOWN={}", outcome(telemetry.shutdown()));
-}
-
-fn outcome(result: Result<(), pipetel::ShutdownError>) -> String {
-    match result {
-        Ok(()) => "ok".into(),
-        Err(pipetel::ShutdownError::Providers(lines)) => lines.join(" | "),
-        Err(other) => format!("other error: {other}"),
-    }
+    print_flush_and_shutdown(telemetry);
 }
 
 /// The sum of a counter's samples whose labels contain `filter`, from the collector's own

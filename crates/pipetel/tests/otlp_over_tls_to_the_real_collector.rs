@@ -11,9 +11,11 @@
 
 mod otelcol_support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use otelcol_support::{collector_bin, count_lines, free_port, make_pki, run_child, scratch, ChildRun, Collector};
+use otelcol_support::{
+    collector_bin, count_lines, free_port, make_pki, print_flush_and_shutdown, run_child, scratch, ChildRun, Collector,
+};
 
 const CHILD: &str = "PIPETEL_TEST_TLS_CASE";
 const TOKEN: &str = "s3cret-collector-token";
@@ -31,19 +33,7 @@ fn child_exports_one_stage() {
     shard.record(3, 30);
     shard.finish();
     stage.finish();
-    let started = Instant::now();
-    let flush = telemetry.force_flush();
-    println!("FLUSH_MS={}", started.elapsed().as_millis());
-    println!("FLUSH={}", outcome(flush));
-    println!("SHUTDOWN={}", outcome(telemetry.shutdown()));
-}
-
-fn outcome(result: Result<(), pipetel::ShutdownError>) -> String {
-    match result {
-        Ok(()) => "ok".into(),
-        Err(pipetel::ShutdownError::Providers(lines)) => lines.join(" | "),
-        Err(other) => format!("other error: {other}"),
-    }
+    print_flush_and_shutdown(telemetry);
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -66,16 +56,11 @@ struct Case {
     expect: Expect,
 }
 
-const fn case(
-    name: &'static str,
-    grpc: bool,
-    receiver: &'static str,
-    ca: &'static str,
-    client_certificate: bool,
-    token: &'static str,
-    expect: Expect,
-) -> Case {
-    Case { name, grpc, receiver, ca, client_certificate, token, expect }
+/// The table below, one `(name, grpc, receiver, ca, client_certificate, token, expect)` per case.
+macro_rules! cases {
+    ($(($name:expr, $grpc:expr, $receiver:expr, $ca:expr, $cert:expr, $token:expr, $expect:expr)),* $(,)?) => {
+        &[$(Case { name: $name, grpc: $grpc, receiver: $receiver, ca: $ca, client_certificate: $cert, token: $token, expect: $expect }),*]
+    };
 }
 
 const UNKNOWN_ISSUER: &[&str] = &["invalid peer certificate: UnknownIssuer"];
@@ -93,24 +78,24 @@ const NO_CLIENT_CERT_GRPC: &[&str] = &[
 const UNAUTHENTICATED: &[&str] = &["Unauthenticated"];
 const UNAUTHORIZED: &[&str] = &["status code: 401"];
 
-const CASES: &[Case] = &[
-    case("grpc-good", true, "good", "ca.pem", false, TOKEN, Expect::Delivered),
-    case("http-good", false, "good", "ca.pem", false, TOKEN, Expect::Delivered),
-    case("grpc-mtls", true, "mtls", "ca.pem", true, TOKEN, Expect::Delivered),
-    case("http-mtls", false, "mtls", "ca.pem", true, TOKEN, Expect::Delivered),
-    case("grpc-mtls-no-client-cert", true, "mtls", "ca.pem", false, TOKEN, Expect::Refused(NO_CLIENT_CERT_GRPC)),
-    case("http-mtls-no-client-cert", false, "mtls", "ca.pem", false, TOKEN, Expect::Refused(NO_CLIENT_CERT_HTTP)),
+const CASES: &[Case] = cases![
+    ("grpc-good", true, "good", "ca.pem", false, TOKEN, Expect::Delivered),
+    ("http-good", false, "good", "ca.pem", false, TOKEN, Expect::Delivered),
+    ("grpc-mtls", true, "mtls", "ca.pem", true, TOKEN, Expect::Delivered),
+    ("http-mtls", false, "mtls", "ca.pem", true, TOKEN, Expect::Delivered),
+    ("grpc-mtls-no-client-cert", true, "mtls", "ca.pem", false, TOKEN, Expect::Refused(NO_CLIENT_CERT_GRPC)),
+    ("http-mtls-no-client-cert", false, "mtls", "ca.pem", false, TOKEN, Expect::Refused(NO_CLIENT_CERT_HTTP)),
     // No CA configured: the system's roots, which do not hold the test CA.
-    case("grpc-system-roots", true, "good", "", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
-    case("http-system-roots", false, "good", "", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
-    case("grpc-wrong-ca", true, "good", "other_ca.pem", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
-    case("http-wrong-ca", false, "good", "other_ca.pem", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
-    case("grpc-expired", true, "expired", "ca.pem", false, TOKEN, Expect::Refused(EXPIRED)),
-    case("http-expired", false, "expired", "ca.pem", false, TOKEN, Expect::Refused(EXPIRED)),
-    case("grpc-wrong-host", true, "wrong_host", "ca.pem", false, TOKEN, Expect::Refused(WRONG_HOST)),
-    case("http-wrong-host", false, "wrong_host", "ca.pem", false, TOKEN, Expect::Refused(WRONG_HOST)),
-    case("grpc-wrong-token", true, "good", "ca.pem", false, "not-the-token", Expect::Refused(UNAUTHENTICATED)),
-    case("http-wrong-token", false, "good", "ca.pem", false, "not-the-token", Expect::Refused(UNAUTHORIZED)),
+    ("grpc-system-roots", true, "good", "", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
+    ("http-system-roots", false, "good", "", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
+    ("grpc-wrong-ca", true, "good", "other_ca.pem", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
+    ("http-wrong-ca", false, "good", "other_ca.pem", false, TOKEN, Expect::Refused(UNKNOWN_ISSUER)),
+    ("grpc-expired", true, "expired", "ca.pem", false, TOKEN, Expect::Refused(EXPIRED)),
+    ("http-expired", false, "expired", "ca.pem", false, TOKEN, Expect::Refused(EXPIRED)),
+    ("grpc-wrong-host", true, "wrong_host", "ca.pem", false, TOKEN, Expect::Refused(WRONG_HOST)),
+    ("http-wrong-host", false, "wrong_host", "ca.pem", false, TOKEN, Expect::Refused(WRONG_HOST)),
+    ("grpc-wrong-token", true, "good", "ca.pem", false, "not-the-token", Expect::Refused(UNAUTHENTICATED)),
+    ("http-wrong-token", false, "good", "ca.pem", false, "not-the-token", Expect::Refused(UNAUTHORIZED)),
 ];
 
 /// The export timeout each child runs with; a refused case must finish well within a few of them.

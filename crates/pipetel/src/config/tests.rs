@@ -654,24 +654,21 @@ fn otlp_tls_resolves_per_signal_and_needs_certificate_and_key_together() {
         pem_file("key", KEY_PEM),
     );
     let s = |p: &PathBuf| p.to_str().expect("utf-8").to_string();
-    let c = from(&[
-        (OTEL_EXPORTER_OTLP_ENDPOINT, "https://collector:4318"),
-        (OTEL_EXPORTER_OTLP_CERTIFICATE, &s(&ca)),
-        (OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE, &s(&ca_traces)),
-        (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, &s(&cert)),
-        (OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY, &s(&key)),
-    ]);
+    // The same files, with the client key given for metrics only or for every signal.
+    let with_key = |key_var: &str| {
+        from(&[
+            (OTEL_EXPORTER_OTLP_ENDPOINT, "https://collector:4318"),
+            (OTEL_EXPORTER_OTLP_CERTIFICATE, &s(&ca)),
+            (OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE, &s(&ca_traces)),
+            (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, &s(&cert)),
+            (key_var, &s(&key)),
+        ])
+    };
     // The metrics signal has both halves; traces and logs only the certificate.
-    let msg = c.expect_err("traces has a certificate without a key").to_string();
+    let msg = with_key(OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY).expect_err("traces has a certificate without a key");
+    let msg = msg.to_string();
     assert!(msg.contains(OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE) && msg.contains("needs its key"), "{msg}");
-    let c = from(&[
-        (OTEL_EXPORTER_OTLP_ENDPOINT, "https://collector:4318"),
-        (OTEL_EXPORTER_OTLP_CERTIFICATE, &s(&ca)),
-        (OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE, &s(&ca_traces)),
-        (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, &s(&cert)),
-        (OTEL_EXPORTER_OTLP_CLIENT_KEY, &s(&key)),
-    ])
-    .expect("valid");
+    let c = with_key(OTEL_EXPORTER_OTLP_CLIENT_KEY).expect("valid");
     let traces = c.otlp_target(Signal::Traces).expect("traces").tls;
     let ca_of = |tls: &OtlpTls| tls.certificate.as_ref().map(|c| (c.value.clone(), c.origin.clone()));
     assert_eq!(ca_of(&traces), Some((ca_traces.clone(), Origin::Env(OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE.into()))));

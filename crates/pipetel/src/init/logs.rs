@@ -7,7 +7,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 use super::ledgers::Ledgers;
-use crate::config::{LogExporter, LogsSettings, OtlpTarget};
+use crate::config::{LogExporter, LogsSettings};
 use crate::error::InitError;
 
 /// The logger provider, absent when no log exporter is configured.
@@ -32,30 +32,13 @@ pub(super) fn build(
     Ok(Some(lp.build()))
 }
 
-#[cfg(feature = "otlp")]
-fn with_otlp(
-    lp: LoggerProviderBuilder,
-    target: &OtlpTarget,
-    ledgers: &mut Ledgers,
-) -> Result<LoggerProviderBuilder, InitError> {
-    let exporter = crate::export::otlp::log_exporter(target)?;
-    Ok(lp.with_batch_exporter(ledgers.track(exporter, "logs", "log record", target)))
-}
-
-#[cfg(not(feature = "otlp"))]
-fn with_otlp(_: LoggerProviderBuilder, _: &OtlpTarget, _: &mut Ledgers) -> Result<LoggerProviderBuilder, InitError> {
-    Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
-}
-
-#[cfg(feature = "console")]
-fn with_console(lp: LoggerProviderBuilder) -> Result<LoggerProviderBuilder, InitError> {
-    Ok(lp.with_batch_exporter(opentelemetry_stdout::LogExporter::default()))
-}
-
-#[cfg(not(feature = "console"))]
-fn with_console(_: LoggerProviderBuilder) -> Result<LoggerProviderBuilder, InitError> {
-    Err(InitError::FeatureDisabled { exporter: "console", feature: "console" })
-}
+batch_exporters!(
+    LoggerProviderBuilder,
+    crate::export::otlp::log_exporter,
+    "logs",
+    "log record",
+    opentelemetry_stdout::LogExporter
+);
 
 /// The layer turning `tracing` events into log records of `lp`, leaving out the exporters' own
 /// events.

@@ -18,6 +18,42 @@
 //! part of [`Settings`]; [`subscriber`] composes the `tracing` side; [`guard`] is what `init`
 //! returns, with the OTLP delivery [`ledgers`]; [`installed`] is the leaf the rest of the crate registers with.
 
+/// The two batch exporters a span or log provider builder takes, each a function with a body
+/// for builds with its feature and one that says the feature is off: `with_otlp` (tracked by a
+/// delivery ledger) and `with_console`.
+macro_rules! batch_exporters {
+    ($builder:ty, $otlp:path, $signal:literal, $items:literal, $console:ty) => {
+        #[cfg(feature = "otlp")]
+        fn with_otlp(
+            b: $builder,
+            target: &crate::config::OtlpTarget,
+            ledgers: &mut super::ledgers::Ledgers,
+        ) -> Result<$builder, crate::error::InitError> {
+            let exporter = $otlp(target)?;
+            Ok(b.with_batch_exporter(ledgers.track(exporter, $signal, $items, target)))
+        }
+
+        #[cfg(not(feature = "otlp"))]
+        fn with_otlp(
+            _: $builder,
+            _: &crate::config::OtlpTarget,
+            _: &mut super::ledgers::Ledgers,
+        ) -> Result<$builder, crate::error::InitError> {
+            Err(crate::error::InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
+        }
+
+        #[cfg(feature = "console")]
+        fn with_console(b: $builder) -> Result<$builder, crate::error::InitError> {
+            Ok(b.with_batch_exporter(<$console>::default()))
+        }
+
+        #[cfg(not(feature = "console"))]
+        fn with_console(_: $builder) -> Result<$builder, crate::error::InitError> {
+            Err(crate::error::InitError::FeatureDisabled { exporter: "console", feature: "console" })
+        }
+    };
+}
+
 mod gpu;
 mod guard;
 pub(crate) mod installed;

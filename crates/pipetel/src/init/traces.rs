@@ -10,7 +10,7 @@ use tracing_subscriber::Layer;
 
 use super::installed::SCOPE_NAME;
 use super::ledgers::Ledgers;
-use crate::config::{OtlpTarget, SamplerConfig, TraceExporter, TracesSettings};
+use crate::config::{SamplerConfig, TraceExporter, TracesSettings};
 use crate::error::InitError;
 use crate::sampling::SamplingGate;
 
@@ -48,30 +48,13 @@ fn sampler(s: SamplerConfig) -> Sampler {
     }
 }
 
-#[cfg(feature = "otlp")]
-fn with_otlp(
-    tp: TracerProviderBuilder,
-    target: &OtlpTarget,
-    ledgers: &mut Ledgers,
-) -> Result<TracerProviderBuilder, InitError> {
-    let exporter = crate::export::otlp::span_exporter(target)?;
-    Ok(tp.with_batch_exporter(ledgers.track(exporter, "traces", "span", target)))
-}
-
-#[cfg(not(feature = "otlp"))]
-fn with_otlp(_: TracerProviderBuilder, _: &OtlpTarget, _: &mut Ledgers) -> Result<TracerProviderBuilder, InitError> {
-    Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
-}
-
-#[cfg(feature = "console")]
-fn with_console(tp: TracerProviderBuilder) -> Result<TracerProviderBuilder, InitError> {
-    Ok(tp.with_batch_exporter(opentelemetry_stdout::SpanExporter::default()))
-}
-
-#[cfg(not(feature = "console"))]
-fn with_console(_: TracerProviderBuilder) -> Result<TracerProviderBuilder, InitError> {
-    Err(InitError::FeatureDisabled { exporter: "console", feature: "console" })
-}
+batch_exporters!(
+    TracerProviderBuilder,
+    crate::export::otlp::span_exporter,
+    "traces",
+    "span",
+    opentelemetry_stdout::SpanExporter
+);
 
 /// What the bridge layer is made of, before it is typed for a subscriber.
 #[derive(Debug, Clone)]

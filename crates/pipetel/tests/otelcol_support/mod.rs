@@ -250,3 +250,21 @@ pub(crate) fn make_pki(dir: &Path) {
     leaf("wrong_host", &["wrong.example"], false, false);
     leaf("client", &["pipetel-test-client"], false, false);
 }
+
+/// Flushes and shuts `telemetry` down, printing `FLUSH_MS=`, `FLUSH=` and `SHUTDOWN=` lines
+/// (each outcome as `ok` or its report lines joined by ` | `) for the parent to read.
+pub(crate) fn print_flush_and_shutdown(telemetry: pipetel::Telemetry) {
+    let started = Instant::now();
+    let flush = telemetry.force_flush();
+    println!("FLUSH_MS={}", started.elapsed().as_millis());
+    println!("FLUSH={}", outcome(flush));
+    println!("SHUTDOWN={}", outcome(telemetry.shutdown()));
+}
+
+fn outcome(result: Result<(), pipetel::ShutdownError>) -> String {
+    match result {
+        Ok(()) => "ok".into(),
+        Err(pipetel::ShutdownError::Providers(lines)) => lines.join(" | "),
+        Err(other) => format!("other error: {other}"),
+    }
+}
