@@ -84,7 +84,7 @@ use pipetel_recorders::{
     merge, DecodeError, Envelope, Family, FrameError, FrameReader, Kind, MetricSnapshot, Receiver, RecvError,
 };
 
-use crate::init::installed::{Installed, Rebind};
+use crate::installed::{Installed, Rebind};
 use crate::sync::lock;
 
 #[cfg(test)]
@@ -332,7 +332,7 @@ impl SnapshotHub {
     pub fn new(config: HubConfig) -> SnapshotHub {
         let hub = SnapshotHub::with_meters(config, Meters::Installed);
         let listener: Weak<Instruments> = Arc::downgrade(&hub.instruments);
-        crate::init::installed::register(listener);
+        crate::installed::register(listener);
         hub
     }
 
@@ -518,7 +518,7 @@ impl Instruments {
         match &self.meters {
             Meters::Fixed { meter, push_meter } => (0, meter.clone(), Some(push_meter.clone())),
             Meters::Installed => {
-                let installed = crate::init::installed::current();
+                let installed = crate::installed::current();
                 let push = match installed.generation {
                     0 => Some(opentelemetry::global::meter(crate::export::PUSH_ONLY_SCOPE)),
                     _ => installed.push_only,

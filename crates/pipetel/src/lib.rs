@@ -51,6 +51,7 @@ mod exposition;
 pub mod http;
 pub mod hub;
 mod init;
+mod installed;
 mod limits;
 mod measure;
 pub mod pipeline;
@@ -108,5 +109,5 @@ pub const SECONDS_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25
 /// (whether or not it also set it as the global one); before `init`, or when the SDK is
 /// disabled, the global meter provider's (a no-op one unless the program set its own).
 pub fn meter() -> opentelemetry::metrics::Meter {
-    init::installed::current().meter
+    crate::installed::current().meter
 }

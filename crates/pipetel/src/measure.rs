@@ -9,7 +9,7 @@
 //! later calls cost two atomic loads to find them. But `pipetel::init` installs the global meter
 //! provider at run time, possibly after a measured function already ran, and instruments taken
 //! from the provider in place then (the no-op one) stay no-ops forever. So a site compares the
-//! *generation* of the context `init` installed (`crate::init::installed`, one atomic load) with
+//! *generation* of the context `init` installed (`crate::installed`, one atomic load) with
 //! that of its handles, and resolves them again on its next call after `init`. The superseded handles are leaked on purpose:
 //! at most one set per function per `init` (normally one), and leaking them is what lets a call
 //! use its handles without a lock or a reference count.
@@ -47,7 +47,7 @@ pub mod __private {
 
     pub use tracing;
 
-    use crate::init::installed;
+    use crate::installed;
     use crate::sync::StaticCell;
 
     /// Counter: calls started.

@@ -11,12 +11,12 @@
 //!    last step that can fail: another subscriber may already be installed;
 //! 4. commit (cannot fail): log what the configuration read under old names, start an optional
 //!    GPU, bridge the `log` crate, set the global providers and propagator (unless told not to),
-//!    and publish the [installed context](installed) so that registries, hubs and measured
+//!    and publish the [installed context](crate::installed) so that registries, hubs and measured
 //!    functions built before `init` bind to the new meter provider.
 //!
 //! Modules: [`resource`], [`metrics`], [`traces`], [`logs`] and [`gpu`] each read only their
 //! part of [`Settings`]; [`subscriber`] composes the `tracing` side; [`guard`] is what `init`
-//! returns, with the OTLP delivery [`ledgers`]; [`installed`] is the leaf the rest of the crate registers with.
+//! returns, with the OTLP delivery [`ledgers`]; [`crate::installed`] is the leaf the rest of the crate registers with.
 
 /// The two batch exporters a span or log provider builder takes, each a function with a body
 /// for builds with its feature and one that says the feature is off: `with_otlp` (tracked by a
@@ -56,7 +56,6 @@ macro_rules! batch_exporters {
 
 mod gpu;
 mod guard;
-pub(crate) mod installed;
 mod ledgers;
 mod logs;
 mod metrics;
@@ -69,13 +68,13 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+pub use crate::installed::SCOPE_NAME;
 pub use guard::Telemetry;
-pub use installed::SCOPE_NAME;
 
 use crate::config::{Config, LogExporter, MetricExporter, OtlpProtocol, Settings, TraceExporter};
 use crate::error::InitError;
+use crate::installed::{self, Installed};
 use guard::Inner;
-use installed::Installed;
 use ledgers::Ledgers;
 use subscriber::Layers;
 

@@ -8,10 +8,10 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use super::installed::SCOPE_NAME;
 use super::ledgers::Ledgers;
 use crate::config::{SamplerConfig, TraceExporter, TracesSettings};
 use crate::error::InitError;
+use crate::installed::SCOPE_NAME;
 use crate::sampling::SamplingGate;
 
 /// The tracer provider, absent when no trace exporter is configured.

@@ -14,7 +14,7 @@ use super::row::{worker_fields, Namespaces, StageStat, WorkerStat, WorkerStatus}
 use super::sink::RowSink;
 use super::table::table;
 use crate::config::PipelineSettings;
-use crate::init::installed::Installed;
+use crate::installed::Installed;
 
 /// How long finished stages stay exported when no runtime is installed.
 const DEFAULT_RETENTION: Duration = Duration::from_secs(300);

@@ -100,7 +100,7 @@ pub use summary::{Summary, SummaryValue, SummaryVec, DEFAULT_AGE_BUCKETS, DEFAUL
 
 pub use crate::limits::set_cardinality_limit;
 
-use crate::init::installed::{Installed, Rebind};
+use crate::installed::{Installed, Rebind};
 use crate::sync::{read, write};
 use collector::{FnFamily, SampleFn, TextFn};
 use counter::CounterCell;
@@ -395,7 +395,7 @@ impl Registry {
         });
         if matches!(inner.binding, Binding::Global) {
             let listener: Weak<Inner> = Arc::downgrade(&inner);
-            crate::init::installed::register(listener);
+            crate::installed::register(listener);
         }
         let source: Arc<dyn crate::export::ExpositionSource> = inner.clone();
         crate::export::add_exposition_source(&source);
@@ -722,7 +722,7 @@ impl Registry {
         match &self.inner.binding {
             Binding::Global => {
                 // One read of the context: the generation and the meters it names agree.
-                let installed = crate::init::installed::current();
+                let installed = crate::installed::current();
                 family.meta().bound.store(installed.generation, Ordering::Release);
                 family.bind(&installed.meter, installed.push_only.as_ref());
             }

@@ -531,7 +531,7 @@ fn histograms_feed_otel_only_when_something_pushes() {
     // What `init` publishes, on the global provider: with a push exporter, then without.
     let publish = |pushes| {
         let provider = opentelemetry::global::meter_provider();
-        crate::init::installed::publish(Installed::new(&*provider, pushes, crate::limits::cardinality_limit()));
+        crate::installed::publish(Installed::new(&*provider, pushes, crate::limits::cardinality_limit()));
     };
     publish(true);
     let fed = h.feeds_otel();
