@@ -16,7 +16,7 @@ pub fn peer_binary(var: &str, default: &str) -> PathBuf {
 }
 
 /// The path of a binary target of this workspace (`cargo build` with `target_args`, e.g.
-/// `["-p", "pipetel-e2e", "--example", name]`), built now so a test never runs a stale one.
+/// `["--example", name]`), built now so a test never runs a stale one.
 pub fn built_binary(name: &str, target_args: &[&str]) -> PathBuf {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let out = Command::new(cargo)
@@ -44,7 +44,7 @@ pub fn example_path(name: &str) -> PathBuf {
     if let Some(p) = built.get(name) {
         return p.clone();
     }
-    let path = built_binary(name, &["-p", "pipetel-e2e", "--example", name]);
+    let path = built_binary(name, &["--example", name]);
     built.insert(name.to_string(), path.clone());
     path
 }

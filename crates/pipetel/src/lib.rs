@@ -48,6 +48,7 @@ pub mod error;
 mod export;
 mod exposition;
 #[cfg(feature = "http")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
 pub mod hub;
 mod init;
@@ -81,6 +82,7 @@ pub use pipetel_macros::measure;
 pub use config::Config;
 pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
+#[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use export::{PrometheusRender, TEXT_CONTENT_TYPE};
 pub use init::{init, init_with, layers, layers_with, InitOptions, Telemetry, SCOPE_NAME};
 pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
@@ -93,6 +95,7 @@ pub use opentelemetry;
 pub use opentelemetry_sdk;
 /// GPU telemetry: configuration types and metric names.
 #[cfg(feature = "gpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gpu")))]
 pub use pipetel_gpu as gpu;
 /// The std-only recorders worker processes link (re-exported for version agreement).
 pub use pipetel_recorders as recorders;
