@@ -26,6 +26,7 @@ macro_rules! batch_exporters {
     ($builder:ty, $otlp:path, $signal:literal, $items:literal, $console:ty, $sdk:ident, $processor:ident, $exporter:ident, $add:ident) => {
         /// `exporter` behind the signal's batch processor with `batch` applied over the SDK's
         /// defaults.
+        #[cfg(any(feature = "otlp", feature = "console"))]
         fn batched<E>(exporter: E, batch: &crate::config::BatchSettings) -> opentelemetry_sdk::$sdk::$processor
         where
             E: opentelemetry_sdk::$sdk::$exporter + 'static,
