@@ -47,11 +47,12 @@ pub use groups::{ServiceMetricsConfig, SpanMetricsConfig, SpanMetricsError, Span
 pub use otlp::{OtlpTarget, OtlpTls};
 pub use parse::parse_buckets;
 pub use settings::{
-    LogsSettings, MetricsSettings, PipelineSettings, PrometheusSettings, ResourceSettings, Settings, Sourced,
-    SubscriberSettings, TracesSettings,
+    BatchSettings, LogsSettings, MetricsSettings, PipelineSettings, PrometheusSettings, ResourceSettings, Settings,
+    Sourced, SpanLimitsSettings, SubscriberSettings, TracesSettings,
 };
 pub use values::{
-    LogExporter, MetricExporter, OtlpCompression, OtlpProtocol, ParseValueError, SamplerConfig, Signal, TraceExporter,
+    HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, OtlpCompression, OtlpProtocol,
+    ParseValueError, Propagator, SamplerConfig, Signal, TraceExporter,
 };
 pub use vars::*;
 
@@ -71,7 +72,16 @@ use parse::{Set, Slot};
 pub struct Config {
     service_name: Option<Set<String>>,
     service_version: Option<Set<String>>,
+    instance_id: Option<Set<String>>,
     resource_attributes: Vec<(String, String)>,
+    k8s: K8sSlots,
+    propagators: Option<Set<Vec<Propagator>>>,
+    metric_temporality: Option<Set<MetricTemporality>>,
+    histogram_aggregation: Option<Set<HistogramAggregation>>,
+    metric_export_timeout: Option<Set<Duration>>,
+    limits: LimitSlots,
+    bsp: BatchSlots,
+    blrp: BatchSlots,
     sdk_disabled: Option<Set<bool>>,
     traces_exporters: Option<Set<Vec<TraceExporter>>>,
     metrics_exporters: Option<Set<Vec<MetricExporter>>>,
@@ -111,6 +121,37 @@ pub struct Config {
     gpu: GpuSlots,
     /// Deprecated spellings met while reading; `init` logs them once its subscriber is up.
     deprecations: Vec<String>,
+}
+
+/// The Kubernetes downward-API variables (read only when `KUBERNETES_SERVICE_HOST` is set).
+#[derive(Debug, Clone, Default)]
+struct K8sSlots {
+    service_host: Option<Set<String>>,
+    pod_name: Option<Set<String>>,
+    pod_uid: Option<Set<String>>,
+    namespace_name: Option<Set<String>>,
+    node_name: Option<Set<String>>,
+    container_name: Option<Set<String>>,
+}
+
+/// The span, event and link limits of the spec.
+#[derive(Debug, Clone, Default)]
+struct LimitSlots {
+    attribute_count: Option<Set<u32>>,
+    span_attribute_count: Option<Set<u32>>,
+    span_event_count: Option<Set<u32>>,
+    span_link_count: Option<Set<u32>>,
+    event_attribute_count: Option<Set<u32>>,
+    link_attribute_count: Option<Set<u32>>,
+}
+
+/// One batch processor's settings (`OTEL_BSP_*` or `OTEL_BLRP_*`).
+#[derive(Debug, Clone, Default)]
+struct BatchSlots {
+    schedule_delay: Option<Set<Duration>>,
+    export_timeout: Option<Set<Duration>>,
+    max_queue_size: Option<Set<usize>>,
+    max_export_batch_size: Option<Set<usize>>,
 }
 
 /// The GPU settings, one slot per field of [`pipetel_gpu::GpuConfig`].
@@ -216,6 +257,24 @@ impl Config {
         fn with_service_name(name: impl Into<String>) -> { service_name = name.into(), TEXT; }
         /// Sets `service.version`.
         fn with_service_version(version: impl Into<String>) -> { service_version = version.into(), TEXT; }
+        /// Sets how `service.instance.id` is made: `random` (a UUID per process, the default), a
+        /// recipe of `hostname`, `pid`, `pod` joined with `-` (`hostname-pid`), or a literal in
+        /// which `{hostname}`, `{pid}` and `{pod}` are replaced (checked at `init`).
+        fn with_instance_id(recipe: impl Into<String>) -> { instance_id = recipe.into(), INSTANCE_ID; }
+        /// Sets the global text-map propagators (an empty list means none).
+        fn with_propagators(propagators: impl IntoIterator<Item = Propagator>) -> {
+            propagators = parse::dedup(propagators), PROPAGATORS;
+        }
+        /// Sets the aggregation temporality of OTLP metric exports (the pull endpoint stays
+        /// cumulative).
+        fn with_metric_temporality(temporality: MetricTemporality) -> { metric_temporality = temporality, TEMPORALITY; }
+        /// Sets the aggregation of histograms that name no other (exponential is refused together
+        /// with the `prometheus` exporter, which cannot render it).
+        fn with_default_histogram_aggregation(aggregation: HistogramAggregation) -> {
+            histogram_aggregation = aggregation, HISTOGRAM_AGGREGATION;
+        }
+        /// Sets the upper bound of one pushed metric export.
+        fn with_metric_export_timeout(timeout: Duration) -> { metric_export_timeout = timeout, POSITIVE_MILLIS; }
         /// Disables (or re-enables) every signal, as `OTEL_SDK_DISABLED` does.
         fn with_sdk_disabled(disabled: bool) -> { sdk_disabled = disabled, BOOL; }
         /// Sets the trace exporters (an empty list means none).
@@ -428,6 +487,22 @@ impl Config {
         fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
         /// Whether the stage/worker metrics are registered.
         fn stage_metrics() -> bool = true;
+    }
+    /// The global text-map propagators (default: W3C trace context, then W3C baggage).
+    pub fn propagators(&self) -> Vec<Propagator> {
+        self.propagators.value().cloned().unwrap_or_else(|| vec![Propagator::TraceContext, Propagator::Baggage])
+    }
+    /// How `service.instance.id` is made, as given (`random` when not set).
+    pub fn instance_id(&self) -> &str {
+        self.instance_id.value().map_or("random", String::as_str)
+    }
+    getters! {
+        /// The aggregation temporality of OTLP metric exports.
+        fn metric_temporality() -> MetricTemporality = MetricTemporality::Cumulative;
+        /// The aggregation of histograms that name no other.
+        fn histogram_aggregation() -> HistogramAggregation = HistogramAggregation::ExplicitBucket;
+        /// Upper bound of one pushed metric export.
+        fn metric_export_timeout() -> Duration = DEFAULT_METRIC_EXPORT_TIMEOUT;
     }
     /// Extra resource attributes.
     pub fn resource_attributes(&self) -> &[(String, String)] {

@@ -16,7 +16,10 @@ use std::time::Duration;
 use pipetel_recorders::duration::{self, BareUnit};
 
 use super::error::{ConfigError, Origin};
-use super::values::{ExporterName, LogExporter, MetricExporter, SamplerConfig, TraceExporter};
+use super::values::{
+    ExporterName, HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, Propagator, SamplerConfig,
+    TraceExporter,
+};
 use super::vars::MIN_SAMPLE_INTERVAL;
 
 /// How one setting is read and checked.
@@ -147,6 +150,10 @@ impl Show for PathBuf {
 impl Show for bool {}
 impl Show for u16 {}
 impl Show for usize {}
+impl Show for u32 {}
+impl Show for MetricTemporality {}
+impl Show for HistogramAggregation {}
+impl Show for Vec<Propagator> {}
 impl Show for f64 {}
 impl Show for Duration {}
 impl Show for SamplerConfig {}
@@ -208,6 +215,15 @@ pub(crate) static BUCKETS: Rule<Vec<f64>> = Rule::new(numbers, buckets);
 pub(crate) static SPAN_ALLOW: Rule<Vec<String>> = Rule::new(names, span_allow);
 pub(crate) static SPAN_FILTER: Rule<String> = Rule::new(text, |f| span_targets(f).map(drop));
 pub(crate) static SPAN_TIME: Rule<super::groups::SpanTime> = Rule::new(from_str, any);
+pub(crate) static TEMPORALITY: Rule<MetricTemporality> = Rule::new(from_str, any);
+pub(crate) static HISTOGRAM_AGGREGATION: Rule<HistogramAggregation> = Rule::new(from_str, any);
+pub(crate) static PROPAGATORS: Rule<Vec<Propagator>> = Rule::new(propagators, any);
+/// `random`, a recipe (`hostname-pid`) or a literal with `{hostname}`, `{pid}`, `{pod}`.
+pub(crate) static INSTANCE_ID: Rule<String> = Rule::new(trimmed, |v| instance_id_template(v).map(drop));
+/// A span, event or link limit: a whole number, `0` keeping nothing.
+pub(crate) static COUNT_LIMIT: Rule<u32> = Rule::new(count, any);
+/// A batch processor's queue or batch size: a whole number, at least 1.
+pub(crate) static BATCH_SIZE: Rule<usize> = Rule::new(whole, at_least_one);
 #[cfg(feature = "gpu")]
 pub(crate) static GPU_MODE: Rule<pipetel_gpu::GpuMode> = Rule::new(from_str, any);
 #[cfg(feature = "gpu")]
@@ -269,6 +285,10 @@ fn whole(v: &str) -> Result<usize, String> {
     v.trim().parse::<usize>().map_err(|_| "expected a whole number".to_string())
 }
 
+fn count(v: &str) -> Result<u32, String> {
+    v.trim().parse::<u32>().map_err(|_| "expected a whole number between 0 and 4294967295".to_string())
+}
+
 fn number(v: &str) -> Result<f64, String> {
     v.trim().parse::<f64>().map_err(|_| "expected a number within [0, 1]".to_string())
 }
@@ -314,6 +334,23 @@ where
     }
     if saw_none && !out.is_empty() {
         return Err("`none` cannot be combined with other exporters".into());
+    }
+    Ok(dedup(out))
+}
+
+/// A comma list of propagators (case-insensitive), or `none` alone (no propagator).
+fn propagators(v: &str) -> Result<Vec<Propagator>, String> {
+    let mut out = Vec::new();
+    let mut saw_none = false;
+    for name in split_list(v) {
+        if name.eq_ignore_ascii_case("none") {
+            saw_none = true;
+            continue;
+        }
+        out.push(name.parse::<Propagator>().map_err(|e| e.to_string())?);
+    }
+    if saw_none && !out.is_empty() {
+        return Err("`none` cannot be combined with other propagators".into());
     }
     Ok(dedup(out))
 }
@@ -404,6 +441,85 @@ fn positive(d: &Duration) -> Result<(), String> {
         return Err("must be greater than zero".into());
     }
     Ok(())
+}
+
+fn at_least_one(n: &usize) -> Result<(), String> {
+    if *n == 0 {
+        return Err("must be at least 1".into());
+    }
+    Ok(())
+}
+
+/// The words a `-`-joined instance-id recipe is made of, each standing for its placeholder.
+const INSTANCE_ID_WORDS: [&str; 3] = ["hostname", "pid", "pod"];
+
+/// What an instance id is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IdPart {
+    Text(String),
+    Hostname,
+    Pid,
+    Pod,
+}
+
+/// `PIPETEL_INSTANCE_ID` as parts: `None` for `random` (a fresh UUID per process); a recipe of
+/// the words `hostname`, `pid`, `pod` joined with `-` (`hostname-pid`); or a literal in which
+/// `{hostname}`, `{pid}` and `{pod}` are replaced. At most 255 characters, no control
+/// characters, no other `{...}`.
+pub(crate) fn instance_id_template(v: &str) -> Result<Option<Vec<IdPart>>, String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Err("empty; expected `random`, a recipe such as `hostname-pid`, or a literal id".into());
+    }
+    if v.chars().count() > 255 {
+        return Err("longer than 255 characters".into());
+    }
+    if v.chars().any(char::is_control) {
+        return Err("control characters are not allowed".into());
+    }
+    if v.eq_ignore_ascii_case("random") {
+        return Ok(None);
+    }
+    let word = |w: &str| match w {
+        "hostname" => Some(IdPart::Hostname),
+        "pid" => Some(IdPart::Pid),
+        "pod" => Some(IdPart::Pod),
+        _ => None,
+    };
+    if v.split('-').all(|w| INSTANCE_ID_WORDS.contains(&w)) {
+        let mut parts = Vec::new();
+        for (i, w) in v.split('-').enumerate() {
+            if i > 0 {
+                parts.push(IdPart::Text("-".into()));
+            }
+            parts.extend(word(w));
+        }
+        return Ok(Some(parts));
+    }
+    let mut parts = Vec::new();
+    let mut rest = v;
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest[open..].starts_with('}') {
+            return Err("a `}` without its `{`".into());
+        }
+        let Some(close) = rest[open..].find('}').map(|c| open + c) else {
+            return Err("a `{` without its `}`".into());
+        };
+        if open > 0 {
+            parts.push(IdPart::Text(rest[..open].to_string()));
+        }
+        let name = &rest[open + 1..close];
+        parts.push(
+            word(name).ok_or_else(|| {
+                format!("unknown placeholder `{{{name}}}`; expected {{hostname}}, {{pid}} or {{pod}}")
+            })?,
+        );
+        rest = &rest[close + 1..];
+    }
+    if !rest.is_empty() {
+        parts.push(IdPart::Text(rest.to_string()));
+    }
+    Ok(Some(parts))
 }
 
 fn sample_interval(d: &Duration) -> Result<(), String> {

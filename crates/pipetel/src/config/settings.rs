@@ -8,9 +8,14 @@ use super::error::{ConfigError, Origin};
 use super::groups::{ServiceMetricsConfig, SpanMetricsConfig};
 use super::otlp::OtlpTarget;
 use super::parse::Slot;
-use super::values::{LogExporter, MetricExporter, SamplerConfig, Signal, TraceExporter};
-use super::vars::{PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
+use super::parse::{instance_id_template, IdPart, Set};
+use super::values::{
+    HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, Propagator, SamplerConfig, Signal,
+    TraceExporter,
+};
+use super::vars::{DEFAULT_COUNT_LIMIT, PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
 use super::Config;
+use super::{BatchSlots, LimitSlots};
 
 /// A resolved value with where it came from, for errors raised when it is used (a file that
 /// cannot be opened, say).
@@ -36,6 +41,8 @@ impl<T> Sourced<T> {
 pub struct Settings {
     /// Every signal a no-op (`OTEL_SDK_DISABLED`).
     pub sdk_disabled: bool,
+    /// The global text-map propagators, in order (`OTEL_PROPAGATORS`); empty: none.
+    pub propagators: Vec<Propagator>,
     /// The resource every signal carries.
     pub resource: ResourceSettings,
     /// The meter provider's readers and exporters.
@@ -72,8 +79,14 @@ pub struct ResourceSettings {
     pub service_name: String,
     /// `service.version`, when given.
     pub service_version: Option<String>,
-    /// The other attributes (`service.name` taken out).
+    /// The other attributes the user gave (`service.name` taken out, and `service.instance.id`
+    /// when `instance_id` is set). They win over every detected attribute.
     pub attributes: Vec<(String, String)>,
+    /// `service.instance.id` made by `PIPETEL_INSTANCE_ID`; `None`: the one among `attributes`,
+    /// else a random UUID.
+    pub instance_id: Option<String>,
+    /// `k8s.*` attributes from the downward-API variables, when `KUBERNETES_SERVICE_HOST` is set.
+    pub kubernetes: Vec<(String, String)>,
 }
 
 /// What the meter provider is built with.
@@ -88,6 +101,38 @@ pub struct MetricsSettings {
     pub otlp: OtlpTarget,
     /// Interval of pushed exports.
     pub export_interval: Duration,
+    /// Temporality of the OTLP exports (the pull reader is always cumulative).
+    pub temporality: MetricTemporality,
+    /// Aggregation of histograms that name no other.
+    pub histogram_aggregation: HistogramAggregation,
+}
+
+/// The span limits the tracer provider applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SpanLimitsSettings {
+    /// Most attributes per span.
+    pub attributes_per_span: u32,
+    /// Most events per span.
+    pub events_per_span: u32,
+    /// Most links per span.
+    pub links_per_span: u32,
+    /// Most attributes per span event.
+    pub attributes_per_event: u32,
+    /// Most attributes per span link.
+    pub attributes_per_link: u32,
+}
+
+/// A batch processor's settings; `None` keeps the SDK's default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct BatchSettings {
+    /// Delay between two exports.
+    pub schedule_delay: Option<Duration>,
+    /// Most items queued; more are dropped.
+    pub max_queue_size: Option<usize>,
+    /// Most items per export.
+    pub max_export_batch_size: Option<usize>,
 }
 
 /// The Prometheus pull endpoint.
@@ -116,8 +161,13 @@ pub struct TracesSettings {
     pub exporters: Vec<TraceExporter>,
     /// The sampler.
     pub sampler: SamplerConfig,
-    /// The OTLP target (used when `exporters` holds [`TraceExporter::Otlp`]).
+    /// The OTLP target (used when `exporters` holds [`TraceExporter::Otlp`]); its timeout is
+    /// bounded by `OTEL_BSP_EXPORT_TIMEOUT`.
     pub otlp: OtlpTarget,
+    /// The span limits.
+    pub limits: SpanLimitsSettings,
+    /// The batch span processor.
+    pub batch: BatchSettings,
 }
 
 /// What the logger provider is built with.
@@ -126,8 +176,11 @@ pub struct TracesSettings {
 pub struct LogsSettings {
     /// The log exporters in effect.
     pub exporters: Vec<LogExporter>,
-    /// The OTLP target (used when `exporters` holds [`LogExporter::Otlp`]).
+    /// The OTLP target (used when `exporters` holds [`LogExporter::Otlp`]); its timeout is
+    /// bounded by `OTEL_BLRP_EXPORT_TIMEOUT`.
     pub otlp: OtlpTarget,
+    /// The batch log record processor.
+    pub batch: BatchSettings,
 }
 
 /// The `tracing` subscriber `init` installs.
@@ -179,11 +232,26 @@ impl Config {
             }
             (None, None) => None,
         };
+        let metrics_exporters = self.metrics_exporters();
+        if let Some(set) = &self.histogram_aggregation {
+            if set.value == HistogramAggregation::Base2Exponential
+                && metrics_exporters.contains(&MetricExporter::Prometheus)
+            {
+                return Err(ConfigError::invalid(
+                    set.origin.clone(),
+                    "base2_exponential_bucket_histogram",
+                    "the aggregation applies to every reader and the Prometheus pull endpoint cannot render \
+                     exponential histograms; drop `prometheus` from the metric exporters or keep \
+                     explicit_bucket_histogram",
+                ));
+            }
+        }
         Ok(Settings {
             sdk_disabled: self.sdk_disabled(),
-            resource: self.resource_settings(),
+            propagators: self.propagators(),
+            resource: self.resource_settings()?,
             metrics: MetricsSettings {
-                exporters: self.metrics_exporters(),
+                exporters: metrics_exporters,
                 prometheus: PrometheusSettings {
                     host: self.prometheus_host().to_string(),
                     port: self.prometheus_port(),
@@ -192,15 +260,23 @@ impl Config {
                     basic_auth: self.prometheus_basic_auth().map(|(u, p)| (u.to_string(), p.to_string())),
                     tls,
                 },
-                otlp: self.otlp_target(Signal::Metrics)?,
+                otlp: bounded(self.otlp_target(Signal::Metrics)?, &self.metric_export_timeout),
                 export_interval: self.metric_export_interval(),
+                temporality: self.metric_temporality(),
+                histogram_aggregation: self.histogram_aggregation(),
             },
             traces: TracesSettings {
                 exporters: self.traces_exporters(),
                 sampler: self.sampler(),
-                otlp: self.otlp_target(Signal::Traces)?,
+                otlp: bounded(self.otlp_target(Signal::Traces)?, &self.bsp.export_timeout),
+                limits: self.limits.resolve(),
+                batch: self.bsp.resolve()?,
             },
-            logs: LogsSettings { exporters: self.logs_exporters(), otlp: self.otlp_target(Signal::Logs)? },
+            logs: LogsSettings {
+                exporters: self.logs_exporters(),
+                otlp: bounded(self.otlp_target(Signal::Logs)?, &self.blrp.export_timeout),
+                batch: self.blrp.resolve()?,
+            },
             subscriber: SubscriberSettings {
                 log_filter: Sourced { value: self.log_filter().to_string(), origin: self.log_filter.origin() },
                 console: self.console_log(),
@@ -229,6 +305,11 @@ impl Config {
     fn check_every_value(&self) -> Result<(), ConfigError> {
         self.service_name.checked()?;
         self.service_version.checked()?;
+        self.instance_id.checked()?;
+        self.propagators.checked()?;
+        self.metric_temporality.checked()?;
+        self.histogram_aggregation.checked()?;
+        self.metric_export_timeout.checked()?;
         self.sdk_disabled.checked()?;
         self.traces_exporters.checked()?;
         self.metrics_exporters.checked()?;
@@ -276,8 +357,9 @@ impl Config {
     }
 
     /// `OTEL_SERVICE_NAME` (or code) beats `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, which
-    /// beats the default.
-    fn resource_settings(&self) -> ResourceSettings {
+    /// beats the default; `PIPETEL_INSTANCE_ID` (other than `random`) beats `service.instance.id`
+    /// there in the same way.
+    fn resource_settings(&self) -> Result<ResourceSettings, ConfigError> {
         let from_attributes =
             self.resource_attributes.iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone());
         let service_name = match (self.service_name.value(), from_attributes) {
@@ -285,10 +367,112 @@ impl Config {
             (None, Some(name)) => name,
             (None, None) => self.service_name(),
         };
-        ResourceSettings {
+        let k8s = &self.k8s;
+        let in_cluster = k8s.service_host.value().is_some_and(|h| !h.trim().is_empty());
+        let kubernetes: Vec<(String, String)> = if in_cluster {
+            [
+                ("k8s.pod.name", &k8s.pod_name),
+                ("k8s.pod.uid", &k8s.pod_uid),
+                ("k8s.namespace.name", &k8s.namespace_name),
+                ("k8s.node.name", &k8s.node_name),
+                ("k8s.container.name", &k8s.container_name),
+            ]
+            .into_iter()
+            .filter_map(|(key, slot)| {
+                slot.value().map(|v| v.trim()).filter(|v| !v.is_empty()).map(|v| (key.to_string(), v.to_string()))
+            })
+            .collect()
+        } else {
+            Vec::new()
+        };
+        let pod = kubernetes.iter().find(|(k, _)| k == "k8s.pod.name").map(|(_, v)| v.as_str());
+        let instance_id = match &self.instance_id {
+            Some(set) => expand_instance_id(set, pod)?,
+            None => None,
+        };
+        let attributes = self
+            .resource_attributes
+            .iter()
+            .filter(|(k, _)| k != "service.name" && !(instance_id.is_some() && k == "service.instance.id"))
+            .cloned()
+            .collect();
+        Ok(ResourceSettings {
             service_name,
             service_version: self.service_version().map(str::to_string),
-            attributes: self.resource_attributes.iter().filter(|(k, _)| k != "service.name").cloned().collect(),
+            attributes,
+            instance_id,
+            kubernetes,
+        })
+    }
+}
+
+/// The instance id `set` describes, made now: `None` for `random`. `{pod}` without
+/// `K8S_POD_NAME` is the host name (which Kubernetes sets to the pod's name).
+fn expand_instance_id(set: &Set<String>, pod: Option<&str>) -> Result<Option<String>, ConfigError> {
+    let parts = instance_id_template(&set.value)
+        .map_err(|reason| ConfigError::invalid(set.origin.clone(), set.value.clone(), reason))?;
+    let Some(parts) = parts else { return Ok(None) };
+    let hostname = || gethostname::gethostname().to_string_lossy().into_owned();
+    let mut id = String::new();
+    for part in parts {
+        match part {
+            IdPart::Text(text) => id.push_str(&text),
+            IdPart::Hostname => id.push_str(&hostname()),
+            IdPart::Pid => id.push_str(&std::process::id().to_string()),
+            IdPart::Pod => id.push_str(&pod.map_or_else(hostname, str::to_string)),
         }
+    }
+    Ok(Some(id))
+}
+
+/// `target` with its timeout no longer than the signal's export timeout, when one is set: the
+/// batch processors and the periodic reader of SDK 0.33 leave the bound to the exporter.
+fn bounded(mut target: OtlpTarget, export_timeout: &Option<Set<Duration>>) -> OtlpTarget {
+    if let Some(bound) = export_timeout.value() {
+        target.timeout = target.timeout.min(*bound);
+    }
+    target
+}
+
+impl LimitSlots {
+    /// Each limit from its own variable, else `OTEL_ATTRIBUTE_COUNT_LIMIT` for attribute counts,
+    /// else 128.
+    fn resolve(&self) -> SpanLimitsSettings {
+        let general = self.attribute_count.value().copied();
+        let attrs = |own: &Option<Set<u32>>| own.value().copied().or(general).unwrap_or(DEFAULT_COUNT_LIMIT);
+        let count = |own: &Option<Set<u32>>| own.value().copied().unwrap_or(DEFAULT_COUNT_LIMIT);
+        SpanLimitsSettings {
+            attributes_per_span: attrs(&self.span_attribute_count),
+            events_per_span: count(&self.span_event_count),
+            links_per_span: count(&self.span_link_count),
+            attributes_per_event: attrs(&self.event_attribute_count),
+            attributes_per_link: attrs(&self.link_attribute_count),
+        }
+    }
+}
+
+/// The SDK's default queue size of both batch processors.
+const DEFAULT_MAX_QUEUE_SIZE: usize = 2048;
+
+impl BatchSlots {
+    /// The values set, checked; a batch size above the queue size is an error naming it.
+    fn resolve(&self) -> Result<BatchSettings, ConfigError> {
+        self.schedule_delay.checked()?;
+        self.export_timeout.checked()?;
+        self.max_queue_size.checked()?;
+        self.max_export_batch_size.checked()?;
+        let queue = self.max_queue_size.value().copied();
+        if let Some(batch) = &self.max_export_batch_size {
+            let limit = queue.unwrap_or(DEFAULT_MAX_QUEUE_SIZE);
+            if batch.value > limit {
+                let reason = format!("must not exceed the queue size ({limit})");
+                return Err(ConfigError::invalid(batch.origin.clone(), batch.value.to_string(), reason));
+            }
+        }
+        Ok(BatchSettings {
+            schedule_delay: self.schedule_delay.value().copied(),
+            max_queue_size: queue,
+            max_export_batch_size: self.max_export_batch_size.value().copied(),
+        })
     }
 }

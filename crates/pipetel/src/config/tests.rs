@@ -66,6 +66,33 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_GPU_PLATFORM, "intel"),
         (PIPETEL_GPU_PCIE_THROUGHPUT, "maybe"),
         (PIPETEL_GPU_PROCESS_MEMORY, "2"),
+        (OTEL_PROPAGATORS, "b3"),
+        (OTEL_PROPAGATORS, "tracecontext,jaeger"),
+        (OTEL_PROPAGATORS, "w3c"),
+        (OTEL_PROPAGATORS, "none,baggage"),
+        (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, "deltas"),
+        (OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, "exponential"),
+        (OTEL_METRIC_EXPORT_TIMEOUT, "0"),
+        (OTEL_METRIC_EXPORT_TIMEOUT, "soon"),
+        (OTEL_ATTRIBUTE_COUNT_LIMIT, "-1"),
+        (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, "many"),
+        (OTEL_SPAN_EVENT_COUNT_LIMIT, "1.5"),
+        (OTEL_SPAN_LINK_COUNT_LIMIT, "99999999999"),
+        (OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT, "x"),
+        (OTEL_LINK_ATTRIBUTE_COUNT_LIMIT, "-3"),
+        (OTEL_BSP_SCHEDULE_DELAY, "0"),
+        (OTEL_BSP_EXPORT_TIMEOUT, "later"),
+        (OTEL_BSP_MAX_QUEUE_SIZE, "0"),
+        (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "big"),
+        (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "4096"),
+        (OTEL_BLRP_SCHEDULE_DELAY, "-1"),
+        (OTEL_BLRP_EXPORT_TIMEOUT, "0"),
+        (OTEL_BLRP_MAX_QUEUE_SIZE, "lots"),
+        (OTEL_BLRP_MAX_EXPORT_BATCH_SIZE, "0"),
+        (PIPETEL_INSTANCE_ID, "{host}"),
+        (PIPETEL_INSTANCE_ID, "id-{pid"),
+        (PIPETEL_INSTANCE_ID, "id}"),
+        (PIPETEL_INSTANCE_ID, "a\tb"),
     ];
     for (var, value) in cases {
         let err = from(&[(var, value)]).expect_err(&format!("{var}={value} must be refused"));
@@ -719,4 +746,162 @@ fn insecure_picks_the_scheme_of_a_schemeless_grpc_endpoint() {
     let c =
         Config::default().with_otlp_protocol(OtlpProtocol::Grpc).with_otlp_endpoint("c:4317").with_otlp_insecure(true);
     assert_eq!(c.otlp_target(Signal::Logs).expect("logs").endpoint, "http://c:4317");
+}
+
+/// The settings of the OTel SDK configuration spec that pipetel reads itself.
+#[test]
+fn spec_settings_are_read() {
+    let c = from(&[
+        (OTEL_PROPAGATORS, "Baggage, tracecontext"),
+        (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, "DELTA"),
+        (OTEL_METRICS_EXPORTER, "otlp"),
+        (OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, "Base2_Exponential_Bucket_Histogram"),
+        (OTEL_METRIC_EXPORT_TIMEOUT, "2500"),
+        (OTEL_EXPORTER_OTLP_TIMEOUT, "10s"),
+        (OTEL_BSP_EXPORT_TIMEOUT, "1s"),
+        (OTEL_ATTRIBUTE_COUNT_LIMIT, "16"),
+        (OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT, "32"),
+        (OTEL_SPAN_EVENT_COUNT_LIMIT, "0"),
+        (OTEL_SPAN_LINK_COUNT_LIMIT, "5"),
+        (OTEL_LINK_ATTRIBUTE_COUNT_LIMIT, "3"),
+        (OTEL_BSP_MAX_QUEUE_SIZE, "100"),
+        (OTEL_BSP_MAX_EXPORT_BATCH_SIZE, "10"),
+        (OTEL_BSP_SCHEDULE_DELAY, "250"),
+        (OTEL_BLRP_MAX_QUEUE_SIZE, "4096"),
+        (OTEL_BLRP_MAX_EXPORT_BATCH_SIZE, "4096"),
+    ])
+    .expect("valid");
+    let s = c.resolve().expect("resolves");
+    assert_eq!(s.propagators, vec![Propagator::Baggage, Propagator::TraceContext]);
+    assert_eq!(s.metrics.temporality, MetricTemporality::Delta);
+    assert_eq!(s.metrics.histogram_aggregation, HistogramAggregation::Base2Exponential);
+    assert_eq!(s.metrics.otlp.timeout, Duration::from_millis(2500), "bounded by OTEL_METRIC_EXPORT_TIMEOUT");
+    assert_eq!(s.traces.otlp.timeout, Duration::from_secs(1), "bounded by OTEL_BSP_EXPORT_TIMEOUT");
+    assert_eq!(s.logs.otlp.timeout, Duration::from_secs(10), "no bound set for logs");
+    let l = s.traces.limits;
+    assert_eq!(
+        (l.attributes_per_span, l.events_per_span, l.links_per_span, l.attributes_per_event, l.attributes_per_link),
+        (32, 0, 5, 16, 3)
+    );
+    assert_eq!(s.traces.batch.max_queue_size, Some(100));
+    assert_eq!(s.traces.batch.max_export_batch_size, Some(10));
+    assert_eq!(s.traces.batch.schedule_delay, Some(Duration::from_millis(250)));
+    assert_eq!(s.logs.batch.max_export_batch_size, Some(4096));
+    // Nothing set: the spec's defaults.
+    let d = from(&[]).expect("empty").resolve().expect("resolves");
+    assert_eq!(d.propagators, vec![Propagator::TraceContext, Propagator::Baggage]);
+    assert_eq!(d.metrics.temporality, MetricTemporality::Cumulative);
+    assert_eq!(d.metrics.histogram_aggregation, HistogramAggregation::ExplicitBucket);
+    assert_eq!(d.traces.limits.attributes_per_span, 128);
+    assert_eq!(d.traces.batch, BatchSettings::default());
+    assert!(from(&[(OTEL_PROPAGATORS, "none")]).expect("none").propagators().is_empty());
+    assert_eq!(
+        from(&[(OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, "LowMemory")]).expect("valid").metric_temporality(),
+        MetricTemporality::LowMemory
+    );
+}
+
+#[test]
+fn spec_settings_from_the_file_and_code_follow_the_resolution_order() {
+    let (path, p) = write_file(
+        "propagators = [\"baggage\"]\ninstance_id = \"file-{pid}\"\n[metrics]\ntemporality_preference = \"delta\"\n\
+         export_timeout_ms = 4000\n[limits]\nspan_event_count = 7\n[batch.logs]\nmax_queue_size = 64\n",
+    );
+    let file_only = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    assert_eq!(file_only.propagators(), vec![Propagator::Baggage]);
+    assert_eq!(file_only.metric_temporality(), MetricTemporality::Delta);
+    assert_eq!(file_only.metric_export_timeout(), Duration::from_secs(4));
+    let s = file_only.resolve().expect("resolves");
+    assert_eq!(s.traces.limits.events_per_span, 7);
+    assert_eq!(s.logs.batch.max_queue_size, Some(64));
+    assert_eq!(s.resource.instance_id, Some(format!("file-{}", std::process::id())));
+    let env_over_file = from(&[
+        (PIPETEL_CONFIG, &p),
+        (OTEL_PROPAGATORS, "tracecontext"),
+        (OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, "cumulative"),
+        (PIPETEL_INSTANCE_ID, "env-id"),
+    ])
+    .expect("valid");
+    assert_eq!(env_over_file.propagators(), vec![Propagator::TraceContext]);
+    assert_eq!(env_over_file.metric_temporality(), MetricTemporality::Cumulative);
+    assert_eq!(env_over_file.instance_id(), "env-id");
+    let code = env_over_file
+        .with_propagators([])
+        .with_metric_temporality(MetricTemporality::LowMemory)
+        .with_instance_id("code-id");
+    assert!(code.propagators().is_empty());
+    assert_eq!(code.metric_temporality(), MetricTemporality::LowMemory);
+    assert_eq!(code.resolve().expect("resolves").resource.instance_id.as_deref(), Some("code-id"));
+    let _ = std::fs::remove_file(path);
+    assert!(file_error("[batch.traces]\nmax_queue_size = 0\n").contains("batch.traces.max_queue_size"));
+    assert!(file_error("[metrics]\ntemporality_preference = \"both\"\n").contains("metrics.temporality_preference"));
+    assert!(file_error("instance_id = \"{nope}\"\n").contains("instance_id"));
+}
+
+#[test]
+fn exponential_histograms_are_refused_with_the_pull_endpoint() {
+    let err = from(&[(OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION, "base2_exponential_bucket_histogram")])
+        .expect_err("the default exporter is the pull endpoint")
+        .to_string();
+    assert!(
+        err.contains(OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION) && err.contains("prometheus"),
+        "{err}"
+    );
+    let err = Config::default()
+        .with_default_histogram_aggregation(HistogramAggregation::Base2Exponential)
+        .resolve()
+        .expect_err("refused in code too")
+        .to_string();
+    assert!(err.contains("with_default_histogram_aggregation"), "{err}");
+    let ok = Config::default()
+        .with_metrics_exporters([MetricExporter::Otlp])
+        .with_default_histogram_aggregation(HistogramAggregation::Base2Exponential);
+    assert!(ok.resolve().is_ok());
+}
+
+#[test]
+fn instance_id_recipes_and_literals() {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let pid = std::process::id();
+    let id = |v: &str, extra: &[(&str, &str)]| {
+        let mut vars = vec![(PIPETEL_INSTANCE_ID, v)];
+        vars.extend_from_slice(extra);
+        from(&vars).expect(v).resolve().expect("resolves").resource.instance_id
+    };
+    assert_eq!(id("random", &[]), None);
+    assert_eq!(id("hostname", &[]), Some(host.clone()));
+    assert_eq!(id("hostname-pid", &[]), Some(format!("{host}-{pid}")));
+    assert_eq!(id("pid", &[]), Some(pid.to_string()));
+    assert_eq!(id("pod", &[]), Some(host.clone()), "outside Kubernetes `pod` is the host name");
+    let k8s = [(KUBERNETES_SERVICE_HOST, "10.0.0.1"), (K8S_POD_NAME, "tokenize-7d9f")];
+    assert_eq!(id("pod-pid", &k8s), Some(format!("tokenize-7d9f-{pid}")));
+    assert_eq!(id("ingest-{hostname}", &[]), Some(format!("ingest-{host}")));
+    assert_eq!(id("fixed id 1", &[]), Some("fixed id 1".to_string()));
+}
+
+#[test]
+fn kubernetes_attributes_only_inside_a_cluster() {
+    let downward = [
+        (K8S_POD_NAME, "tokenize-7d9f"),
+        (K8S_POD_UID, "0b5a-11"),
+        (K8S_NAMESPACE_NAME, "ml"),
+        (K8S_NODE_NAME, "node-3"),
+        (K8S_CONTAINER_NAME, "worker"),
+    ];
+    let outside = from(&downward).expect("valid").resolve().expect("resolves");
+    assert!(outside.resource.kubernetes.is_empty(), "{:?}", outside.resource.kubernetes);
+    let mut inside = downward.to_vec();
+    inside.push((KUBERNETES_SERVICE_HOST, "10.96.0.1"));
+    let s = from(&inside).expect("valid").resolve().expect("resolves");
+    let got: Vec<(&str, &str)> = s.resource.kubernetes.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(
+        got,
+        [
+            ("k8s.pod.name", "tokenize-7d9f"),
+            ("k8s.pod.uid", "0b5a-11"),
+            ("k8s.namespace.name", "ml"),
+            ("k8s.node.name", "node-3"),
+            ("k8s.container.name", "worker"),
+        ]
+    );
 }

@@ -245,3 +245,90 @@ impl FromStr for Signal {
             .ok_or_else(|| ParseValueError::new("expected `traces`, `metrics` or `logs`"))
     }
 }
+
+/// The aggregation temporality OTLP metric exporters ask for
+/// (`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`). The pull endpoint is cumulative
+/// whatever this says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MetricTemporality {
+    /// Every instrument cumulative (the default): a lost export never loses a count downstream.
+    #[default]
+    Cumulative,
+    /// Counters, histograms and observable counters delta; up-down counters cumulative (the
+    /// spec's `delta` preference).
+    Delta,
+    /// Counters and histograms delta; observable counters and up-down counters cumulative.
+    LowMemory,
+}
+
+impl FromStr for MetricTemporality {
+    type Err = ParseValueError;
+
+    /// `cumulative`, `delta` or `lowmemory`, in any case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "cumulative" => Ok(Self::Cumulative),
+            "delta" => Ok(Self::Delta),
+            "lowmemory" => Ok(Self::LowMemory),
+            _ => Err(ParseValueError::new("expected `cumulative`, `delta` or `lowmemory`")),
+        }
+    }
+}
+
+/// The aggregation of histogram instruments that give no other
+/// (`OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum HistogramAggregation {
+    /// Fixed bucket bounds (the instrument's own, or the SDK's default); the default.
+    #[default]
+    ExplicitBucket,
+    /// Base-2 exponential buckets (160 buckets, scale up to 20). Not renderable by the pull
+    /// endpoint, so refused together with the `prometheus` exporter.
+    Base2Exponential,
+}
+
+impl FromStr for HistogramAggregation {
+    type Err = ParseValueError;
+
+    /// `explicit_bucket_histogram` or `base2_exponential_bucket_histogram`, in any case.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "explicit_bucket_histogram" => Ok(Self::ExplicitBucket),
+            "base2_exponential_bucket_histogram" => Ok(Self::Base2Exponential),
+            _ => Err(ParseValueError::new(
+                "expected `explicit_bucket_histogram` or `base2_exponential_bucket_histogram`",
+            )),
+        }
+    }
+}
+
+/// A text-map propagator named in `OTEL_PROPAGATORS`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Propagator {
+    /// W3C Trace Context (`traceparent`, `tracestate`).
+    TraceContext,
+    /// W3C Baggage (`baggage`).
+    Baggage,
+}
+
+impl FromStr for Propagator {
+    type Err = ParseValueError;
+
+    /// `tracecontext` or `baggage` (case-insensitive); the other names of the spec (`b3`,
+    /// `b3multi`, `jaeger`, `xray`, `ottrace`) are refused as not supported.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "tracecontext" => Ok(Self::TraceContext),
+            "baggage" => Ok(Self::Baggage),
+            other @ ("b3" | "b3multi" | "jaeger" | "xray" | "ottrace") => Err(ParseValueError::new(format!(
+                "the `{other}` propagator is not supported; use `tracecontext`, `baggage` or `none`"
+            ))),
+            other => Err(ParseValueError::new(format!(
+                "unknown propagator `{other}`; expected a comma list of tracecontext, baggage, or `none`"
+            ))),
+        }
+    }
+}

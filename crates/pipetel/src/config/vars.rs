@@ -127,10 +127,69 @@ variables! {
     OTEL_TRACES_SAMPLER,
     /// Argument of a ratio sampler, a number in `[0, 1]`.
     OTEL_TRACES_SAMPLER_ARG,
+    /// Text-map propagators set as the global one: a comma list of `tracecontext`, `baggage`, or
+    /// `none` (default `tracecontext,baggage`).
+    OTEL_PROPAGATORS,
+    /// Aggregation temporality of OTLP metric exports: `cumulative` (default), `delta` or
+    /// `lowmemory` (case-insensitive). The pull endpoint is always cumulative.
+    OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE,
+    /// Aggregation of histograms: `explicit_bucket_histogram` (default) or
+    /// `base2_exponential_bucket_histogram` (not with the `prometheus` exporter).
+    OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION,
+    /// Upper bound of one pushed metric export (default 30 s; a bare number counts milliseconds):
+    /// the OTLP metric request timeout is the smaller of this and the OTLP timeout.
+    OTEL_METRIC_EXPORT_TIMEOUT,
+    /// Default most attributes per span, span event and span link (default 128).
+    OTEL_ATTRIBUTE_COUNT_LIMIT,
+    /// Most attributes per span (default `OTEL_ATTRIBUTE_COUNT_LIMIT`, else 128).
+    OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT,
+    /// Most events per span (default 128).
+    OTEL_SPAN_EVENT_COUNT_LIMIT,
+    /// Most links per span (default 128).
+    OTEL_SPAN_LINK_COUNT_LIMIT,
+    /// Most attributes per span event (default `OTEL_ATTRIBUTE_COUNT_LIMIT`, else 128).
+    OTEL_EVENT_ATTRIBUTE_COUNT_LIMIT,
+    /// Most attributes per span link (default `OTEL_ATTRIBUTE_COUNT_LIMIT`, else 128).
+    OTEL_LINK_ATTRIBUTE_COUNT_LIMIT,
+    /// Delay between two span batch exports (default 5 s; a bare number counts milliseconds).
+    OTEL_BSP_SCHEDULE_DELAY,
+    /// Upper bound of one span export (default 30 s): the OTLP traces request timeout is the
+    /// smaller of this and the OTLP timeout.
+    OTEL_BSP_EXPORT_TIMEOUT,
+    /// Most spans queued for export; more are dropped (default 2048).
+    OTEL_BSP_MAX_QUEUE_SIZE,
+    /// Most spans per export (default 512, at most the queue size).
+    OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+    /// Delay between two log batch exports (default 1 s; a bare number counts milliseconds).
+    OTEL_BLRP_SCHEDULE_DELAY,
+    /// Upper bound of one log export (default 30 s): the OTLP logs request timeout is the
+    /// smaller of this and the OTLP timeout.
+    OTEL_BLRP_EXPORT_TIMEOUT,
+    /// Most log records queued for export; more are dropped (default 2048).
+    OTEL_BLRP_MAX_QUEUE_SIZE,
+    /// Most log records per export (default 512, at most the queue size).
+    OTEL_BLRP_MAX_EXPORT_BATCH_SIZE,
     /// Path of a TOML configuration file.
     PIPETEL_CONFIG,
     /// The `service.version` resource attribute.
     PIPETEL_SERVICE_VERSION,
+    /// `service.instance.id`: `random` (default, a UUID per process), a recipe of `hostname`,
+    /// `pid`, `pod` joined with `-` (`hostname-pid`), or a literal where `{hostname}`, `{pid}`
+    /// and `{pod}` are replaced.
+    PIPETEL_INSTANCE_ID,
+    /// Set by Kubernetes in every container: its presence turns on the `k8s.*` resource
+    /// attributes from the variables below (set through the downward API).
+    KUBERNETES_SERVICE_HOST,
+    /// `k8s.pod.name` (downward API `metadata.name`).
+    K8S_POD_NAME,
+    /// `k8s.pod.uid` (downward API `metadata.uid`).
+    K8S_POD_UID,
+    /// `k8s.namespace.name` (downward API `metadata.namespace`).
+    K8S_NAMESPACE_NAME,
+    /// `k8s.node.name` (downward API `spec.nodeName`).
+    K8S_NODE_NAME,
+    /// `k8s.container.name` (written in the pod spec; the downward API has no field for it).
+    K8S_CONTAINER_NAME,
     /// Path the Prometheus pull endpoint serves (default `/metrics`).
     PIPETEL_PROMETHEUS_PATH,
     /// A bearer token the pull endpoint requires (`Authorization: Bearer <token>`).
@@ -224,6 +283,9 @@ pub const DEFAULT_SERVICE_PREFIX: &str = "service";
 pub(crate) const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 pub(crate) const DEFAULT_STAGE_RETENTION: Duration = Duration::from_secs(300);
 pub(crate) const DEFAULT_EXPORT_INTERVAL: Duration = Duration::from_secs(60);
+pub(crate) const DEFAULT_METRIC_EXPORT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default span, event and link limits (the SDK's and the spec's).
+pub(crate) const DEFAULT_COUNT_LIMIT: u32 = 128;
 pub(crate) const DEFAULT_OTLP_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) const DEFAULT_LOG_FILTER: &str = "info";

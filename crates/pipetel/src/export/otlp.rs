@@ -18,7 +18,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::delivery::{Cause, Explained};
-use crate::config::{OtlpCompression, OtlpProtocol, OtlpTarget, Signal, Sourced, OTEL_EXPORTER_OTLP_CERTIFICATE};
+use crate::config::{
+    MetricTemporality, OtlpCompression, OtlpProtocol, OtlpTarget, Signal, Sourced, OTEL_EXPORTER_OTLP_CERTIFICATE,
+};
 use crate::error::InitError;
 
 fn error(signal: Signal, reason: impl ToString) -> InitError {
@@ -242,10 +244,21 @@ pub(crate) fn span_exporter(target: &OtlpTarget) -> Result<Explained<opentelemet
     Ok(build_exporter!(opentelemetry_otlp::SpanExporter::builder(), Signal::Traces, target))
 }
 
-pub(crate) fn metric_exporter(target: &OtlpTarget) -> Result<Explained<opentelemetry_otlp::MetricExporter>, InitError> {
-    // Cumulative temporality: a lost or late export never corrupts a counter downstream.
+/// The OTLP metric exporter with the temporality preference
+/// (`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`; cumulative by default, so a lost or late
+/// export never corrupts a counter downstream).
+pub(crate) fn metric_exporter(
+    target: &OtlpTarget,
+    temporality: MetricTemporality,
+) -> Result<Explained<opentelemetry_otlp::MetricExporter>, InitError> {
+    let temporality = match temporality {
+        MetricTemporality::Delta => Temporality::Delta,
+        MetricTemporality::LowMemory => Temporality::LowMemory,
+        // `MetricTemporality` is non-exhaustive for users, not for this crate.
+        MetricTemporality::Cumulative => Temporality::Cumulative,
+    };
     Ok(build_exporter!(
-        opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative),
+        opentelemetry_otlp::MetricExporter::builder().with_temporality(temporality),
         Signal::Metrics,
         target
     ))

@@ -25,8 +25,8 @@ pub(super) fn build(
     let mut lp = SdkLoggerProvider::builder().with_resource(resource.clone());
     for exporter in &settings.exporters {
         lp = match exporter {
-            LogExporter::Otlp => with_otlp(lp, &settings.otlp, ledgers)?,
-            LogExporter::Console => with_console(lp)?,
+            LogExporter::Otlp => with_otlp(lp, &settings.otlp, &settings.batch, ledgers)?,
+            LogExporter::Console => with_console(lp, &settings.batch)?,
         };
     }
     Ok(Some(lp.build()))
@@ -37,7 +37,11 @@ batch_exporters!(
     crate::export::otlp::log_exporter,
     "logs",
     "log record",
-    opentelemetry_stdout::LogExporter
+    opentelemetry_stdout::LogExporter,
+    logs,
+    BatchLogProcessor,
+    LogExporter,
+    with_log_processor
 );
 
 /// The layer turning `tracing` events into log records of `lp`, leaving out the exporters' own

@@ -1,11 +1,15 @@
 //! The meter provider: the cardinality view, the readers (pull, OTLP, console) and the pull
 //! endpoint.
 
-use opentelemetry_sdk::metrics::{Instrument, MeterProviderBuilder, SdkMeterProvider, Stream};
+use opentelemetry_sdk::metrics::{
+    Aggregation, Instrument, InstrumentKind, MeterProviderBuilder, SdkMeterProvider, Stream,
+};
 use opentelemetry_sdk::Resource;
 
 use super::ledgers::Ledgers;
-use crate::config::{MetricExporter, MetricsSettings, PrometheusSettings, DEFAULT_CARDINALITY_LIMIT};
+use crate::config::{
+    HistogramAggregation, MetricExporter, MetricsSettings, PrometheusSettings, DEFAULT_CARDINALITY_LIMIT,
+};
 use crate::error::InitError;
 
 /// The meter provider and what its readers need next.
@@ -42,9 +46,8 @@ pub(super) fn build(
     ledgers: &mut Ledgers,
 ) -> Result<Metrics, InitError> {
     let mut mp = SdkMeterProvider::builder().with_resource(resource.clone());
-    if cardinality_limit != DEFAULT_CARDINALITY_LIMIT {
-        mp = mp
-            .with_view(move |_: &Instrument| Stream::builder().with_cardinality_limit(cardinality_limit).build().ok());
+    if let Some(view) = view(cardinality_limit, settings.histogram_aggregation) {
+        mp = mp.with_view(view);
     }
     let mut pull = None;
     for exporter in &settings.exporters {
@@ -60,6 +63,35 @@ pub(super) fn build(
     }
     let pushes = settings.exporters.iter().any(|e| *e != MetricExporter::Prometheus);
     Ok(Metrics { provider: mp.build(), pull, pushes })
+}
+
+/// The one view (the SDK makes a stream per matching view, so there is never a second): the
+/// cardinality limit when it is not the SDK's default, and base-2 exponential buckets for
+/// histograms when asked (`OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION`; the
+/// configuration refuses it together with the pull endpoint, which cannot render them).
+fn view(
+    cardinality_limit: usize,
+    histograms: HistogramAggregation,
+) -> Option<impl Fn(&Instrument) -> Option<Stream> + Send + Sync + 'static> {
+    let exponential = histograms == HistogramAggregation::Base2Exponential;
+    if cardinality_limit == DEFAULT_CARDINALITY_LIMIT && !exponential {
+        return None;
+    }
+    Some(move |instrument: &Instrument| {
+        let mut stream = Stream::builder();
+        if cardinality_limit != DEFAULT_CARDINALITY_LIMIT {
+            stream = stream.with_cardinality_limit(cardinality_limit);
+        }
+        if exponential && instrument.kind() == InstrumentKind::Histogram {
+            // The spec's defaults for this aggregation.
+            stream = stream.with_aggregation(Aggregation::Base2ExponentialHistogram {
+                max_size: 160,
+                max_scale: 20,
+                record_min_max: true,
+            });
+        }
+        stream.build().ok()
+    })
 }
 
 #[cfg(feature = "prometheus")]
@@ -79,7 +111,7 @@ fn with_otlp(
     settings: &MetricsSettings,
     ledgers: &mut Ledgers,
 ) -> Result<MeterProviderBuilder, InitError> {
-    let exporter = crate::export::otlp::metric_exporter(&settings.otlp)?;
+    let exporter = crate::export::otlp::metric_exporter(&settings.otlp, settings.temporality)?;
     let exporter = ledgers.track(exporter, "metrics", "", &settings.otlp);
     let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).with_interval(settings.export_interval);
     Ok(mp.with_reader(reader.build()))

@@ -20,35 +20,61 @@
 
 /// The two batch exporters a span or log provider builder takes, each a function with a body
 /// for builds with its feature and one that says the feature is off: `with_otlp` (tracked by a
-/// delivery ledger) and `with_console`.
+/// delivery ledger) and `with_console`. Each is wrapped in the signal's batch processor, built
+/// with the configured batch settings (`OTEL_BSP_*` / `OTEL_BLRP_*`, or the file's `batch.*`).
 macro_rules! batch_exporters {
-    ($builder:ty, $otlp:path, $signal:literal, $items:literal, $console:ty) => {
+    ($builder:ty, $otlp:path, $signal:literal, $items:literal, $console:ty, $sdk:ident, $processor:ident, $exporter:ident, $add:ident) => {
+        /// `exporter` behind the signal's batch processor with `batch` applied over the SDK's
+        /// defaults.
+        #[cfg(any(feature = "otlp", feature = "console"))]
+        fn batched<E>(exporter: E, batch: &crate::config::BatchSettings) -> opentelemetry_sdk::$sdk::$processor
+        where
+            E: opentelemetry_sdk::$sdk::$exporter + 'static,
+        {
+            let mut config = opentelemetry_sdk::$sdk::BatchConfigBuilder::default();
+            if let Some(delay) = batch.schedule_delay {
+                config = config.with_scheduled_delay(delay);
+            }
+            if let Some(size) = batch.max_queue_size {
+                config = config.with_max_queue_size(size);
+            }
+            if let Some(size) = batch.max_export_batch_size {
+                config = config.with_max_export_batch_size(size);
+            }
+            opentelemetry_sdk::$sdk::$processor::builder(exporter).with_batch_config(config.build()).build()
+        }
+
         #[cfg(feature = "otlp")]
         fn with_otlp(
             b: $builder,
             target: &crate::config::OtlpTarget,
+            batch: &crate::config::BatchSettings,
             ledgers: &mut super::ledgers::Ledgers,
         ) -> Result<$builder, crate::error::InitError> {
             let exporter = $otlp(target)?;
-            Ok(b.with_batch_exporter(ledgers.track(exporter, $signal, $items, target)))
+            Ok(b.$add(batched(ledgers.track(exporter, $signal, $items, target), batch)))
         }
 
         #[cfg(not(feature = "otlp"))]
         fn with_otlp(
             _: $builder,
             _: &crate::config::OtlpTarget,
+            _: &crate::config::BatchSettings,
             _: &mut super::ledgers::Ledgers,
         ) -> Result<$builder, crate::error::InitError> {
             Err(crate::error::InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
         }
 
         #[cfg(feature = "console")]
-        fn with_console(b: $builder) -> Result<$builder, crate::error::InitError> {
-            Ok(b.with_batch_exporter(<$console>::default()))
+        fn with_console(
+            b: $builder,
+            batch: &crate::config::BatchSettings,
+        ) -> Result<$builder, crate::error::InitError> {
+            Ok(b.$add(batched(<$console>::default(), batch)))
         }
 
         #[cfg(not(feature = "console"))]
-        fn with_console(_: $builder) -> Result<$builder, crate::error::InitError> {
+        fn with_console(_: $builder, _: &crate::config::BatchSettings) -> Result<$builder, crate::error::InitError> {
             Err(crate::error::InitError::FeatureDisabled { exporter: "console", feature: "console" })
         }
     };
@@ -106,8 +132,8 @@ impl InitOptions {
         self
     }
 
-    /// Whether `init` sets the OTel global meter and tracer providers and the W3C trace-context
-    /// propagator (default `true`). Without them, pipetel's own instruments (registries, hubs,
+    /// Whether `init` sets the OTel global meter and tracer providers and the global text-map
+    /// propagator of `OTEL_PROPAGATORS` (default `true`). Without them, pipetel's own instruments (registries, hubs,
     /// measured functions, stages, span metrics, [`crate::meter`]) still export through the
     /// providers `init` built, and the application's own OTel code keeps the globals it set.
     pub fn install_global_providers(mut self, install: bool) -> Self {
@@ -116,8 +142,8 @@ impl InitOptions {
     }
 }
 
-/// Installs pipetel for this process: OTel meter, tracer and logger providers, the W3C
-/// trace-context propagator, a `tracing` subscriber (filter from `RUST_LOG`, optional console
+/// Installs pipetel for this process: OTel meter, tracer and logger providers, the global
+/// text-map propagator (`OTEL_PROPAGATORS`, default W3C trace context and baggage), a `tracing` subscriber (filter from `RUST_LOG`, optional console
 /// output, spans to OTel, events to OTel logs, `log` crate records bridged) and the exporters the
 /// configuration names. Same as [`init_with`] with [`InitOptions::default`].
 ///
@@ -315,9 +341,7 @@ impl Started {
             inner.gpu = gpu::start_optional(settings, &installed.meter);
         }
         if options.global_providers {
-            opentelemetry::global::set_text_map_propagator(
-                opentelemetry_sdk::propagation::TraceContextPropagator::new(),
-            );
+            opentelemetry::global::set_text_map_propagator(propagator(&settings.propagators));
             if let Some(mp) = &inner.meter_provider {
                 opentelemetry::global::set_meter_provider(mp.clone());
             }
@@ -357,6 +381,25 @@ fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError>
     })?);
     inner.gpu = gpu::start_required(settings, &installed.meter)?;
     Ok(installed)
+}
+
+/// The global text-map propagator `OTEL_PROPAGATORS` names: the listed ones in order, or a
+/// no-op one for an empty list (`none`).
+fn propagator(names: &[crate::config::Propagator]) -> opentelemetry::propagation::TextMapCompositePropagator {
+    use opentelemetry::propagation::TextMapPropagator;
+    use opentelemetry_sdk::propagation::{BaggagePropagator, TraceContextPropagator};
+    let propagators = names
+        .iter()
+        .map(|name| -> Box<dyn TextMapPropagator + Send + Sync> {
+            match name {
+                crate::config::Propagator::TraceContext => Box::new(TraceContextPropagator::new()),
+                // `Propagator` is non-exhaustive for users, not for this crate.
+                crate::config::Propagator::Baggage => Box::new(BaggagePropagator::new()),
+            }
+        })
+        .collect();
+    // An empty composite injects and extracts nothing, as `none` asks.
+    opentelemetry::propagation::TextMapCompositePropagator::new(propagators)
 }
 
 /// The one-thread runtime gRPC exporters run on, when one is configured.

@@ -26,11 +26,19 @@ pub(super) fn build(
     if settings.exporters.is_empty() {
         return Ok(None);
     }
-    let mut tp = SdkTracerProvider::builder().with_resource(resource.clone()).with_sampler(sampler(settings.sampler));
+    let limits = &settings.limits;
+    let mut tp = SdkTracerProvider::builder()
+        .with_resource(resource.clone())
+        .with_sampler(sampler(settings.sampler))
+        .with_max_attributes_per_span(limits.attributes_per_span)
+        .with_max_events_per_span(limits.events_per_span)
+        .with_max_links_per_span(limits.links_per_span)
+        .with_max_attributes_per_event(limits.attributes_per_event)
+        .with_max_attributes_per_link(limits.attributes_per_link);
     for exporter in &settings.exporters {
         tp = match exporter {
-            TraceExporter::Otlp => with_otlp(tp, &settings.otlp, ledgers)?,
-            TraceExporter::Console => with_console(tp)?,
+            TraceExporter::Otlp => with_otlp(tp, &settings.otlp, &settings.batch, ledgers)?,
+            TraceExporter::Console => with_console(tp, &settings.batch)?,
         };
     }
     Ok(Some(tp.build()))
@@ -53,7 +61,11 @@ batch_exporters!(
     crate::export::otlp::span_exporter,
     "traces",
     "span",
-    opentelemetry_stdout::SpanExporter
+    opentelemetry_stdout::SpanExporter,
+    trace,
+    BatchSpanProcessor,
+    SpanExporter,
+    with_span_processor
 );
 
 /// What the bridge layer is made of, before it is typed for a subscriber.
