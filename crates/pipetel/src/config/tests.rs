@@ -188,6 +188,7 @@ fn file_error(text: &str) -> String {
 }
 
 /// Reads `text` as the configuration file, expecting it to be accepted.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 fn file_config(text: &str) -> Config {
     let (path, p) = write_file(text);
     let config = from(&[(PIPETEL_CONFIG, &p)]).expect(text);
@@ -353,6 +354,7 @@ fn every_variable_is_listed_once() {
     assert!(ENV_VARS.contains(&OTEL_TRACES_SAMPLER_ARG));
 }
 
+#[cfg(feature = "gpu")]
 #[test]
 fn gpu_variables_are_the_gpu_crates() {
     assert_eq!(PIPETEL_GPU, pipetel_gpu::ENV_GPU_MODE);
@@ -402,9 +404,8 @@ fn service_switches_layer_like_every_setting() {
 
 #[test]
 fn bad_gpu_span_and_service_settings_set_in_code_name_their_setter() {
-    let cases: Vec<(Config, &str)> = vec![
-        (Config::default().with_gpu_poll_interval(Duration::from_millis(10)), "with_gpu"),
-        (Config::default().with_nvml_library(""), "with_nvml_library"),
+    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
+    let mut cases: Vec<(Config, &str)> = vec![
         (
             Config::default()
                 .with_span_metrics(crate::span_metrics::SpanMetricsConfig::default().with_filter("x=loud")),
@@ -418,6 +419,11 @@ fn bad_gpu_span_and_service_settings_set_in_code_name_their_setter() {
             "with_service_metrics",
         ),
     ];
+    #[cfg(feature = "gpu")]
+    cases.extend([
+        (Config::default().with_gpu_poll_interval(Duration::from_millis(10)), "with_gpu"),
+        (Config::default().with_nvml_library(""), "with_nvml_library"),
+    ]);
     for (config, setter) in cases {
         let err = config.validate().expect_err(setter);
         assert!(err.to_string().contains(setter), "{err}");
@@ -452,9 +458,12 @@ fn durations_take_units_and_bare_numbers_keep_their_unit() {
     assert_eq!(c.sample_interval(), Duration::from_secs(2));
     assert_eq!(c.stage_retention(), Duration::from_secs(300));
     assert_eq!(c.shutdown_timeout(), Duration::from_millis(250));
-    assert_eq!(c.gpu().poll_interval, Duration::from_secs(2), "the GPU variable's bare unit is seconds");
-    let c = from(&[(PIPETEL_GPU_POLL_INTERVAL, "1500ms")]).expect("valid");
-    assert_eq!(c.gpu().poll_interval, Duration::from_millis(1500));
+    #[cfg(feature = "gpu")]
+    {
+        assert_eq!(c.gpu().poll_interval, Duration::from_secs(2), "the GPU variable's bare unit is seconds");
+        let c = from(&[(PIPETEL_GPU_POLL_INTERVAL, "1500ms")]).expect("valid");
+        assert_eq!(c.gpu().poll_interval, Duration::from_millis(1500));
+    }
 
     let (path, p) = write_file(
         "shutdown_timeout_ms = \"2s\"\n[pipeline]\nsample_interval_ms = 200\nretention_ms = \"1m\"\n[gpu]\npoll_interval_ms = 2500\n",
@@ -463,6 +472,7 @@ fn durations_take_units_and_bare_numbers_keep_their_unit() {
     assert_eq!(c.shutdown_timeout(), Duration::from_secs(2));
     assert_eq!(c.sample_interval(), Duration::from_millis(200));
     assert_eq!(c.stage_retention(), Duration::from_secs(60));
+    #[cfg(feature = "gpu")]
     assert_eq!(c.gpu().poll_interval, Duration::from_millis(2500), "the file key's bare unit is milliseconds");
     let _ = std::fs::remove_file(path);
 }
@@ -538,6 +548,7 @@ fn sampler_argument_layers_over_the_file_and_code_ratio_beats_it() {
 }
 
 /// `gpu.mode` is the mode key; the old `gpu.enabled` still works and leaves a deprecation note.
+#[cfg(feature = "gpu")]
 #[test]
 fn gpu_mode_key_and_its_old_name() {
     let c = file_config("[gpu]\nmode = \"off\"\n");

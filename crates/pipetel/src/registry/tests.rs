@@ -2,6 +2,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::InstrumentationScope;
+#[cfg(feature = "prometheus")]
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use std::sync::atomic::AtomicU64;
 
