@@ -164,12 +164,18 @@ pub(crate) fn sample_all(process: &mut ProcessSampler) {
     let table = table();
     for stage in table.stages() {
         for shard in stage.shards() {
-            if !shard.is_running() || !shard.sampled {
+            if !shard.sampled {
+                continue;
+            }
+            // Held from the running check to the emission: the shard's end (which takes the same
+            // lock to change state and emit its end row) cannot slip in between, so no sample
+            // row follows an end row, and a running shard always has its span here.
+            let span = crate::sync::lock(&shard.span);
+            if !shard.is_running() {
                 continue;
             }
             let row = shard.row(WorkerStatus::Running, process, None);
-            let span = crate::sync::lock(&shard.span).clone();
-            if let Some(span) = &span {
+            if let Some(span) = span.as_ref() {
                 use tracing_opentelemetry::OpenTelemetrySpanExt;
                 span.add_event(
                     "sample",
@@ -181,6 +187,7 @@ pub(crate) fn sample_all(process: &mut ProcessSampler) {
             }
             let sc = span.as_ref().and_then(crate::sampling::span_context);
             emit_worker_row(&row, sc.as_ref());
+            drop(span);
         }
     }
     table.prune(retention());
