@@ -96,5 +96,6 @@ fn no_sample_after_the_end_and_every_row_has_its_ids() {
         }
     }
     assert!(samples > 0, "the sampler sampled running shards");
+    assert!(sink.wait_for("/v1/traces", "stage hammer"), "the spans whose ids the rows carry were exported");
     let _ = std::fs::remove_file(&rows_file);
 }
