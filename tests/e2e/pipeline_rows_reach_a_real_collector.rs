@@ -1,6 +1,7 @@
 //! The pipeline example pushing OTLP to a real collector: stage spans with their shard spans as
 //! children (shards run on other threads), end attributes and error status; log rows with event
-//! names, fields and trace ids; periodic samples at the configured interval.
+//! names, fields (the stage row's shard outcome counts included) and trace ids; periodic samples
+//! at the configured interval.
 
 use std::time::Duration;
 
@@ -60,6 +61,11 @@ fn spans_and_rows_of_every_stage_and_shard_arrive() {
         assert_eq!(r.field("Span ID"), span.field("ID"));
         assert!(r.field("pipeline.execution.id").starts_with("Str(run-"));
         assert!(r.field("pipeline.elapsed_seconds").starts_with("Double("));
+        // The stage row counts its shards by outcome (tokenize's shard 3 fails), no retries.
+        let (succeeded, failed) = if name == "tokenize" { ("Int(3)", "Int(1)") } else { ("Int(4)", "Int(0)") };
+        assert_eq!(r.field("pipeline.shards.succeeded"), succeeded, "{name}: {r:?}");
+        assert_eq!(r.field("pipeline.shards.failed"), failed, "{name}: {r:?}");
+        assert_eq!(r.field("pipeline.shards.retried"), "Int(0)", "{name}: {r:?}");
     }
     let worker_rows: Vec<&Block> = logs.iter().filter(|l| l.get("EventName") == Some("pipeline.worker")).collect();
     let count = |status: &str| worker_rows.iter().filter(|r| r.get("pipeline.status") == Some(status)).count();

@@ -108,6 +108,10 @@ pub struct Config {
     sample_interval: Option<Set<Duration>>,
     stage_retention: Option<Set<Duration>>,
     rows_file: Option<Set<PathBuf>>,
+    rows_enabled: Option<Set<bool>>,
+    rows_dir: Option<Set<PathBuf>>,
+    rows_max_bytes: Option<Set<u64>>,
+    rows_keep: Option<Set<u32>>,
     stage_metrics: Option<Set<bool>>,
     queue_metrics: Option<Set<bool>>,
     http_metrics: Option<Set<bool>>,
@@ -338,6 +342,17 @@ impl Config {
         fn with_stage_retention(retention: Duration) -> { stage_retention = retention, MILLIS; }
         /// Appends every stage and worker row to this file as JSON Lines.
         fn with_rows_file(path: impl Into<PathBuf>) -> { rows_file = path.into(), FILE; }
+        /// Writes rows (the default) or none at all: `false` means no local store, no rows file
+        /// and no row log records.
+        fn with_rows(enabled: bool) -> { rows_enabled = enabled, BOOL; }
+        /// Sets the directory of the local rows store (`<dir>/<service>.jsonl`).
+        fn with_rows_dir(dir: impl Into<PathBuf>) -> { rows_dir = dir.into(), FILE; }
+        /// Sets the rows file's rotation: its size limit (0: never rotates) and how many
+        /// rotated files are kept.
+        fn with_rows_rotation(rotation: pipetel_rows::Rotation) -> {
+            rows_max_bytes = rotation.max_bytes, BYTE_SIZE;
+            rows_keep = rotation.keep, ROWS_KEEP;
+        }
         /// Registers the stage/worker metrics (or not; rows and spans flow either way).
         fn with_stage_metrics(enabled: bool) -> { stage_metrics = enabled, BOOL; }
         /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
@@ -487,6 +502,12 @@ impl Config {
         fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
         /// Whether the stage/worker metrics are registered.
         fn stage_metrics() -> bool = true;
+        /// Whether rows are written at all.
+        fn rows_enabled() -> bool = true;
+        /// Size at which the rows file rotates (0: never).
+        fn rows_max_bytes() -> u64 = pipetel_rows::DEFAULT_MAX_BYTES;
+        /// Rotated rows files kept.
+        fn rows_keep() -> u32 = pipetel_rows::DEFAULT_KEEP;
     }
     /// The global text-map propagators (default: W3C trace context, then W3C baggage).
     pub fn propagators(&self) -> Vec<Propagator> {
@@ -559,6 +580,10 @@ impl Config {
     /// The JSON Lines file rows are appended to, if any.
     pub fn rows_file(&self) -> Option<&Path> {
         self.rows_file.value().map(PathBuf::as_path)
+    }
+    /// The directory of the local rows store, when set (else [`pipetel_rows::default_dir`]).
+    pub fn rows_dir(&self) -> Option<&Path> {
+        self.rows_dir.value().map(PathBuf::as_path)
     }
     /// The service-metrics configuration ([`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config)).
     pub fn service_metrics(&self) -> ServiceMetricsConfig {

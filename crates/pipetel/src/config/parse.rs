@@ -154,6 +154,7 @@ impl Show for u32 {}
 impl Show for MetricTemporality {}
 impl Show for HistogramAggregation {}
 impl Show for Vec<Propagator> {}
+impl Show for u64 {}
 impl Show for f64 {}
 impl Show for Duration {}
 impl Show for SamplerConfig {}
@@ -180,6 +181,10 @@ pub(crate) static BOOL: Rule<bool> = Rule::new(boolean, any);
 pub(crate) static TEXT: Rule<String> = Rule::new(text, any);
 /// File paths (rows file, TLS certificate and key).
 pub(crate) static FILE: Rule<PathBuf> = Rule::new(file, any);
+/// A size in bytes: a whole number, optionally with a `KiB`, `MiB` or `GiB` suffix.
+pub(crate) static BYTE_SIZE: Rule<u64> = Rule::new(byte_size, any);
+/// Rotated rows files kept.
+pub(crate) static ROWS_KEEP: Rule<u32> = Rule::new(rows_keep, any);
 /// Durations with no bound but a bare number in milliseconds (retention, OTLP timeouts).
 pub(crate) static MILLIS: Rule<Duration> = Rule::new(millis, any);
 /// Durations that must be positive (export interval, shutdown timeout).
@@ -251,6 +256,25 @@ fn trimmed(v: &str) -> Result<String, String> {
 
 fn file(v: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(v))
+}
+
+fn byte_size(v: &str) -> Result<u64, String> {
+    let t = v.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = (&t[..split], t[split..].trim());
+    let scale: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kib" | "k" => 1 << 10,
+        "mib" | "m" => 1 << 20,
+        "gib" | "g" => 1 << 30,
+        _ => return Err("expected a size in bytes, e.g. `67108864` or `64MiB` (units: KiB, MiB, GiB)".into()),
+    };
+    let n: u64 = digits.parse().map_err(|_| "expected a size in bytes, e.g. `67108864` or `64MiB`".to_string())?;
+    n.checked_mul(scale).ok_or_else(|| "size too large".to_string())
+}
+
+fn rows_keep(v: &str) -> Result<u32, String> {
+    v.trim().parse::<u32>().map_err(|_| "expected a whole number of rotated files to keep".to_string())
 }
 
 fn from_str<T: std::str::FromStr>(v: &str) -> Result<T, String>

@@ -207,6 +207,12 @@ pub struct PipelineSettings {
     pub rows_file: Option<Sourced<PathBuf>>,
     /// Register the stage/worker metrics.
     pub metrics: bool,
+    /// Write rows at all (`PIPETEL_ROWS`).
+    pub rows: bool,
+    /// The directory of the local rows store, when set (`PIPETEL_ROWS_DIR`).
+    pub rows_dir: Option<Sourced<PathBuf>>,
+    /// Rotation of the rows file (`PIPETEL_ROWS_MAX_BYTES`, `PIPETEL_ROWS_KEEP`).
+    pub rows_rotation: pipetel_rows::Rotation,
 }
 
 impl Config {
@@ -290,6 +296,9 @@ impl Config {
                     .as_ref()
                     .map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
                 metrics: self.stage_metrics(),
+                rows: self.rows_enabled(),
+                rows_dir: self.rows_dir.as_ref().map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
+                rows_rotation: pipetel_rows::Rotation { max_bytes: self.rows_max_bytes(), keep: self.rows_keep() },
             },
             service: self.service_metrics(),
             span_metrics: Sourced { value: self.span_metrics(), origin: self.span_metrics_filter.origin() },
@@ -332,6 +341,10 @@ impl Config {
         self.sample_interval.checked()?;
         self.stage_retention.checked()?;
         self.rows_file.checked()?;
+        self.rows_enabled.checked()?;
+        self.rows_dir.checked()?;
+        self.rows_max_bytes.checked()?;
+        self.rows_keep.checked()?;
         self.stage_metrics.checked()?;
         self.queue_metrics.checked()?;
         self.http_metrics.checked()?;

@@ -215,8 +215,20 @@ variables! {
     /// How long a finished stage's series stay exported (default 300 s; a bare number counts
     /// milliseconds).
     PIPETEL_STAGE_RETENTION,
-    /// A file the stage and worker rows are appended to as JSON Lines (default: none).
+    /// A file the stage and worker rows are appended to as JSON Lines (default: the local rows
+    /// store, `<PIPETEL_ROWS_DIR>/<service>.jsonl`).
     PIPETEL_ROWS_FILE,
+    /// `false` writes no rows at all: no local store, no rows file, no log records (default
+    /// `true`).
+    PIPETEL_ROWS,
+    /// Directory of the local rows store (default `$XDG_STATE_HOME/pipetel/rows`, else
+    /// `~/.local/state/pipetel/rows`).
+    PIPETEL_ROWS_DIR,
+    /// Size at which the rows file rotates: bytes, or with a `KiB` / `MiB` / `GiB` suffix
+    /// (default 64 MiB; `0` never rotates).
+    PIPETEL_ROWS_MAX_BYTES,
+    /// Rotated rows files kept besides the current one (default 3).
+    PIPETEL_ROWS_KEEP,
     /// GPU telemetry: `auto` (default: on when a GPU is found), `on` (required), `off`.
     PIPETEL_GPU = gpu::ENV_GPU_MODE,
     /// Path of the NVML library (default `libnvidia-ml.so.1` from the loader's search path).

@@ -372,13 +372,15 @@ fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError>
     let installed = Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit);
     let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(SCOPE_NAME));
     let rows = &settings.pipeline;
-    inner.pipeline = Some(crate::pipeline::runtime::install(rows, &installed, logger).map_err(|e| {
-        let reason = format!("cannot open for appending: {e}");
-        match &rows.rows_file {
-            Some(file) => file.invalid(file.value.display().to_string(), reason),
-            None => crate::config::ConfigError::invalid(crate::config::Origin::Default, "", reason),
-        }
-    })?);
+    inner.pipeline = Some(
+        crate::pipeline::runtime::install(rows, &settings.resource.service_name, &installed, logger).map_err(|e| {
+            let reason = format!("cannot open for appending: {e}");
+            match &rows.rows_file {
+                Some(file) => file.invalid(file.value.display().to_string(), reason),
+                None => crate::config::ConfigError::invalid(crate::config::Origin::Default, "", reason),
+            }
+        })?,
+    );
     inner.gpu = gpu::start_required(settings, &installed.meter)?;
     Ok(installed)
 }

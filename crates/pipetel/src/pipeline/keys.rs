@@ -24,6 +24,12 @@ pub const BYTES: &str = "pipeline.bytes";
 pub const ELAPSED: &str = "pipeline.elapsed_seconds";
 /// Total shards of the stage.
 pub const TOTAL_SHARDS: &str = "pipeline.shards.total";
+/// Shards whose last attempt succeeded (stage rows).
+pub const SHARDS_SUCCEEDED: &str = "pipeline.shards.succeeded";
+/// Shards whose last attempt failed (stage rows).
+pub const SHARDS_FAILED: &str = "pipeline.shards.failed";
+/// Retried attempts: starts of a shard index that had started before (stage rows).
+pub const SHARDS_RETRIED: &str = "pipeline.shards.retried";
 /// Items per second since the previous sample.
 pub const ITEM_RATE: &str = "pipeline.item_rate";
 /// Bytes per second since the previous sample.

@@ -35,6 +35,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("pipeline.worker.memory.average", "By", "Mean resident memory over the shard's samples"),
     ("pipeline.worker.memory.peak", "By", "Peak resident memory over the shard's samples"),
     ("pipeline.worker.heartbeat", "s", "Time of the shard's last sample, seconds since the epoch"),
+    ("pipeline.rows.lost", "{row}", "Rows that did not reach the rows store (store failing, or emitted before init)"),
 ];
 
 /// Buckets of `pipeline.stage.duration`, seconds: from 100 ms to a day.
@@ -143,6 +144,14 @@ pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
     }
     let _ = described(meter.f64_observable_gauge("pipeline.worker.heartbeat"))
         .with_callback(per_shard(limit, Fold::Drop, |s| s.heartbeat().filter(|h| *h > 0.0)))
+        .build();
+}
+
+/// Registers `pipeline.rows.lost` (always, whatever the stage-metrics switch says: it is how a
+/// failing rows store shows).
+pub(crate) fn register_rows_lost(meter: &Meter) {
+    let _ = described(meter.u64_observable_counter("pipeline.rows.lost"))
+        .with_callback(|obs| obs.observe(super::sink::rows_lost(), &[]))
         .build();
 }
 

@@ -53,6 +53,10 @@ mod sink;
 mod stage;
 mod table;
 
+/// The local rows store's conventions (default path, rotation), shared with the `pipetel rows`
+/// tool: see [`pipetel_rows`].
+pub use pipetel_rows as store;
+
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, KeyError};
 pub use metrics::METRICS;

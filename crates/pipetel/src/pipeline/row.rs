@@ -94,7 +94,15 @@ pub struct StageStat {
     pub elapsed: Duration,
     /// Total shards of the stage.
     pub total_shards: u32,
-    /// Final status.
+    /// Shards (distinct indices) whose last attempt finished.
+    pub shards_succeeded: u32,
+    /// Shards (distinct indices) whose last attempt failed.
+    pub shards_failed: u32,
+    /// Retried attempts: starts of a shard index that had already started.
+    pub shards_retried: u32,
+    /// Final status. [`Stage::finish`](super::Stage::finish) gives `Succeeded` even when shards
+    /// failed (they may have been retried; see `shards_failed`);
+    /// [`Stage::finish_strict`](super::Stage::finish_strict) gives `Failed` then.
     pub status: StageStatus,
     /// Mean of the shards' average CPU % (100 = one core), when any shard was sampled.
     pub cpu_percent_avg: Option<f64>,
@@ -154,6 +162,9 @@ pub(crate) fn stage_fields(namespace: &str, s: &StageStat) -> Vec<(String, Value
         (keys::BYTES.into(), to_i64(s.bytes).into()),
         (keys::ELAPSED.into(), s.elapsed.as_secs_f64().into()),
         (keys::TOTAL_SHARDS.into(), i64::from(s.total_shards).into()),
+        (keys::SHARDS_SUCCEEDED.into(), i64::from(s.shards_succeeded).into()),
+        (keys::SHARDS_FAILED.into(), i64::from(s.shards_failed).into()),
+        (keys::SHARDS_RETRIED.into(), i64::from(s.shards_retried).into()),
     ];
     if let Some(cpu) = s.cpu_percent_avg {
         f.push((keys::CPU_PERCENT_AVG.into(), cpu.into()));

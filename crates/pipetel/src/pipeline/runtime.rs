@@ -1,6 +1,7 @@
 //! The installed runtime: what `init` installs (namespaces, row sink, stage-run instruments,
 //! retention), the sampler thread, and the two ways a row leaves (metrics, then sink).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use opentelemetry_sdk::logs::SdkLogger;
 use super::metrics::{self, StageRunInstruments};
 use super::process::ProcessSampler;
 use super::row::{worker_fields, Namespaces, StageStat, WorkerStat, WorkerStatus};
-use super::sink::RowSink;
+use super::sink::{count_lost, RowSink, StorePath};
 use super::table::table;
 use crate::config::PipelineSettings;
 use crate::installed::Installed;
@@ -44,15 +45,34 @@ pub(crate) fn retention() -> Duration {
 
 /// Emits a stage row: its duration and run metrics, its log record and JSON line.
 pub(crate) fn emit_stage_row(stat: &StageStat, span: Option<&SpanContext>) {
-    let Some(rt) = runtime() else { return };
+    let Some(rt) = runtime() else { return not_initialised() };
     rt.stage_runs.record(rt.ns, stat);
     rt.sink.stage(rt.ns.stage, stat, span);
 }
 
 /// Emits a worker row: its log record and JSON line.
 pub(crate) fn emit_worker_row(stat: &WorkerStat, span: Option<&SpanContext>) {
-    let Some(rt) = runtime() else { return };
+    let Some(rt) = runtime() else { return not_initialised() };
     rt.sink.worker(rt.ns.worker, stat, span);
+}
+
+/// A row emitted while no runtime is installed (before `init`, or after its guard dropped):
+/// it is dropped and counted lost, and the first one warns. Through `tracing` when a global
+/// subscriber exists; otherwise on stderr, since before `init` a `tracing` event would go
+/// nowhere, which is the silent loss this warning is for.
+fn not_initialised() {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    count_lost();
+    if WARNED.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    const MSG: &str = "a pipeline row was emitted while pipetel is not initialised (before `pipetel::init`, or \
+                       after its guard was dropped); it is dropped. This warning is shown once";
+    if tracing::dispatcher::has_been_set() {
+        tracing::warn!(target: "pipetel", "{MSG}");
+    } else {
+        eprintln!("pipetel: warning: {MSG}");
+    }
 }
 
 // ----- install / uninstall -----
@@ -79,18 +99,32 @@ impl Drop for PipelineGuard {
 /// the context `init` is about to publish (stages made before `init` are in the stage table,
 /// which the instruments read at collection, so they export from now on too).
 ///
+/// Rows go to the rows file when one is configured, else to the default store of
+/// `service_name` (see [`pipetel_rows`]); nowhere when rows are off.
+///
 /// # Errors
-/// The rows file cannot be opened for appending, or the sampler thread cannot be spawned.
+/// The configured rows file cannot be opened for appending, or the sampler thread cannot be
+/// spawned. (The default store failing to open is not an error: it warns at the first row.)
 pub(crate) fn install(
     settings: &PipelineSettings,
+    service_name: &str,
     installed: &Installed,
     logger: Option<SdkLogger>,
 ) -> Result<PipelineGuard, std::io::Error> {
-    let sink = RowSink::open(logger, settings.rows_file.as_ref().map(|f| f.value.as_path()))?;
+    let store = match (&settings.rows, &settings.rows_file) {
+        (false, _) => StorePath::Off,
+        (true, Some(file)) => StorePath::Explicit(&file.value),
+        (true, None) => {
+            let dir = settings.rows_dir.as_ref().map(|d| d.value.clone()).unwrap_or_else(pipetel_rows::default_dir);
+            StorePath::Default(pipetel_rows::default_file(&dir, service_name))
+        }
+    };
+    let sink = RowSink::open(logger, store, settings.rows_rotation)?;
     let meter = &installed.meter;
     if settings.metrics {
         metrics::register(meter, installed.cardinality_limit);
     }
+    metrics::register_rows_lost(meter);
     let rt = Runtime {
         ns: Namespaces::from_prefix(&settings.namespace),
         sink,
@@ -130,12 +164,18 @@ pub(crate) fn sample_all(process: &mut ProcessSampler) {
     let table = table();
     for stage in table.stages() {
         for shard in stage.shards() {
-            if !shard.is_running() || !shard.sampled {
+            if !shard.sampled {
+                continue;
+            }
+            // Held from the running check to the emission: the shard's end (which takes the same
+            // lock to change state and emit its end row) cannot slip in between, so no sample
+            // row follows an end row, and a running shard always has its span here.
+            let span = crate::sync::lock(&shard.span);
+            if !shard.is_running() {
                 continue;
             }
             let row = shard.row(WorkerStatus::Running, process, None);
-            let span = crate::sync::lock(&shard.span).clone();
-            if let Some(span) = &span {
+            if let Some(span) = span.as_ref() {
                 use tracing_opentelemetry::OpenTelemetrySpanExt;
                 span.add_event(
                     "sample",
@@ -147,6 +187,7 @@ pub(crate) fn sample_all(process: &mut ProcessSampler) {
             }
             let sc = span.as_ref().and_then(crate::sampling::span_context);
             emit_worker_row(&row, sc.as_ref());
+            drop(span);
         }
     }
     table.prune(retention());

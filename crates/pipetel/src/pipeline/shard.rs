@@ -67,16 +67,18 @@ impl<'a> ShardBuilder<'a> {
         if let Parent::Remote(cx) = self.parent {
             let _ = span.set_parent(cx.clone());
         }
+        // The start row leaves under the shard's span lock, which the sampler takes before it
+        // samples a shard: no sample row can come before the start row.
+        let row = inner.row(WorkerStatus::Start, &mut ProcessSampler::new(), None);
         {
             let mut s = crate::sync::lock(&inner.span);
             *s = Some(span.clone());
+            {
+                let mut shards = crate::sync::lock(&stage.shards);
+                shards.push(inner.clone());
+            }
+            emit_worker_row(&row, span_context(&span).as_ref());
         }
-        {
-            let mut shards = crate::sync::lock(&stage.shards);
-            shards.push(inner.clone());
-        }
-        let row = inner.row(WorkerStatus::Start, &mut ProcessSampler::new(), None);
-        emit_worker_row(&row, span_context(&span).as_ref());
         Shard { inner, span }
     }
 }
@@ -152,6 +154,10 @@ impl Shard {
 
     fn end(&self, status: WorkerStatus, reason: Option<String>) -> WorkerStat {
         let row = self.inner.row(status, &mut ProcessSampler::new(), reason);
+        // The state changes and the end row leaves under the span lock, which the sampler holds
+        // from its "still running?" check to its sample row's emission: a sample row is either
+        // out before the end row or not taken at, and it always has the span to take ids from.
+        let mut emission = crate::sync::lock(&self.inner.span);
         if !end_state(&self.inner.state, status == WorkerStatus::Failed) {
             return row;
         }
@@ -166,10 +172,7 @@ impl Shard {
             self.span.record("error", r.as_str());
         }
         emit_worker_row(&row, span_context(&self.span).as_ref());
-        {
-            let mut s = crate::sync::lock(&self.inner.span);
-            *s = None;
-        }
+        *emission = None;
         row
     }
 }

@@ -1,10 +1,10 @@
 //! Rows out: each row as an OTel log record (event name = namespace, attributes = the row's
-//! fields, trace and span ids) and, when a rows file is configured, as one JSON line.
+//! fields, trace and span ids) and as one JSON line in the rows store (the local default store,
+//! or the configured rows file). A store that cannot be written never fails the caller: one
+//! warning, and the row is counted in `pipeline.rows.lost`.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -12,33 +12,109 @@ use opentelemetry::logs::{AnyValue, LogRecord as _, Logger as _, Severity};
 use opentelemetry::trace::SpanContext;
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::logs::SdkLogger;
+use pipetel_rows::{Rotation, StoreWriter};
 
 use super::row::{stage_fields, worker_fields, StageStat, StageStatus, WorkerStat, WorkerStatus};
 
-/// Where rows go: the OTel logger (when logs are exported) and the JSON Lines file.
+/// Rows that did not reach the rows store (exported as `pipeline.rows.lost`).
+static LOST: AtomicU64 = AtomicU64::new(0);
+
+/// Rows lost so far in this process: the store failed, or rows were emitted while pipetel was
+/// not initialised.
+pub(crate) fn rows_lost() -> u64 {
+    LOST.load(Ordering::Relaxed)
+}
+
+/// Counts a row as lost.
+pub(crate) fn count_lost() {
+    LOST.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The JSON Lines store rows are appended to.
+struct Store {
+    path: PathBuf,
+    /// `None` when the store could not be opened (`open_error` says why).
+    writer: Mutex<Option<StoreWriter>>,
+    open_error: Option<String>,
+    warned: AtomicBool,
+}
+
+impl Store {
+    fn append(&self, line: &str) {
+        let result = {
+            let mut w = crate::sync::lock(&self.writer);
+            match w.as_mut() {
+                Some(w) => w.append(line).map_err(|e| e.to_string()),
+                None => Err(self.open_error.clone().unwrap_or_default()),
+            }
+        };
+        if let Err(error) = result {
+            count_lost();
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    target: "pipetel",
+                    path = %self.path.display(),
+                    %error,
+                    "cannot write the rows store; rows that miss it are counted in pipeline.rows.lost \
+                     (they still go to the log exporters, if any)"
+                );
+            }
+        }
+    }
+}
+
+/// Where rows go: the OTel logger (when logs are exported) and the rows store.
 pub(crate) struct RowSink {
+    /// False when rows are configured off: nothing is written anywhere.
+    enabled: bool,
     logger: Option<SdkLogger>,
-    rows_file: Option<Mutex<BufWriter<File>>>,
-    rows_file_warned: AtomicBool,
+    store: Option<Store>,
+}
+
+/// Where the rows store is.
+pub(crate) enum StorePath<'a> {
+    /// Rows are off.
+    Off,
+    /// An explicit file (`PIPETEL_ROWS_FILE`): failing to open it is an `init` error.
+    Explicit(&'a Path),
+    /// The default store: failing to open it warns at the first row and counts lost rows.
+    Default(PathBuf),
 }
 
 impl RowSink {
-    /// Opens `rows_file` for appending.
+    /// Opens the rows store for appending.
     ///
     /// # Errors
-    /// The file cannot be created or opened for appending.
-    pub(crate) fn open(logger: Option<SdkLogger>, rows_file: Option<&Path>) -> Result<Self, std::io::Error> {
-        let rows_file = match rows_file {
-            Some(path) => {
-                Some(Mutex::new(BufWriter::new(std::fs::OpenOptions::new().create(true).append(true).open(path)?)))
+    /// An explicit rows file cannot be created or opened for appending.
+    pub(crate) fn open(
+        logger: Option<SdkLogger>,
+        store: StorePath<'_>,
+        rotation: Rotation,
+    ) -> Result<Self, std::io::Error> {
+        let store = match store {
+            StorePath::Off => return Ok(Self { enabled: false, logger: None, store: None }),
+            StorePath::Explicit(path) => Store {
+                path: path.to_path_buf(),
+                writer: Mutex::new(Some(StoreWriter::open_file(path, rotation)?)),
+                open_error: None,
+                warned: AtomicBool::new(false),
+            },
+            StorePath::Default(path) => {
+                let (writer, open_error) = match StoreWriter::open(&path, rotation) {
+                    Ok(w) => (Some(w), None),
+                    Err(e) => (None, Some(format!("cannot create or open it: {e}"))),
+                };
+                Store { path, writer: Mutex::new(writer), open_error, warned: AtomicBool::new(false) }
             }
-            None => None,
         };
-        Ok(Self { logger, rows_file, rows_file_warned: AtomicBool::new(false) })
+        Ok(Self { enabled: true, logger, store: Some(store) })
     }
 
     /// Writes a stage row under the stage stream `event`.
     pub(crate) fn stage(&self, event: &'static str, stat: &StageStat, span: Option<&SpanContext>) {
+        if !self.enabled {
+            return;
+        }
         let body = format!(
             "stage {} {}: {} items, {} bytes in {:.3}s",
             stat.stage_name,
@@ -53,6 +129,9 @@ impl RowSink {
 
     /// Writes a worker row under the worker stream `event`.
     pub(crate) fn worker(&self, event: &'static str, stat: &WorkerStat, span: Option<&SpanContext>) {
+        if !self.enabled {
+            return;
+        }
         let body =
             format!("shard {} of {} {}: {} items", stat.shard_index, stat.stage_name, stat.status.as_str(), stat.items);
         let severity = if stat.status == WorkerStatus::Failed { Severity::Error } else { Severity::Info };
@@ -83,7 +162,7 @@ impl RowSink {
             }
             logger.emit(rec);
         }
-        if let Some(file) = &self.rows_file {
+        if let Some(store) = &self.store {
             let mut obj = serde_json::Map::new();
             obj.insert("event".into(), event.into());
             let ms = at.duration_since(UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
@@ -95,17 +174,7 @@ impl RowSink {
             for (k, v) in &fields {
                 obj.insert(k.clone(), json(v));
             }
-            let line = serde_json::Value::Object(obj).to_string();
-            let mut f = crate::sync::lock(file);
-            if let Err(error) = writeln!(f, "{line}").and_then(|()| f.flush()) {
-                self.warn_once_rows_file(&error);
-            }
-        }
-    }
-
-    fn warn_once_rows_file(&self, error: &std::io::Error) {
-        if !self.rows_file_warned.swap(true, Ordering::Relaxed) {
-            tracing::warn!(target: "pipetel", %error, "cannot append to the rows file; rows still go to the log exporters");
+            store.append(&serde_json::Value::Object(obj).to_string());
         }
     }
 }

@@ -173,9 +173,26 @@ impl Stage {
         }
     }
 
-    /// Ends the stage as succeeded and returns its row.
+    /// Ends the stage as succeeded and returns its row — also when some shards failed: shards
+    /// may be retried, so a failed attempt does not decide the stage. The row counts them:
+    /// `shards_failed` (shards whose last attempt failed), `shards_succeeded` and
+    /// `shards_retried`. Use [`Stage::finish_strict`] to end failed when a shard's last attempt
+    /// failed.
     pub fn finish(self) -> StageStat {
         self.end(StageStatus::Succeeded, None)
+    }
+
+    /// Ends the stage as failed when any shard's last attempt failed (reason `"<n> of <m>
+    /// shards failed"`), as succeeded otherwise, and returns its row.
+    pub fn finish_strict(self) -> StageStat {
+        if self.inner.any_shard_failed() {
+            let o = self.inner.aggregate(StageStatus::Failed, None);
+            let started = o.shards_succeeded + o.shards_failed;
+            let reason = format!("{} of {} shards failed", o.shards_failed, started.max(o.total_shards));
+            self.end(StageStatus::Failed, Some(reason))
+        } else {
+            self.end(StageStatus::Succeeded, None)
+        }
     }
 
     /// Ends the stage as failed and returns its row.

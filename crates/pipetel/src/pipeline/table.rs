@@ -220,6 +220,7 @@ impl StageInner {
     /// The aggregate row of this stage as of now.
     pub(crate) fn aggregate(&self, status: StageStatus, reason: Option<String>) -> StageStat {
         let shards = self.shards();
+        let outcome = ShardOutcome::of(&shards);
         let mut items = 0u64;
         let mut bytes = 0u64;
         let mut counters: Vec<(String, u64)> = self.counters.iter().map(|k| (k.name().to_string(), 0)).collect();
@@ -240,6 +241,9 @@ impl StageInner {
             bytes,
             elapsed: self.started.elapsed(),
             total_shards: self.total_shards,
+            shards_succeeded: outcome.succeeded,
+            shards_failed: outcome.failed,
+            shards_retried: outcome.retried,
             status,
             cpu_percent_avg: mean_cpu_percent_avg(&shards),
             counters,
@@ -255,20 +259,22 @@ impl StageInner {
         self.shards().iter().fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
     }
 
-    /// Shards by state: pending (declared but not started), running, done, failed.
+    /// Shards by the state of their last attempt: pending (declared but not started), running,
+    /// done, failed. A retried shard counts once.
     pub(crate) fn shard_counts(&self) -> [u64; 4] {
-        let mut counts = [0u64; 4];
-        let shards = self.shards();
-        for s in &shards {
-            match s.state.load(Ordering::Acquire) {
-                RUNNING => counts[1] += 1,
-                SUCCEEDED => counts[2] += 1,
-                FAILED => counts[3] += 1,
-                _ => {}
-            }
-        }
-        counts[0] = u64::from(self.total_shards).saturating_sub(shards.len() as u64);
-        counts
+        let o = ShardOutcome::of(&self.shards());
+        let started = u64::from(o.running + o.succeeded + o.failed);
+        [
+            u64::from(self.total_shards).saturating_sub(started),
+            u64::from(o.running),
+            u64::from(o.succeeded),
+            u64::from(o.failed),
+        ]
+    }
+
+    /// Whether any shard's last attempt failed.
+    pub(crate) fn any_shard_failed(&self) -> bool {
+        ShardOutcome::of(&self.shards()).failed > 0
     }
 
     /// Failed shards plus failures of the stage itself.
@@ -280,6 +286,38 @@ impl StageInner {
     /// Mean over the shards of their average CPU %, when any shard was sampled.
     pub(crate) fn cpu_percent_avg(&self) -> Option<f64> {
         mean_cpu_percent_avg(&self.shards())
+    }
+}
+
+/// The shards of a stage by their last attempt, and how many attempts were retries.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ShardOutcome {
+    pub(crate) running: u32,
+    pub(crate) succeeded: u32,
+    pub(crate) failed: u32,
+    pub(crate) retried: u32,
+}
+
+impl ShardOutcome {
+    /// `attempts` in start order (a stage's shard list): the last one of each index decides.
+    pub(crate) fn of(attempts: &[Arc<ShardInner>]) -> Self {
+        let mut last: std::collections::HashMap<u32, u8> = std::collections::HashMap::new();
+        for a in attempts {
+            last.insert(a.index, a.state.load(Ordering::Acquire));
+        }
+        let mut o = ShardOutcome {
+            retried: u32::try_from(attempts.len() - last.len()).unwrap_or(u32::MAX),
+            ..ShardOutcome::default()
+        };
+        for state in last.values() {
+            match *state {
+                RUNNING => o.running += 1,
+                SUCCEEDED => o.succeeded += 1,
+                FAILED => o.failed += 1,
+                _ => {}
+            }
+        }
+        o
     }
 }
 

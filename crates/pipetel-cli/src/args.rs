@@ -1,0 +1,161 @@
+//! The command line: `pipetel rows [OPTIONS] [FILE]`, parsed with std only.
+
+use std::path::PathBuf;
+
+pub(crate) const USAGE: &str = "\
+usage: pipetel rows [OPTIONS] [FILE]
+
+Lists the stage and worker rows of a pipetel rows store (JSON Lines, with its rotated files).
+
+Where:
+  FILE, --file PATH    the store to read (its rotated files PATH.N too)
+  --service NAME       the default store of this service (default: $OTEL_SERVICE_NAME)
+  --dir DIR            where default stores are (default: $PIPETEL_ROWS_DIR, else
+                       $XDG_STATE_HOME/pipetel/rows, else ~/.local/state/pipetel/rows)
+                       Without FILE: $PIPETEL_ROWS_FILE, else the service's store, else the
+                       only store in DIR.
+Filters (all must match):
+  --namespace NS       rows of stream NS or NS.* (`pipeline`, `zephyr.worker`, ...)
+  --stage NAME         stage name
+  --execution ID       execution id
+  --shard N            shard index (worker rows)
+  --status S           start, running, end, failed, succeeded
+Output:
+  (default)            one line per row
+  --json               the matching rows as they are stored (JSON Lines)
+  --summary            one line per stage execution: status, shards, items, bytes, time
+  --timeline           per stage execution, one line per shard with its span in time
+  --follow             keep reading rows as they are appended (follows rotation)
+  -h, --help           this help
+
+Torn or malformed lines are skipped with a note on stderr naming the file and line.";
+
+/// What to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    List,
+    Json,
+    Summary,
+    Timeline,
+}
+
+/// Row filters; `None` matches anything.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Filters {
+    pub(crate) namespace: Option<String>,
+    pub(crate) stage: Option<String>,
+    pub(crate) execution: Option<String>,
+    pub(crate) shard: Option<u64>,
+    pub(crate) status: Option<String>,
+}
+
+/// A parsed `pipetel rows` command line.
+#[derive(Debug, Clone)]
+pub(crate) struct RowsArgs {
+    pub(crate) file: Option<PathBuf>,
+    pub(crate) service: Option<String>,
+    pub(crate) dir: Option<PathBuf>,
+    pub(crate) filters: Filters,
+    pub(crate) mode: Mode,
+    pub(crate) follow: bool,
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub(crate) enum Command {
+    Help,
+    Rows(RowsArgs),
+}
+
+/// Parses the arguments after the program name.
+///
+/// # Errors
+/// A message naming the offending argument.
+pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
+    let mut it = args.iter();
+    match it.next().map(String::as_str) {
+        None | Some("-h" | "--help" | "help") => return Ok(Command::Help),
+        Some("rows") => {}
+        Some(other) => return Err(format!("unknown command {other:?}: the one command is `rows`")),
+    }
+    let mut a =
+        RowsArgs { file: None, service: None, dir: None, filters: Filters::default(), mode: Mode::List, follow: false };
+    let mut modes = Vec::new();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
+            _ => (arg.as_str(), None),
+        };
+        let mut value = |name: &str| -> Result<String, String> {
+            match inline.clone().or_else(|| it.next().cloned()) {
+                Some(v) => Ok(v),
+                None => Err(format!("{name} needs a value")),
+            }
+        };
+        match flag {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--file" => a.file = Some(PathBuf::from(value(flag)?)),
+            "--service" => a.service = Some(value(flag)?),
+            "--dir" => a.dir = Some(PathBuf::from(value(flag)?)),
+            "--namespace" => a.filters.namespace = Some(value(flag)?),
+            "--stage" => a.filters.stage = Some(value(flag)?),
+            "--execution" => a.filters.execution = Some(value(flag)?),
+            "--shard" => {
+                let v = value(flag)?;
+                a.filters.shard =
+                    Some(v.parse().map_err(|_| format!("--shard {v:?}: expected a shard index (a whole number)"))?);
+            }
+            "--status" => {
+                let v = value(flag)?;
+                if !["start", "running", "end", "failed", "succeeded"].contains(&v.as_str()) {
+                    return Err(format!("--status {v:?}: expected start, running, end, failed or succeeded"));
+                }
+                a.filters.status = Some(v);
+            }
+            "--json" => modes.push((flag, Mode::Json)),
+            "--summary" => modes.push((flag, Mode::Summary)),
+            "--timeline" => modes.push((flag, Mode::Timeline)),
+            "--follow" | "-f" => a.follow = true,
+            f if f.starts_with('-') => return Err(format!("unknown option {f:?} (see `pipetel rows --help`)")),
+            path if a.file.is_none() => a.file = Some(PathBuf::from(path)),
+            extra => return Err(format!("unexpected argument {extra:?}: one store file at most")),
+        }
+    }
+    if modes.len() > 1 {
+        let names: Vec<&str> = modes.iter().map(|(f, _)| *f).collect();
+        return Err(format!("{} cannot be combined: pick one", names.join(" and ")));
+    }
+    a.mode = modes.first().map_or(Mode::List, |(_, m)| *m);
+    if a.follow && matches!(a.mode, Mode::Summary | Mode::Timeline) {
+        return Err("--follow prints rows as they arrive; it does not combine with --summary or --timeline".into());
+    }
+    Ok(Command::Rows(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(args: &[&str]) -> Result<RowsArgs, String> {
+        let mut v = vec!["rows".to_string()];
+        v.extend(args.iter().map(|s| s.to_string()));
+        match parse(&v)? {
+            Command::Rows(a) => Ok(a),
+            Command::Help => Err("help".into()),
+        }
+    }
+
+    #[test]
+    fn options_values_and_errors_name_the_argument() {
+        let a = rows(&["--stage", "tok", "--shard=3", "--summary", "f.jsonl"]).expect("valid");
+        assert_eq!((a.filters.stage.as_deref(), a.filters.shard, a.mode), (Some("tok"), Some(3), Mode::Summary));
+        assert_eq!(a.file, Some(PathBuf::from("f.jsonl")));
+        assert!(rows(&["--shard", "x"]).expect_err("bad").contains("--shard \"x\""));
+        assert!(rows(&["--status", "done"]).expect_err("bad").contains("--status \"done\""));
+        assert!(rows(&["--bogus"]).expect_err("bad").contains("--bogus"));
+        assert!(rows(&["--stage"]).expect_err("bad").contains("--stage needs a value"));
+        assert!(rows(&["--summary", "--json"]).expect_err("bad").contains("--summary and --json"));
+        assert!(rows(&["--follow", "--timeline"]).expect_err("bad").contains("--follow"));
+        assert!(matches!(parse(&["nope".to_string()]), Err(e) if e.contains("nope")));
+    }
+}

@@ -1,0 +1,247 @@
+//! What `pipetel rows` prints: a line per row, a stage summary table, a per-shard timeline.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::read::Row;
+
+/// A timestamp in milliseconds since the epoch as UTC `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub(crate) fn iso(ms: u64) -> String {
+    let (secs, millis) = (ms / 1000, ms % 1000);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// One row as a line of text.
+pub(crate) fn row_line(r: &Row) -> String {
+    let mut s = format!("{}  {:<15} {} {}", iso(r.timestamp_ms()), r.event(), r.stage(), r.execution());
+    if let Some(i) = r.shard() {
+        let _ = write!(s, " shard={i}");
+    }
+    let _ = write!(
+        s,
+        " {} items={} bytes={}",
+        r.status(),
+        r.u64("pipeline.items").unwrap_or(0),
+        r.u64("pipeline.bytes").unwrap_or(0)
+    );
+    if r.is_stage() {
+        let _ =
+            write!(s, " elapsed={:.3}s shards={}", r.f64("pipeline.elapsed_seconds").unwrap_or(0.0), shard_figures(r));
+    } else if let Some(rate) = r.f64("pipeline.item_rate").filter(|_| r.status() == "running") {
+        let _ = write!(s, " items/s={rate:.1}");
+    }
+    if let Some(reason) = r.fields.get("pipeline.failure.reason").and_then(|v| v.as_str()) {
+        let _ = write!(s, " reason={reason:?}");
+    }
+    s
+}
+
+/// `total`, plus the succeeded/failed/retried counts when the row carries them.
+fn shard_figures(r: &Row) -> String {
+    let mut s = r.u64("pipeline.shards.total").unwrap_or(0).to_string();
+    for (key, label) in [
+        ("pipeline.shards.succeeded", "ok"),
+        ("pipeline.shards.failed", "failed"),
+        ("pipeline.shards.retried", "retried"),
+    ] {
+        if let Some(n) = r.u64(key) {
+            let _ = write!(s, ",{label}={n}");
+        }
+    }
+    s
+}
+
+/// What the rows say about one shard (its last attempt's rows).
+#[derive(Debug, Default, Clone)]
+struct ShardView {
+    first_ms: u64,
+    last_ms: u64,
+    status: String,
+    items: u64,
+    samples: usize,
+    attempts: usize,
+}
+
+/// What the rows say about one stage execution.
+#[derive(Debug, Default)]
+struct StageView<'a> {
+    first_ms: u64,
+    last_ms: u64,
+    stage_row: Option<&'a Row>,
+    shards: BTreeMap<u64, ShardView>,
+}
+
+/// Groups rows by (stage, execution) in order of first appearance.
+fn stage_views(rows: &[Row]) -> Vec<((String, String), StageView<'_>)> {
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut views: BTreeMap<(String, String), StageView<'_>> = BTreeMap::new();
+    for r in rows {
+        let key = (r.stage().to_string(), r.execution().to_string());
+        let view = views.entry(key.clone()).or_insert_with(|| {
+            order.push(key.clone());
+            StageView { first_ms: r.timestamp_ms(), ..StageView::default() }
+        });
+        view.first_ms = view.first_ms.min(r.timestamp_ms());
+        view.last_ms = view.last_ms.max(r.timestamp_ms());
+        match r.shard() {
+            None => view.stage_row = Some(r),
+            Some(i) => {
+                let s = view.shards.entry(i).or_default();
+                if r.status() == "start" {
+                    let attempts = s.attempts + 1;
+                    *s = ShardView { first_ms: r.timestamp_ms(), attempts, ..ShardView::default() };
+                }
+                if s.attempts == 0 {
+                    // Rows of an attempt whose start row is in a rotated-away file.
+                    s.attempts = 1;
+                    s.first_ms = r.timestamp_ms();
+                }
+                s.last_ms = r.timestamp_ms();
+                s.status = r.status().to_string();
+                s.items = r.u64("pipeline.items").unwrap_or(s.items);
+                s.samples += usize::from(r.status() == "running");
+            }
+        }
+    }
+    order.into_iter().filter_map(|k| views.remove(&k).map(|v| (k, v))).collect()
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// The stage summary table.
+pub(crate) fn summary(rows: &[Row]) -> String {
+    let mut lines = vec![[
+        "STAGE".to_string(),
+        "EXECUTION".into(),
+        "STATUS".into(),
+        "SHARDS done/failed/total".into(),
+        "ITEMS".into(),
+        "BYTES".into(),
+        "ELAPSED".into(),
+        "ITEMS/S".into(),
+    ]];
+    for ((stage, exec), v) in stage_views(rows) {
+        let done = v.shards.values().filter(|s| s.status == "end").count() as u64;
+        let failed = v.shards.values().filter(|s| s.status == "failed").count() as u64;
+        let (status, items, bytes, elapsed, total, done, failed) = match v.stage_row {
+            Some(r) => (
+                r.status().to_string(),
+                r.u64("pipeline.items").unwrap_or(0),
+                r.u64("pipeline.bytes").unwrap_or(0),
+                r.f64("pipeline.elapsed_seconds").unwrap_or(0.0),
+                r.u64("pipeline.shards.total").unwrap_or(0),
+                r.u64("pipeline.shards.succeeded").unwrap_or(done),
+                r.u64("pipeline.shards.failed").unwrap_or(failed),
+            ),
+            None => (
+                "running".to_string(),
+                v.shards.values().map(|s| s.items).sum(),
+                0,
+                v.last_ms.saturating_sub(v.first_ms) as f64 / 1000.0,
+                0,
+                done,
+                failed,
+            ),
+        };
+        let total = if total == 0 { v.shards.len() as u64 } else { total };
+        let rate = if elapsed > 0.0 { items as f64 / elapsed } else { 0.0 };
+        let bytes = if v.stage_row.is_some() { human_bytes(bytes) } else { "-".into() };
+        lines.push([
+            stage,
+            exec,
+            status,
+            format!("{done}/{failed}/{total}"),
+            items.to_string(),
+            bytes,
+            format!("{elapsed:.3}s"),
+            format!("{rate:.1}"),
+        ]);
+    }
+    table(&lines)
+}
+
+/// Lays rows of cells out in columns.
+fn table<const N: usize>(lines: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for l in lines {
+        for (w, c) in widths.iter_mut().zip(l) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for l in lines {
+        let cells: Vec<String> = l.iter().zip(widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Width of a timeline bar.
+const BAR: usize = 40;
+
+/// Per stage execution, one line per shard: a bar over the stage's span of time, its offsets,
+/// status, items and samples.
+pub(crate) fn timeline(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for ((stage, exec), v) in stage_views(rows) {
+        let span_ms = v.last_ms.saturating_sub(v.first_ms).max(1);
+        let status = v.stage_row.map_or("running", |r| r.status());
+        let _ = writeln!(out, "{stage} {exec} ({status}, {:.3}s from {})", span_ms as f64 / 1000.0, iso(v.first_ms));
+        let mut lines = Vec::new();
+        for (i, s) in &v.shards {
+            let from = (s.first_ms - v.first_ms) as usize * BAR / span_ms as usize;
+            let to = ((s.last_ms - v.first_ms) as usize * BAR / span_ms as usize).clamp(from + 1, BAR);
+            let from = from.min(BAR - 1);
+            let bar: String = (0..BAR).map(|c| if c >= from && c < to { '=' } else { '.' }).collect();
+            lines.push([
+                format!("  shard {i}"),
+                format!("|{bar}|"),
+                format!("+{:.3}s", (s.first_ms - v.first_ms) as f64 / 1000.0),
+                format!("+{:.3}s", (s.last_ms - v.first_ms) as f64 / 1000.0),
+                s.status.clone(),
+                format!("{} items", s.items),
+                format!("{} samples", s.samples),
+                if s.attempts > 1 { format!("{} attempts", s.attempts) } else { String::new() },
+            ]);
+        }
+        out.push_str(&table(&lines));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(iso(1_735_689_599_999), "2024-12-31T23:59:59.999Z");
+    }
+}
