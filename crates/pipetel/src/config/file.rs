@@ -98,6 +98,7 @@ const KEYS: &[(&str, Kind, Apply)] = &[
     ("metrics.export_interval_ms", Duration, to!(metric_export_interval, POSITIVE_MILLIS)),
     ("metrics.cardinality_limit", Int, to!(cardinality_limit, CARDINALITY)),
     ("metrics.histogram_buckets", List, to!(histogram_buckets, BUCKETS)),
+    ("metrics.exemplar_filter", Text, to!(exemplar_filter, EXEMPLAR_FILTER)),
     ("traces.sampler", Text, to!(sampler, SAMPLER)),
     ("traces.sampler_arg", Scalar, to!(sampler_arg, SAMPLER_ARG)),
     ("log.filter", Text, to!(log_filter, LOG_FILTER)),

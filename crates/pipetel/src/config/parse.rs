@@ -160,6 +160,7 @@ impl Show for Vec<LogExporter> {}
 impl Show for super::values::OtlpProtocol {}
 impl Show for super::values::OtlpCompression {}
 impl Show for super::groups::SpanTime {}
+impl Show for super::values::ExemplarFilter {}
 #[cfg(feature = "gpu")]
 impl Show for pipetel_gpu::GpuMode {}
 #[cfg(feature = "gpu")]
@@ -208,6 +209,7 @@ pub(crate) static BUCKETS: Rule<Vec<f64>> = Rule::new(numbers, buckets);
 pub(crate) static SPAN_ALLOW: Rule<Vec<String>> = Rule::new(names, span_allow);
 pub(crate) static SPAN_FILTER: Rule<String> = Rule::new(text, |f| span_targets(f).map(drop));
 pub(crate) static SPAN_TIME: Rule<super::groups::SpanTime> = Rule::new(from_str, any);
+pub(crate) static EXEMPLAR_FILTER: Rule<super::values::ExemplarFilter> = Rule::new(from_str, any);
 #[cfg(feature = "gpu")]
 pub(crate) static GPU_MODE: Rule<pipetel_gpu::GpuMode> = Rule::new(from_str, any);
 #[cfg(feature = "gpu")]

@@ -88,6 +88,8 @@ pub struct MetricsSettings {
     pub otlp: OtlpTarget,
     /// Interval of pushed exports.
     pub export_interval: Duration,
+    /// Which measurements may carry an exemplar.
+    pub exemplar_filter: super::ExemplarFilter,
 }
 
 /// The Prometheus pull endpoint.
@@ -194,6 +196,7 @@ impl Config {
                 },
                 otlp: self.otlp_target(Signal::Metrics)?,
                 export_interval: self.metric_export_interval(),
+                exemplar_filter: self.exemplar_filter(),
             },
             traces: TracesSettings {
                 exporters: self.traces_exporters(),
@@ -260,6 +263,7 @@ impl Config {
         self.span_metrics_allow.checked()?;
         self.span_metrics_filter.checked()?;
         self.span_metrics_time.checked()?;
+        self.exemplar_filter.checked()?;
         #[cfg(feature = "gpu")]
         {
             let g = &self.gpu;

@@ -41,6 +41,8 @@ pub(super) fn build(
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Metrics, InitError> {
+    // Exemplars are pipetel's own (the SDK keeps none): every histogram reads the filter.
+    crate::exposition::exemplar::set_filter(settings.exemplar_filter);
     let mut mp = SdkMeterProvider::builder().with_resource(resource.clone());
     if cardinality_limit != DEFAULT_CARDINALITY_LIMIT {
         mp = mp
