@@ -72,7 +72,12 @@ impl SpanIds {
     /// outside any span): `Some` when it keeps an exemplar.
     #[inline]
     pub(crate) fn filtered(sc: Option<&opentelemetry::trace::SpanContext>) -> Option<Self> {
-        match FILTER.load(Ordering::Relaxed) {
+        Self::filtered_by(FILTER.load(Ordering::Relaxed), sc)
+    }
+
+    #[inline]
+    fn filtered_by(filter: u8, sc: Option<&opentelemetry::trace::SpanContext>) -> Option<Self> {
+        match filter {
             ALWAYS_OFF => None,
             ALWAYS_ON => Some(sc.filter(|sc| sc.is_valid()).map(Self::of).unwrap_or_default()),
             _ => sc.filter(|sc| sc.is_valid() && sc.is_sampled()).map(Self::of),
@@ -304,6 +309,30 @@ mod tests {
         assert!(e.get(0).is_some_and(|x| x.time_ns > 1_600_000_000_000_000_000));
         e.clear();
         assert_eq!(e.all().count(), 0);
+    }
+
+    #[test]
+    fn the_filter_decides_which_measurements_keep_one() {
+        use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+        let context = |flags| {
+            SpanContext::new(
+                TraceId::from_bytes([1; 16]),
+                SpanId::from_bytes([2; 8]),
+                flags,
+                false,
+                TraceState::default(),
+            )
+        };
+        let (sampled, unsampled) = (context(TraceFlags::SAMPLED), context(TraceFlags::default()));
+        let ids = SpanIds { trace_id: u128::from_be_bytes([1; 16]), span_id: u64::from_be_bytes([2; 8]) };
+        assert_eq!(SpanIds::filtered_by(TRACE_BASED, Some(&sampled)), Some(ids));
+        assert_eq!(SpanIds::filtered_by(TRACE_BASED, Some(&unsampled)), None);
+        assert_eq!(SpanIds::filtered_by(TRACE_BASED, None), None);
+        assert_eq!(SpanIds::filtered_by(ALWAYS_ON, Some(&unsampled)), Some(ids));
+        assert_eq!(SpanIds::filtered_by(ALWAYS_ON, None), Some(SpanIds::default()));
+        assert_eq!(SpanIds::filtered_by(ALWAYS_OFF, Some(&sampled)), None);
+        assert_eq!("Trace_Based".parse::<ExemplarFilter>(), Ok(ExemplarFilter::TraceBased));
+        assert!("sometimes".parse::<ExemplarFilter>().is_err());
     }
 
     #[test]

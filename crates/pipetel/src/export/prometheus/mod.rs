@@ -3,6 +3,8 @@
 //! hub's native histograms and summaries), and served by [`server`].
 
 mod encode;
+#[cfg(test)]
+mod exemplar_tests;
 mod server;
 
 use std::sync::atomic::{AtomicBool, Ordering};
