@@ -102,7 +102,8 @@ fn a_registry_histogram_observed_in_a_sampled_context_keeps_an_exemplar() {
     }
     // Outside any span: counted, no exemplar (the default filter is `trace_based`).
     h.observe(0.05);
-    let om = PrometheusRender::new(reader).render_openmetrics();
+    let render = PrometheusRender::new(reader);
+    let om = render.render_openmetrics();
     let bucket = |le: &str| {
         om.lines()
             .find(|l| l.starts_with("t_exemplar_wait_seconds_bucket{") && l.contains(&format!("le=\"{le}\"")))
@@ -125,7 +126,7 @@ fn a_registry_histogram_observed_in_a_sampled_context_keeps_an_exemplar() {
     let text = r.prometheus_text();
     assert!(text.contains("t_exemplar_wait_seconds_bucket{le=\"1\"} 2\n") && !text.contains(" # {"), "{text}");
     h.reset();
-    let om = PrometheusRender::new(PullReader::new()).render_openmetrics();
+    let om = render.render_openmetrics();
     assert!(
         om.lines().any(|l| l == "t_exemplar_wait_seconds_bucket{otel_scope_name=\"pipetel\",le=\"1\"} 0"),
         "{om}"
