@@ -127,10 +127,7 @@ fn a_registry_histogram_observed_in_a_sampled_context_keeps_an_exemplar() {
     assert!(text.contains("t_exemplar_wait_seconds_bucket{le=\"1\"} 2\n") && !text.contains(" # {"), "{text}");
     h.reset();
     let om = render.render_openmetrics();
-    assert!(
-        om.lines().any(|l| l == "t_exemplar_wait_seconds_bucket{otel_scope_name=\"pipetel\",le=\"1\"} 0"),
-        "{om}"
-    );
+    assert!(om.lines().any(|l| l == "t_exemplar_wait_seconds_bucket{otel_scope_name=\"pipetel\",le=\"1\"} 0"), "{om}");
 }
 
 #[test]
