@@ -149,3 +149,38 @@ fn the_accept_header_chooses_the_format() {
     assert_eq!(content_type, super::OPENMETRICS_CONTENT_TYPE);
     assert!(body.ends_with("# EOF\n"), "{body}");
 }
+
+/// Why OTLP carries no exemplars: the SDK (0.33) keeps none, even for a measurement made inside
+/// a sampled span, and its data points cannot be given any. When this fails, the SDK gained
+/// exemplar support and pipetel's SDK-recorded histograms can send theirs over OTLP.
+#[test]
+fn the_sdk_keeps_no_exemplars_so_otlp_carries_none() {
+    use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData, ResourceMetrics};
+    use opentelemetry_sdk::metrics::reader::MetricReader as _;
+    let reader = PullReader::new();
+    let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
+    let h = provider.meter("sdk-exemplars").f64_histogram("sdk.latency").build();
+    let sampled = SpanContext::new(
+        TraceId::from_bytes([0x11; 16]),
+        SpanId::from_bytes([0x22; 8]),
+        TraceFlags::SAMPLED,
+        false,
+        TraceState::default(),
+    );
+    {
+        let _attached = Context::new().with_remote_span_context(sampled).attach();
+        h.record(0.25, &[]);
+    }
+    let mut rm = ResourceMetrics::default();
+    reader.collect(&mut rm).expect("collect");
+    let mut points = 0;
+    for m in rm.scope_metrics().flat_map(|s| s.metrics()) {
+        if let AggregatedMetrics::F64(MetricData::Histogram(hist)) = m.data() {
+            for p in hist.data_points() {
+                points += 1;
+                assert_eq!(p.exemplars().count(), 0, "the SDK now keeps exemplars: send them over OTLP");
+            }
+        }
+    }
+    assert_eq!(points, 1);
+}
