@@ -120,12 +120,10 @@ impl<'a> Writer<'a> {
         mut exemplar: impl FnMut(usize) -> Option<Exemplar>,
     ) {
         let om = self.format == Format::OpenMetrics;
-        let mut i = 0;
-        for (bound, c) in bounds.iter().zip(cumulative) {
+        for (i, (bound, c)) in bounds.iter().zip(cumulative).enumerate() {
             let mut s = self.sample(name, "_bucket");
             s.raw(labels).text("le", bound);
             s.value_with(c, if om { exemplar(i) } else { None });
-            i += 1;
         }
         let mut s = self.sample(name, "_bucket");
         s.raw(labels).text("le", "+Inf");

@@ -61,7 +61,7 @@ fn a_sampled_span_leaves_its_ids_on_its_duration_bucket_in_openmetrics_only() {
     let tail: Vec<&str> = lines[0].rsplit_once("} ").expect("exemplar").1.split(' ').collect();
     let value: f64 = tail[0].parse().expect("value");
     let ts: f64 = tail[1].parse().expect("timestamp");
-    assert!(value >= 0.0 && value < 5.0 && ts > 1.6e9, "{}", lines[0]);
+    assert!((0.0..5.0).contains(&value) && ts > 1.6e9, "{}", lines[0]);
     assert!(
         exemplar_lines(&om, "span_duration_seconds_bucket{", "exemplar_unsampled_step").is_empty()
             && om.contains("span_name=\"exemplar_unsampled_step\""),
