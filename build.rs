@@ -42,7 +42,8 @@ fn main() {
         });
         writeln!(out, "\n/// README.md line {fence}.").ok();
         if items {
-            writeln!(out, "#[allow(dead_code, unused, clippy::all)]\nmod readme_block_{n} {{\n{context}\n{code}\n}}").ok();
+            writeln!(out, "#[allow(dead_code, unused, clippy::all)]\nmod readme_block_{n} {{\n{context}\n{code}\n}}")
+                .ok();
         } else {
             writeln!(
                 out,

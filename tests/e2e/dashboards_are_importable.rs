@@ -147,6 +147,11 @@ fn dashboards_are_importable_with_a_datasource_variable_queries_and_units() {
                 assert!(ref_ids.insert(t["refId"].as_str().unwrap_or_default()), "{name}: {title:?}: refId twice");
                 used.extend(variable_refs(expr));
                 queries += 1;
+                // Latency over time links to traces: a range quantile of a histogram shows its
+                // exemplars (the pull endpoint serves them in OpenMetrics).
+                if expr.starts_with("histogram_quantile(") && t["range"] == true {
+                    assert_eq!(t["exemplar"], true, "{name}: {title:?}: a latency query without exemplars");
+                }
             }
         }
         assert!(queries >= 8, "{name}: only {queries} queries");

@@ -18,6 +18,7 @@ mod collector_configs_use_contrib_components;
 mod collector_outage_never_blocks;
 mod dashboards_and_alerts_query_real_prometheus;
 mod dashboards_are_importable;
+mod exemplars_link_metrics_to_traces;
 mod gateway_tail_sampling_keeps_failed_traces;
 mod gpu_gauges_in_prometheus;
 mod http_server_metrics_in_prometheus;

@@ -65,6 +65,28 @@ impl Prometheus {
         Self::start_with_flags("", &[], &["--web.enable-remote-write-receiver"])
     }
 
+    /// [`Self::start`] with exemplar storage on (`--enable-feature=exemplar-storage`): exemplars
+    /// in an OpenMetrics scrape are kept and answered by [`Self::query_exemplars`].
+    pub fn start_with_exemplars(targets: &[String], metrics_path: &str) -> Self {
+        let targets = targets.iter().map(|t| format!("'{t}'")).collect::<Vec<_>>().join(", ");
+        Self::start_with_flags(
+            &format!("  - job_name: pipetel\n    metrics_path: '{metrics_path}'\n    static_configs:\n      - targets: [{targets}]\n"),
+            &[],
+            &["--enable-feature=exemplar-storage"],
+        )
+    }
+
+    /// `/api/v1/query_exemplars` for `promql` over the last ten minutes: the whole JSON answer.
+    pub fn query_exemplars(&self, promql: &str) -> serde_json::Value {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.api(&format!(
+            "/api/v1/query_exemplars?query={}&start={}&end={}",
+            super::http::urlencode(promql),
+            now.saturating_sub(600),
+            now + 60
+        ))
+    }
+
     /// Starts Prometheus with `scrape_configs` (as [`Self::start_scraping`]) evaluating
     /// `rule_files` every second. Waits until it is ready.
     pub fn start_scraping_with_rules(scrape_configs: &str, rule_files: &[PathBuf]) -> Self {

@@ -631,7 +631,7 @@ struct NativeHistograms(Weak<Mutex<State>>);
 
 #[cfg(feature = "prometheus")]
 impl crate::export::ExpositionSource for NativeHistograms {
-    fn write_exposition(&self, out: &mut String) {
+    fn write_exposition(&self, out: &mut String, format: crate::exposition::Format) {
         use crate::exposition::{label_key, prometheus_name, scope_labels, BoundsText, LabelBlock, Writer};
         let Some(state) = self.0.upgrade() else { return };
         let mut state = lock(&state);
@@ -641,7 +641,7 @@ impl crate::export::ExpositionSource for NativeHistograms {
         let now = Instant::now();
         let names: Vec<String> =
             state.families.iter().filter(|(_, e)| e.family.kind() == Kind::Histogram).map(|(n, _)| n.clone()).collect();
-        let mut w = Writer::text(out);
+        let mut w = Writer::new(out, format);
         let mut labels = String::new();
         for name in names {
             let Some(family) = state.families.get(&name).map(|e| e.family.clone()) else { continue };

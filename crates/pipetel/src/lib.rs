@@ -83,7 +83,7 @@ pub use config::Config;
 pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
-pub use export::{PrometheusRender, TEXT_CONTENT_TYPE};
+pub use export::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 pub use init::{init, init_with, layers, layers_with, InitOptions, Telemetry, SCOPE_NAME};
 pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
 pub use registry::Registry;

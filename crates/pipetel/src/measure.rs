@@ -25,6 +25,13 @@
 //! | panic | `function.duration`, `function.in_flight` −1, `function.errors` +1 with `error.type=panic`; the panic goes on unchanged |
 //! | future dropped before completion | `function.in_flight` −1 only |
 //!
+//! # Exemplars
+//! Each histogram keeps, per bucket, the latest value recorded inside a sampled span (as the
+//! exemplar filter allows) with the span's trace and span ids; the pull endpoint shows them in
+//! OpenMetrics. A sync call reads them from the current context when it records (it is inside
+//! its span then); an async call reads them on its first poll, inside its span, and keeps them
+//! for the records made after its future completed.
+//!
 //! # Cost of a call
 //! Calls, errors and in-flight are relaxed atomic adds on the site's own cells; observable
 //! instruments (one set per meter provider, registered with the first site resolved after
@@ -38,8 +45,8 @@
 pub mod __private {
     use std::future::Future;
     use std::pin::Pin;
-    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+    use std::sync::{Arc, Mutex, OnceLock};
     use std::task::{Context, Poll};
 
     use opentelemetry::metrics::{BoundHistogram, ObservableCounter, ObservableUpDownCounter};
@@ -47,6 +54,7 @@ pub mod __private {
 
     pub use tracing;
 
+    use crate::exposition::exemplar::{self, Exemplars, SpanIds};
     use crate::installed;
     use crate::sync::StaticCell;
 
@@ -217,6 +225,8 @@ pub mod __private {
         duration: BoundHistogram<f64>,
         input: Option<BoundHistogram<u64>>,
         output: Option<BoundHistogram<u64>>,
+        /// The exemplars of `duration`, `input` and `output`, where the pull endpoint finds them.
+        exemplars: [Option<Arc<Exemplars>>; 3],
     }
 
     impl Handles {
@@ -244,8 +254,14 @@ pub mod __private {
                     .build()
                     .bind(&attrs.base)
             };
+            let exemplars = |name: &str, bounds: &[f64]| Some(exemplar::register(name, &attrs.base, bounds));
             Handles {
                 generation,
+                exemplars: [
+                    exemplars(FUNCTION_DURATION, FIRST_LAYOUT.get().copied().unwrap_or(layout)),
+                    info.input_size.then(|| exemplars(FUNCTION_INPUT_SIZE, SIZE_BUCKETS)).flatten(),
+                    info.output_size.then(|| exemplars(FUNCTION_OUTPUT_SIZE, SIZE_BUCKETS)).flatten(),
+                ],
                 duration: meter
                     .f64_histogram(FUNCTION_DURATION)
                     .with_unit("s")
@@ -315,7 +331,15 @@ pub mod __private {
         // await, stays `Send`.
         done: AtomicBool,
         span: tracing::Span,
+        /// An async call's exemplar ids, read on its first poll: [`UNREAD`], [`NO_IDS`] (the
+        /// filter allows none), or [`IDS`] (in `ids`).
+        ids_state: AtomicU8,
+        ids: [AtomicU64; 3],
     }
+
+    const UNREAD: u8 = 0;
+    const NO_IDS: u8 = 1;
+    const IDS: u8 = 2;
 
     impl Call {
         /// Counts a call of `site` and keeps its span.
@@ -331,6 +355,50 @@ pub mod __private {
                 start: crate::clock().raw(),
                 done: AtomicBool::new(false),
                 span,
+                ids_state: AtomicU8::new(UNREAD),
+                ids: [AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0)],
+            }
+        }
+
+        /// Reads the exemplar ids from the current context (inside the call's span), once.
+        #[inline]
+        fn capture_ids(&self) {
+            if self.ids_state.load(Ordering::Relaxed) != UNREAD {
+                return;
+            }
+            match exemplar::current() {
+                Some(ids) => {
+                    self.ids[0].store((ids.trace_id >> 64) as u64, Ordering::Relaxed);
+                    self.ids[1].store(ids.trace_id as u64, Ordering::Relaxed);
+                    self.ids[2].store(ids.span_id, Ordering::Relaxed);
+                    self.ids_state.store(IDS, Ordering::Release);
+                }
+                None => self.ids_state.store(NO_IDS, Ordering::Relaxed),
+            }
+        }
+
+        /// The ids a record made now carries: those an async call captured, else the current
+        /// context's (a sync call records inside its span).
+        #[inline]
+        fn exemplar_ids(&self) -> Option<SpanIds> {
+            match self.ids_state.load(Ordering::Acquire) {
+                IDS => Some(SpanIds {
+                    trace_id: (u128::from(self.ids[0].load(Ordering::Relaxed)) << 64)
+                        | u128::from(self.ids[1].load(Ordering::Relaxed)),
+                    span_id: self.ids[2].load(Ordering::Relaxed),
+                }),
+                NO_IDS => None,
+                _ => exemplar::current(),
+            }
+        }
+
+        /// Keeps `value` as an exemplar of histogram `which` (0 duration, 1 input, 2 output).
+        #[inline]
+        fn offer(&self, which: usize, value: f64) {
+            if let Some(cells) = &self.handles.exemplars[which] {
+                if let Some(ids) = self.exemplar_ids() {
+                    cells.record(None, value, ids);
+                }
             }
         }
 
@@ -344,7 +412,9 @@ pub mod __private {
         #[inline]
         pub fn input_size<N: Size>(&self, size: N) {
             if let Some(histogram) = &self.handles.input {
-                histogram.record(size.into_size());
+                let size = size.into_size();
+                histogram.record(size);
+                self.offer(1, size as f64);
             }
         }
 
@@ -352,7 +422,9 @@ pub mod __private {
         #[inline]
         pub fn output_size<N: Size>(&self, size: N) {
             if let Some(histogram) = &self.handles.output {
-                histogram.record(size.into_size());
+                let size = size.into_size();
+                histogram.record(size);
+                self.offer(2, size as f64);
             }
         }
 
@@ -376,7 +448,9 @@ pub mod __private {
             let cells = &self.site.cells;
             cells.in_flight.fetch_sub(1, Ordering::Relaxed);
             let clock = crate::clock();
-            self.handles.duration.record(clock.delta_as_nanos(self.start, clock.raw()) as f64 / 1e9);
+            let seconds = clock.delta_as_nanos(self.start, clock.raw()) as f64 / 1e9;
+            self.handles.duration.record(seconds);
+            self.offer(0, seconds);
             if let Some(kind) = error {
                 let cell = if kind == "panic" { &cells.errors_panic } else { &cells.errors_err };
                 cell.fetch_add(1, Ordering::Relaxed);
@@ -411,6 +485,7 @@ pub mod __private {
     ) -> impl Future<Output = F::Output> + 'a {
         std::future::poll_fn(move |cx: &mut Context<'_>| -> Poll<F::Output> {
             let _entered = call.span.enter();
+            call.capture_ids();
             let _bomb = PanicBomb(call);
             future.as_mut().poll(cx)
         })

@@ -34,6 +34,14 @@
 //! third of the OS clock's cost per read, calibrated once against it),
 //! the OS monotonic clock elsewhere.
 //!
+//! # Exemplars
+//! A span's duration keeps an exemplar (its bucket's latest: the span's value, trace id and
+//! span id, shown on the pull endpoint in OpenMetrics) when the exemplar filter allows it (by
+//! default: the span is sampled). The ids are read from the current OpenTelemetry context the
+//! first time the span is entered, after the trace bridge made it current (this layer must
+//! come after the bridge, as `init` and `pipetel::layers` stack them); a span never entered
+//! keeps none. While the filter is `always_off` an enter costs what it did without exemplars.
+//!
 //! # Which spans count
 //! Only spans that reach the layer: the subscriber's global filter (`RUST_LOG`) applies first.
 //! Then [`SpanMetricsConfig::filter`] (a [`Targets`] directive such as `info,hyper=off`) and
@@ -41,8 +49,8 @@
 //! library's spans do not flood the metrics.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 use opentelemetry::metrics::{BoundHistogram, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -54,6 +62,8 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+use crate::config::ExemplarFilter;
+use crate::exposition::exemplar::{self, Exemplars, SpanIds};
 use crate::sync::StaticCell;
 
 /// Histogram of closed spans' durations, in seconds.
@@ -110,6 +120,9 @@ impl std::fmt::Debug for SpanMetricsLayer {
 struct Site {
     ok: BoundHistogram<f64>,
     error: BoundHistogram<f64>,
+    /// The exemplars of the two series, where the pull endpoint finds them.
+    ok_exemplars: Arc<Exemplars>,
+    error_exemplars: Arc<Exemplars>,
     /// The callsite declares `error` or `otel.status_code`, so records must be looked at.
     status_fields: bool,
 }
@@ -160,17 +173,20 @@ impl SpanMetricsLayer {
         if !self.allow.is_empty() && !self.allow.iter().any(|n| n == meta.name()) {
             return None;
         }
-        let bound = |status: &'static str| {
-            self.histogram.bind(&[
+        let attrs = |status: &'static str| {
+            [
                 KeyValue::new(ATTR_SPAN_NAME, meta.name()),
                 KeyValue::new(ATTR_SPAN_TARGET, meta.target()),
                 KeyValue::new(ATTR_STATUS, status),
-            ])
+            ]
         };
+        let exemplars = |status| exemplar::register(SPAN_DURATION, &attrs(status), crate::SECONDS_BUCKETS);
         let fields = meta.fields();
         Some(Site {
-            ok: bound("ok"),
-            error: bound("error"),
+            ok: self.histogram.bind(&attrs("ok")),
+            error: self.histogram.bind(&attrs("error")),
+            ok_exemplars: exemplars("ok"),
+            error_exemplars: exemplars("error"),
             status_fields: fields.field("error").is_some() || fields.field("otel.status_code").is_some(),
         })
     }
@@ -212,7 +228,8 @@ where
         }
         // The table is full (thousands of spans open at once): the span's extensions hold it.
         let Some(span) = ctx.span(id) else { return };
-        let timing = Timing { site, start, busy: 0, entered_at: 0, depth: 0, failed: AtomicBool::new(failed) };
+        let timing =
+            Timing { site, start, busy: 0, entered_at: 0, depth: 0, failed: AtomicBool::new(failed), ids: None };
         // `replace`, not `insert`: a second copy of this layer must not make the first panic.
         if span.extensions_mut().replace(timing).is_none() {
             self.boxed.fetch_add(1, Ordering::Relaxed);
@@ -240,11 +257,19 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if !self.busy {
+        let exemplars = exemplar::filter() != ExemplarFilter::AlwaysOff;
+        if !self.busy && !exemplars {
             return;
         }
-        let now = self.now();
-        self.with_timing(id, &ctx, |timing| timing.enter(now));
+        let now = if self.busy { self.now() } else { 0 };
+        self.with_timing(id, &ctx, |mut timing| {
+            if exemplars {
+                timing.capture_ids();
+            }
+            if self.busy {
+                timing.enter(now);
+            }
+        });
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
@@ -276,8 +301,13 @@ where
             }
         };
         let Some(site) = reading.site else { return };
-        let histogram = if reading.failed { &site.error } else { &site.ok };
-        histogram.record(self.clock.delta_as_nanos(0, reading.ticks) as f64 / 1e9);
+        let (histogram, exemplars) =
+            if reading.failed { (&site.error, &site.error_exemplars) } else { (&site.ok, &site.ok_exemplars) };
+        let seconds = self.clock.delta_as_nanos(0, reading.ticks) as f64 / 1e9;
+        histogram.record(seconds);
+        if let Some(ids) = reading.ids {
+            exemplars.record(None, seconds, ids);
+        }
     }
 }
 
@@ -287,6 +317,8 @@ struct Reading {
     /// Clock ticks (see [`SpanMetricsLayer::now`]).
     ticks: u64,
     failed: bool,
+    /// The ids its exemplar carries, when it keeps one.
+    ids: Option<SpanIds>,
 }
 
 impl Reading {
@@ -301,7 +333,7 @@ impl Reading {
         } else {
             now.saturating_sub(timing.start())
         };
-        Reading { site: timing.site(), ticks, failed: timing.failed().load(Ordering::Relaxed) }
+        Reading { site: timing.site(), ticks, failed: timing.failed().load(Ordering::Relaxed), ids: timing.ids() }
     }
 }
 
@@ -313,6 +345,8 @@ struct Timing {
     entered_at: u64,
     depth: u32,
     failed: AtomicBool,
+    /// The exemplar's ids, once captured.
+    ids: Option<SpanIds>,
 }
 
 /// A span's timing, in the table or in its extensions.
@@ -350,6 +384,41 @@ impl TimingRef<'_> {
                 (s.busy.load(Ordering::Relaxed), s.depth.load(Ordering::Relaxed), s.entered_at.load(Ordering::Relaxed))
             }
             TimingRef::Boxed(t) => (t.busy, t.depth, t.entered_at),
+        }
+    }
+
+    /// On an enter: keeps the ids of the current span for the exemplar, the first time the
+    /// filter allows it.
+    #[inline]
+    fn capture_ids(&mut self) {
+        match self {
+            TimingRef::Slot(s) => {
+                if s.exemplar.load(Ordering::Relaxed) == 0 {
+                    if let Some(ids) = exemplar::current() {
+                        s.trace_hi.store((ids.trace_id >> 64) as u64, Ordering::Relaxed);
+                        s.trace_lo.store(ids.trace_id as u64, Ordering::Relaxed);
+                        s.span_id.store(ids.span_id, Ordering::Relaxed);
+                        s.exemplar.store(1, Ordering::Release);
+                    }
+                }
+            }
+            TimingRef::Boxed(t) => {
+                if t.ids.is_none() {
+                    t.ids = exemplar::current();
+                }
+            }
+        }
+    }
+
+    /// The ids captured for the exemplar.
+    fn ids(&self) -> Option<SpanIds> {
+        match self {
+            TimingRef::Slot(s) => (s.exemplar.load(Ordering::Acquire) == 1).then(|| SpanIds {
+                trace_id: (u128::from(s.trace_hi.load(Ordering::Relaxed)) << 64)
+                    | u128::from(s.trace_lo.load(Ordering::Relaxed)),
+                span_id: s.span_id.load(Ordering::Relaxed),
+            }),
+            TimingRef::Boxed(t) => t.ids,
         }
     }
 
@@ -406,6 +475,11 @@ struct Slot {
     entered_at: AtomicU64,
     depth: AtomicU32,
     failed: AtomicBool,
+    /// 1 once the exemplar's ids below are captured.
+    exemplar: AtomicU8,
+    trace_hi: AtomicU64,
+    trace_lo: AtomicU64,
+    span_id: AtomicU64,
 }
 
 /// The timing of open spans, keyed by span id: a fixed open-addressing table of atomics, so
@@ -447,6 +521,7 @@ impl OpenSpans {
                 slot.entered_at.store(0, Ordering::Relaxed);
                 slot.depth.store(0, Ordering::Relaxed);
                 slot.failed.store(failed, Ordering::Relaxed);
+                slot.exemplar.store(0, Ordering::Relaxed);
                 return true;
             }
         }

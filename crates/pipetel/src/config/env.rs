@@ -119,6 +119,7 @@ const ROWS: &[(&str, Apply)] = &[
     (PIPETEL_HTTP_METRICS, to!(http_metrics, BOOL)),
     (PIPETEL_SERVICE_PREFIX, to!(service_prefix, SERVICE_PREFIX)),
     (PIPETEL_HISTOGRAM_BUCKETS, to!(histogram_buckets, BUCKETS)),
+    (OTEL_METRICS_EXEMPLAR_FILTER, to!(exemplar_filter, EXEMPLAR_FILTER)),
     (RUST_LOG, to!(log_filter, LOG_FILTER)),
 ];
 

@@ -117,6 +117,7 @@ const KEYS: &[(&str, Kind, Apply)] = &[
     ("batch.logs.export_timeout_ms", Duration, to!(blrp.export_timeout, POSITIVE_MILLIS)),
     ("batch.logs.max_queue_size", Int, to!(blrp.max_queue_size, BATCH_SIZE)),
     ("batch.logs.max_export_batch_size", Int, to!(blrp.max_export_batch_size, BATCH_SIZE)),
+    ("metrics.exemplar_filter", Text, to!(exemplar_filter, EXEMPLAR_FILTER)),
     ("traces.sampler", Text, to!(sampler, SAMPLER)),
     ("traces.sampler_arg", Scalar, to!(sampler_arg, SAMPLER_ARG)),
     ("log.filter", Text, to!(log_filter, LOG_FILTER)),

@@ -51,8 +51,8 @@ pub use settings::{
     Sourced, SpanLimitsSettings, SubscriberSettings, TracesSettings,
 };
 pub use values::{
-    HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, OtlpCompression, OtlpProtocol,
-    ParseValueError, Propagator, SamplerConfig, Signal, TraceExporter,
+    ExemplarFilter, HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, OtlpCompression,
+    OtlpProtocol, ParseValueError, Propagator, SamplerConfig, Signal, TraceExporter,
 };
 pub use vars::*;
 
@@ -121,6 +121,7 @@ pub struct Config {
     span_metrics_allow: Option<Set<Vec<String>>>,
     span_metrics_filter: Option<Set<String>>,
     span_metrics_time: Option<Set<SpanTime>>,
+    exemplar_filter: Option<Set<ExemplarFilter>>,
     #[cfg(feature = "gpu")]
     gpu: GpuSlots,
     /// Deprecated spellings met while reading; `init` logs them once its subscriber is up.
@@ -369,6 +370,9 @@ impl Config {
             span_metrics_filter = span_metrics.filter, SPAN_FILTER;
             span_metrics_time = span_metrics.time, SPAN_TIME;
         }
+        /// Sets which measurements may carry an exemplar (default
+        /// [`ExemplarFilter::TraceBased`]: those made inside a sampled span).
+        fn with_exemplar_filter(filter: ExemplarFilter) -> { exemplar_filter = filter, EXEMPLAR_FILTER; }
         /// Sets the GPU mode (`Auto`, `On`, `Off`).
         #[cfg(feature = "gpu")]
         fn with_gpu_mode(mode: pipetel_gpu::GpuMode) -> { gpu.mode = mode, GPU_MODE; }
@@ -604,6 +608,10 @@ impl Config {
             filter: self.span_metrics_filter.value().cloned().unwrap_or(d.filter),
             time: self.span_metrics_time.value().copied().unwrap_or(d.time),
         }
+    }
+    /// Which measurements may carry an exemplar.
+    pub fn exemplar_filter(&self) -> ExemplarFilter {
+        self.exemplar_filter.value().copied().unwrap_or_default()
     }
     /// The GPU configuration.
     #[cfg(feature = "gpu")]

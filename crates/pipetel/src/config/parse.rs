@@ -168,6 +168,7 @@ impl Show for Vec<LogExporter> {}
 impl Show for super::values::OtlpProtocol {}
 impl Show for super::values::OtlpCompression {}
 impl Show for super::groups::SpanTime {}
+impl Show for super::values::ExemplarFilter {}
 #[cfg(feature = "gpu")]
 impl Show for pipetel_gpu::GpuMode {}
 #[cfg(feature = "gpu")]
@@ -229,6 +230,7 @@ pub(crate) static INSTANCE_ID: Rule<String> = Rule::new(trimmed, |v| instance_id
 pub(crate) static COUNT_LIMIT: Rule<u32> = Rule::new(count, any);
 /// A batch processor's queue or batch size: a whole number, at least 1.
 pub(crate) static BATCH_SIZE: Rule<usize> = Rule::new(whole, at_least_one);
+pub(crate) static EXEMPLAR_FILTER: Rule<super::values::ExemplarFilter> = Rule::new(from_str, any);
 #[cfg(feature = "gpu")]
 pub(crate) static GPU_MODE: Rule<pipetel_gpu::GpuMode> = Rule::new(from_str, any);
 #[cfg(feature = "gpu")]

@@ -101,6 +101,8 @@ pub struct MetricsSettings {
     pub otlp: OtlpTarget,
     /// Interval of pushed exports.
     pub export_interval: Duration,
+    /// Which measurements may carry an exemplar.
+    pub exemplar_filter: super::ExemplarFilter,
     /// Temporality of the OTLP exports (the pull reader is always cumulative).
     pub temporality: MetricTemporality,
     /// Aggregation of histograms that name no other.
@@ -268,6 +270,7 @@ impl Config {
                 },
                 otlp: bounded(self.otlp_target(Signal::Metrics)?, &self.metric_export_timeout),
                 export_interval: self.metric_export_interval(),
+                exemplar_filter: self.exemplar_filter(),
                 temporality: self.metric_temporality(),
                 histogram_aggregation: self.histogram_aggregation(),
             },
@@ -354,6 +357,7 @@ impl Config {
         self.span_metrics_allow.checked()?;
         self.span_metrics_filter.checked()?;
         self.span_metrics_time.checked()?;
+        self.exemplar_filter.checked()?;
         #[cfg(feature = "gpu")]
         {
             let g = &self.gpu;

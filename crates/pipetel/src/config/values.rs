@@ -246,6 +246,34 @@ impl FromStr for Signal {
     }
 }
 
+/// Which measurements may carry an exemplar (`OTEL_METRICS_EXEMPLAR_FILTER`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ExemplarFilter {
+    /// Every measurement of a histogram that keeps exemplars; those made inside a span carry its
+    /// trace and span ids, sampled or not.
+    AlwaysOn,
+    /// None: no exemplar is kept.
+    AlwaysOff,
+    /// Measurements made inside a sampled span (the default).
+    #[default]
+    TraceBased,
+}
+
+impl FromStr for ExemplarFilter {
+    type Err = ParseValueError;
+
+    /// `always_on`, `always_off` or `trace_based` (case-insensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "always_on" => Ok(Self::AlwaysOn),
+            "always_off" => Ok(Self::AlwaysOff),
+            "trace_based" => Ok(Self::TraceBased),
+            _ => Err(ParseValueError::new("expected `always_on`, `always_off` or `trace_based`")),
+        }
+    }
+}
+
 /// The aggregation temporality OTLP metric exporters ask for
 /// (`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`). The pull endpoint is cumulative
 /// whatever this says.

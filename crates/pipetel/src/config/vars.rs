@@ -267,6 +267,9 @@ variables! {
     /// Default histogram bucket bounds, comma-separated seconds (`0.01,0.1,1,10`). Default
     /// [`crate::SECONDS_BUCKETS`].
     PIPETEL_HISTOGRAM_BUCKETS,
+    /// Which histogram measurements keep an exemplar: `always_on`, `always_off` or `trace_based`
+    /// (default: those made inside a sampled span).
+    OTEL_METRICS_EXEMPLAR_FILTER,
     /// The `tracing` filter directives (default `info`).
     RUST_LOG,
 }

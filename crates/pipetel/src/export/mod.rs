@@ -8,7 +8,7 @@ pub(crate) mod otlp;
 pub(crate) mod prometheus;
 
 #[cfg(feature = "prometheus")]
-pub use self::prometheus::{PrometheusRender, TEXT_CONTENT_TYPE};
+pub use self::prometheus::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 
 use std::sync::{Arc, RwLock, Weak};
 
@@ -19,10 +19,10 @@ pub(crate) const PUSH_ONLY_SCOPE: &str = "pipetel.push_only";
 
 /// Extra text for the Prometheus exposition, appended after the OTel families on every scrape
 /// and by `PrometheusRender::render`. Implementations write complete families (`# HELP`,
-/// `# TYPE`, samples) whose names do not collide with OTel instruments.
+/// `# TYPE`, samples) whose names do not collide with OTel instruments, in the format asked for.
 pub(crate) trait ExpositionSource: Send + Sync {
-    /// Appends this source's families to `out`.
-    fn write_exposition(&self, out: &mut String);
+    /// Appends this source's families to `out`, in `format`.
+    fn write_exposition(&self, out: &mut String, format: crate::exposition::Format);
 }
 
 static SOURCES: RwLock<Vec<Weak<dyn ExpositionSource>>> = RwLock::new(Vec::new());
@@ -35,11 +35,11 @@ pub(crate) fn add_exposition_source(source: &Arc<dyn ExpositionSource>) {
     sources.push(Arc::downgrade(source));
 }
 
-/// Appends every live source's text.
+/// Appends every live source's text, in `format`.
 #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
-pub(crate) fn write_sources(out: &mut String) {
+pub(crate) fn write_sources(out: &mut String, format: crate::exposition::Format) {
     let live: Vec<Arc<dyn ExpositionSource>> = crate::sync::read(&SOURCES).iter().filter_map(Weak::upgrade).collect();
     for source in live {
-        source.write_exposition(out);
+        source.write_exposition(out, format);
     }
 }

@@ -1,14 +1,126 @@
 //! The linter for text collectors' output: which lines are valid text exposition (format
-//! 0.0.4) that can join a scrape without breaking it.
+//! 0.0.4) that can join a scrape without breaking it, rewritten as OpenMetrics when the scrape
+//! is in that format.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+
+use super::text::{write_f64, Format};
 
 /// Checks the output of a text collector line by line and appends the lines that are valid
 /// text exposition (format 0.0.4) to `out`. `taken` holds family names already in the output:
 /// a `# TYPE` for one of them, or a second `# TYPE` for a name, is refused with that family's
 /// samples, since Prometheus rejects the whole scrape for either. Returns the first refused
-/// line and why, for the caller's one warning.
-pub(crate) fn append_checked(text: &str, taken: &mut HashSet<String>, out: &mut String) -> Option<(String, String)> {
+/// line and why, for the caller's one warning. In [`Format::OpenMetrics`] the accepted lines
+/// are rewritten as that format wants them ([`to_openmetrics`]).
+pub(crate) fn append_checked(
+    text: &str,
+    taken: &mut HashSet<String>,
+    out: &mut String,
+    format: Format,
+) -> Option<(String, String)> {
+    match format {
+        Format::Text => check_into(text, taken, out),
+        Format::OpenMetrics => {
+            let mut checked = String::new();
+            let first_bad = check_into(text, taken, &mut checked);
+            to_openmetrics(&checked, out);
+            first_bad
+        }
+    }
+}
+
+/// The text format's lines that passed [`check_into`], as OpenMetrics: a counter typed
+/// `x_total` becomes family `x` (typed `unknown` when its name lacks `_total`), `untyped`
+/// becomes `unknown`, `"` is escaped in `# HELP`, a sample is re-spaced with `+Inf` spelled out
+/// and its millisecond timestamp written in seconds.
+fn to_openmetrics(checked: &str, out: &mut String) {
+    let mut types: HashMap<&str, &str> = HashMap::new();
+    for line in checked.lines() {
+        if let Some((name, kind)) = line.strip_prefix("# TYPE ").and_then(|r| r.split_once(' ')) {
+            types.insert(name, kind);
+        }
+    }
+    let renamed = |name: &str| -> (String, &'static str) {
+        match types.get(name).copied() {
+            Some("counter") => match name.strip_suffix("_total") {
+                Some(base) if !base.is_empty() => (base.to_string(), "counter"),
+                _ => (name.to_string(), "unknown"),
+            },
+            Some("gauge") => (name.to_string(), "gauge"),
+            Some("histogram") => (name.to_string(), "histogram"),
+            Some("summary") => (name.to_string(), "summary"),
+            _ => (name.to_string(), "unknown"),
+        }
+    };
+    for line in checked.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').unwrap_or((rest, ""));
+            out.push_str("# HELP ");
+            out.push_str(&renamed(name).0);
+            out.push(' ');
+            let mut chars = help.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => {
+                        out.push('\\');
+                        out.push(chars.next().unwrap_or('\\'));
+                    }
+                    '"' => out.push_str("\\\""),
+                    c => out.push(c),
+                }
+            }
+            out.push('\n');
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let name = rest.split_once(' ').map_or(rest, |(n, _)| n);
+            let (name, kind) = renamed(name);
+            out.push_str("# TYPE ");
+            out.push_str(&name);
+            out.push(' ');
+            out.push_str(kind);
+            out.push('\n');
+        } else {
+            write_sample_openmetrics(line, out);
+        }
+    }
+}
+
+/// Rewrites one checked sample line (see [`to_openmetrics`]).
+fn write_sample_openmetrics(line: &str, out: &mut String) {
+    let Some(end) = line.find(['{', ' ', '\t']) else { return };
+    let mut pairs = Vec::new();
+    let mut rest = &line[end..];
+    if let Some(after) = rest.strip_prefix('{') {
+        match labels(after, &mut pairs) {
+            Ok(r) => rest = r,
+            Err(_) => return,
+        }
+    }
+    let mut fields = rest.split_ascii_whitespace();
+    let Some(value) = fields.next() else { return };
+    out.push_str(&line[..end]);
+    if !pairs.is_empty() {
+        out.push('{');
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(k);
+            out.push_str("=\"");
+            out.push_str(v);
+            out.push('"');
+        }
+        out.push('}');
+    }
+    out.push(' ');
+    out.push_str(if value == "Inf" { "+Inf" } else { value });
+    if let Some(ms) = fields.next().and_then(|t| t.parse::<i64>().ok()) {
+        out.push(' ');
+        write_f64(ms as f64 / 1000.0, out);
+    }
+    out.push('\n');
+}
+
+fn check_into(text: &str, taken: &mut HashSet<String>, out: &mut String) -> Option<(String, String)> {
     let mut first_bad: Option<(String, String)> = None;
     let mut refused_families: HashSet<String> = HashSet::new();
     let mut typed_here: HashSet<String> = HashSet::new();
@@ -111,7 +223,7 @@ fn check_sample(line: &str) -> Result<&str, &'static str> {
     }
     let mut rest = &line[end..];
     if let Some(after) = rest.strip_prefix('{') {
-        rest = check_labels(after)?;
+        rest = labels(after, &mut Vec::new())?;
     }
     let mut fields = rest.split_ascii_whitespace();
     let value = fields.next().ok_or("a sample needs a value")?;
@@ -134,8 +246,9 @@ fn is_value(v: &str) -> bool {
         || (v.parse::<f64>().is_ok() && !v.eq_ignore_ascii_case("inf") && !v.to_ascii_lowercase().contains("nan"))
 }
 
-/// Checks `k="v",...}` and returns what follows the closing brace.
-fn check_labels(mut s: &str) -> Result<&str, &'static str> {
+/// Checks `k="v",...}` and returns what follows the closing brace; `pairs` gets each label's
+/// name and (still escaped) value.
+fn labels<'a>(mut s: &'a str, pairs: &mut Vec<(&'a str, &'a str)>) -> Result<&'a str, &'static str> {
     let mut names = HashSet::new();
     loop {
         s = s.trim_start();
@@ -165,6 +278,7 @@ fn check_labels(mut s: &str) -> Result<&str, &'static str> {
                 None => return Err("an unterminated label value"),
             }
         };
+        pairs.push((key, &s[..close]));
         s = s[close + 1..].trim_start();
         if let Some(after) = s.strip_prefix(',') {
             s = after;
@@ -184,7 +298,7 @@ mod tests {
                     bad line\nlegacy_other{x=\"unterminated} 1\nlegacy_nan NaN\nlegacy_text{a=\"b\"} twelve\n# TYPE legacy_jobs counter\n";
         let mut out = String::new();
         let mut taken = HashSet::new();
-        let first = append_checked(text, &mut taken, &mut out);
+        let first = append_checked(text, &mut taken, &mut out, Format::Text);
         assert_eq!(
             out,
             "# HELP legacy_jobs Jobs seen\n# TYPE legacy_jobs gauge\nlegacy_jobs{queue=\"a\\\"b\\\\c\\nd\"} 3\nlegacy_jobs 4 1700000000000\nlegacy_nan NaN\n"
@@ -197,8 +311,12 @@ mod tests {
     fn names_already_exposed_are_refused() {
         let mut taken: HashSet<String> = ["app_requests_total".to_string()].into();
         let mut out = String::new();
-        let first =
-            append_checked("# TYPE app_requests_total counter\napp_requests_total 1\nok_one 2\n", &mut taken, &mut out);
+        let first = append_checked(
+            "# TYPE app_requests_total counter\napp_requests_total 1\nok_one 2\n",
+            &mut taken,
+            &mut out,
+            Format::Text,
+        );
         assert_eq!(out, "ok_one 2\n");
         assert!(first.is_some());
     }
@@ -208,12 +326,27 @@ mod tests {
         let mut taken = HashSet::new();
         let mut out = String::new();
         let text = "# TYPE h histogram\nh_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n";
-        assert!(append_checked(text, &mut taken, &mut out).is_none());
+        assert!(append_checked(text, &mut taken, &mut out, Format::Text).is_none());
         assert_eq!(out, text);
         // A later collector cannot reopen the family.
         let mut out2 = String::new();
-        assert!(append_checked("h_count 5\n", &mut taken, &mut out2).is_some());
+        assert!(append_checked("h_count 5\n", &mut taken, &mut out2, Format::Text).is_some());
         assert!(out2.is_empty());
+    }
+
+    #[test]
+    fn openmetrics_gets_its_own_spelling_of_the_same_samples() {
+        let text = "# HELP legacy_jobs_total Jobs \"seen\" \\ here\n# TYPE legacy_jobs_total counter\n\
+                    legacy_jobs_total{queue=\"a\",} 3 1700000000123\n# TYPE plain counter\nplain 1\n\
+                    # TYPE odd untyped\nodd Inf\nbare  2\n";
+        let mut out = String::new();
+        assert!(append_checked(text, &mut HashSet::new(), &mut out, Format::OpenMetrics).is_none());
+        assert_eq!(
+            out,
+            "# HELP legacy_jobs Jobs \\\"seen\\\" \\ here\n# TYPE legacy_jobs counter\n\
+             legacy_jobs_total{queue=\"a\"} 3 1700000000.123\n# TYPE plain unknown\nplain 1\n\
+             # TYPE odd unknown\nodd +Inf\nbare 2\n"
+        );
     }
 
     #[test]

@@ -8,19 +8,21 @@
 //! cannot drift apart.
 //!
 //! # Formats
-//! [`text::Format`] names the exposition a [`Writer`] produces. Only the classic text format
-//! (0.0.4) exists today; OpenMetrics (needed for exemplars: `# UNIT`, `# EOF`, `_created`,
-//! exemplars after a sample) is a second variant of it, and every difference between the two
-//! is a `match` on the format inside [`Writer`], nowhere else.
+//! [`Format`] names the exposition a [`Writer`] produces: the classic text format (0.0.4), or
+//! OpenMetrics 1.0 (what a scraper asking for `application/openmetrics-text` gets, and the
+//! only one that carries [`exemplar`]s). Every difference between the two is a `match` on the
+//! format inside [`Writer`], nowhere else; text collectors' output (always 0.0.4) is rewritten
+//! line by line by [`append_checked`].
 
 // Without the pull endpoint only the registry's `prometheus_text()` writes: the name translation
 // and some of the writer wait unused.
 #![cfg_attr(not(feature = "prometheus"), allow(dead_code, unused_imports))]
 
+pub(crate) mod exemplar;
 mod lint;
 mod names;
 mod text;
 
 pub(crate) use lint::append_checked;
 pub(crate) use names::{label_key, label_key_cow, prometheus_name, translate, unit_keeping_name, MetricType};
-pub(crate) use text::{escape_label_value, scope_labels, BoundsText, LabelBlock, Number, Writer};
+pub(crate) use text::{escape_label_value, scope_labels, BoundsText, Format, LabelBlock, Number, Writer};

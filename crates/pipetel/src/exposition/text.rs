@@ -4,16 +4,20 @@
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-/// The exposition a [`Writer`] produces.
-///
-/// Only the classic text format exists today. OpenMetrics, needed for exemplars, becomes a
-/// second variant: its differences (a `# UNIT` line, `# EOF`, exemplars after a sample value,
-/// counters typed without `_total`) are `match`es on this inside [`Writer`].
+use super::exemplar::Exemplar;
+
+/// The exposition a [`Writer`] produces. Every difference between the two is a `match` on
+/// this inside [`Writer`] and [`Sample`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Format {
     /// The text exposition format 0.0.4.
     #[default]
     Text,
+    /// OpenMetrics 1.0: counters typed under their name less `_total` (a counter whose samples
+    /// lack `_total` is typed `unknown`), `unknown` for `untyped`, `"` escaped in `# HELP`, a
+    /// `# UNIT` line where the name ends with the unit, exemplars after `_bucket` samples, and
+    /// `# EOF` at the end ([`Writer::eof`]).
+    OpenMetrics,
 }
 
 /// Writes exposition text into a `String`.
@@ -28,18 +32,41 @@ impl<'a> Writer<'a> {
         Writer { out, format: Format::Text }
     }
 
-    /// `# HELP` (unless `help` is empty) and `# TYPE` lines of a family. `unit` is the
-    /// family's unit word; the 0.0.4 format has no line for it (OpenMetrics will).
+    /// A writer of `format` appending to `out`.
+    pub(crate) fn new(out: &'a mut String, format: Format) -> Self {
+        Writer { out, format }
+    }
+
+    /// `# HELP` (unless `help` is empty) and `# TYPE` lines of a family (`name` is the name its
+    /// samples carry; a counter's ends with `_total`). `unit` is the family's unit word, written
+    /// as `# UNIT` in OpenMetrics when the family's name ends with it.
     pub(crate) fn header(&mut self, name: &str, kind: &str, help: &str, unit: &str) {
+        let (name, kind) = match self.format {
+            Format::Text => (name, kind),
+            Format::OpenMetrics => match kind {
+                "counter" => match name.strip_suffix("_total") {
+                    Some(base) if !base.is_empty() => (base, kind),
+                    _ => (name, "unknown"),
+                },
+                "untyped" => (name, "unknown"),
+                _ => (name, kind),
+            },
+        };
         if !help.is_empty() {
             let _ = write!(self.out, "# HELP {name} ");
-            escape_help(help, self.out);
+            escape_help(help, self.format, self.out);
             self.out.push('\n');
         }
         let _ = writeln!(self.out, "# TYPE {name} {kind}");
         match self.format {
-            Format::Text => {
-                let _ = unit;
+            Format::Text => {}
+            Format::OpenMetrics => {
+                if !unit.is_empty()
+                    && unit.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                    && name.strip_suffix(unit).is_some_and(|n| n.ends_with('_'))
+                {
+                    let _ = writeln!(self.out, "# UNIT {name} {unit}");
+                }
             }
         }
     }
@@ -49,11 +76,18 @@ impl<'a> Writer<'a> {
         self.out.push_str(text);
     }
 
+    /// Ends the exposition: `# EOF` in OpenMetrics, nothing in the text format.
+    pub(crate) fn eof(&mut self) {
+        if self.format == Format::OpenMetrics {
+            self.out.push_str("# EOF\n");
+        }
+    }
+
     /// Starts the sample line `name` + `suffix`: add labels to it, then write its value.
     pub(crate) fn sample(&mut self, name: &str, suffix: &str) -> Sample<'_> {
         self.out.push_str(name);
         self.out.push_str(suffix);
-        Sample(LabelBlock { out: self.out, braces: true, any: false })
+        Sample { block: LabelBlock { out: self.out, braces: true, any: false }, format: self.format }
     }
 
     /// The samples of one histogram series: a `_bucket` per finite bound (`bounds`, formatted,
@@ -68,14 +102,32 @@ impl<'a> Writer<'a> {
         count: u64,
         sum: N,
     ) {
-        for (bound, c) in bounds.iter().zip(cumulative) {
+        self.histogram_with(name, labels, bounds, cumulative, count, sum, |_| None);
+    }
+
+    /// [`Writer::histogram`] with the exemplar of each bucket (`exemplar(i)`, `i` from 0, the
+    /// `+Inf` bucket last), written after the bucket's sample in OpenMetrics and asked for only
+    /// there.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn histogram_with<N: Number>(
+        &mut self,
+        name: &str,
+        labels: &str,
+        bounds: &[String],
+        cumulative: impl IntoIterator<Item = u64>,
+        count: u64,
+        sum: N,
+        mut exemplar: impl FnMut(usize) -> Option<Exemplar>,
+    ) {
+        let om = self.format == Format::OpenMetrics;
+        for (i, (bound, c)) in bounds.iter().zip(cumulative).enumerate() {
             let mut s = self.sample(name, "_bucket");
             s.raw(labels).text("le", bound);
-            s.value(c);
+            s.value_with(c, if om { exemplar(i) } else { None });
         }
         let mut s = self.sample(name, "_bucket");
         s.raw(labels).text("le", "+Inf");
-        s.value(count);
+        s.value_with(count, if om { exemplar(bounds.len()) } else { None });
         self.sample(name, "_sum").with_raw(labels).value(sum);
         self.sample(name, "_count").with_raw(labels).value(count);
     }
@@ -155,23 +207,41 @@ impl<'a> LabelBlock<'a> {
 }
 
 /// A sample line being written (see [`Writer::sample`]): labels, then [`Sample::value`].
-pub(crate) struct Sample<'a>(LabelBlock<'a>);
+pub(crate) struct Sample<'a> {
+    block: LabelBlock<'a>,
+    format: Format,
+}
 
 impl<'a> Sample<'a> {
     /// Adds an already written label block.
     pub(crate) fn with_raw(mut self, block: &str) -> Self {
-        self.0.raw(block);
+        self.block.raw(block);
         self
     }
 
     /// Writes the value and ends the line.
     pub(crate) fn value<N: Number>(self, value: N) {
-        let out = self.0.out;
-        if self.0.any {
+        self.value_with(value, None);
+    }
+
+    /// Writes the value, then (OpenMetrics only) the exemplar, and ends the line:
+    /// `# {trace_id="…",span_id="…"} value timestamp`, the ids left out when there are none.
+    pub(crate) fn value_with<N: Number>(self, value: N, exemplar: Option<Exemplar>) {
+        let out = self.block.out;
+        if self.block.any {
             out.push('}');
         }
         out.push(' ');
         value.write(out);
+        if let (Format::OpenMetrics, Some(e)) = (self.format, exemplar) {
+            out.push_str(" # {");
+            if e.ids.trace_id != 0 {
+                let _ = write!(out, "trace_id=\"{:032x}\",span_id=\"{:016x}\"", e.ids.trace_id, e.ids.span_id);
+            }
+            out.push_str("} ");
+            write_f64(e.value, out);
+            let _ = write!(out, " {}.{:09}", e.time_ns / 1_000_000_000, e.time_ns % 1_000_000_000);
+        }
         out.push('\n');
     }
 }
@@ -179,13 +249,13 @@ impl<'a> Sample<'a> {
 impl<'a> std::ops::Deref for Sample<'a> {
     type Target = LabelBlock<'a>;
     fn deref(&self) -> &LabelBlock<'a> {
-        &self.0
+        &self.block
     }
 }
 
 impl std::ops::DerefMut for Sample<'_> {
     fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.0
+        &mut self.block
     }
 }
 
@@ -257,12 +327,13 @@ pub(crate) fn escape_label_value(v: &str, out: &mut String) {
     }
 }
 
-/// Escapes `# HELP` text (`\` and newline).
-pub(crate) fn escape_help(v: &str, out: &mut String) {
+/// Escapes `# HELP` text (`\` and newline; `"` too in OpenMetrics).
+pub(crate) fn escape_help(v: &str, format: Format, out: &mut String) {
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '\n' => out.push_str("\\n"),
+            '"' if format == Format::OpenMetrics => out.push_str("\\\""),
             c => out.push(c),
         }
     }

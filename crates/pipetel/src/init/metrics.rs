@@ -45,6 +45,8 @@ pub(super) fn build(
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Metrics, InitError> {
+    // Exemplars are pipetel's own (the SDK keeps none): every histogram reads the filter.
+    crate::exposition::exemplar::set_filter(settings.exemplar_filter);
     let mut mp = SdkMeterProvider::builder().with_resource(resource.clone());
     if let Some(view) = view(cardinality_limit, settings.histogram_aggregation) {
         mp = mp.with_view(view);

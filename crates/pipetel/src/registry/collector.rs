@@ -121,11 +121,12 @@ pub(crate) fn write_text_collectors(
     collectors: &[Arc<TextFn>],
     taken: &mut HashSet<String>,
     out: &mut String,
+    format: crate::exposition::Format,
 ) -> Option<(String, String)> {
     let mut first = None;
     for collector in collectors {
         let refused = match catch_unwind(AssertUnwindSafe(|| collector())) {
-            Ok(text) => crate::exposition::append_checked(&text, taken, out),
+            Ok(text) => crate::exposition::append_checked(&text, taken, out, format),
             Err(_) => Some((String::new(), "a text collector panicked".to_string())),
         };
         first = first.or(refused);

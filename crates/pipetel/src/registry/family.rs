@@ -11,7 +11,7 @@ use opentelemetry::metrics::{AsyncInstrumentBuilder, Meter};
 use opentelemetry::KeyValue;
 
 use super::{Kind, Labels, Opts, RegistryError};
-use crate::exposition::{scope_labels, LabelBlock, Writer};
+use crate::exposition::{scope_labels, Format, LabelBlock, Writer};
 use crate::limits::{self, OVERFLOW_LABELS, OVERFLOW_MARK};
 
 /// What every family shares, whatever its kind.
@@ -87,9 +87,12 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// Writes the family as `prometheus_text()` shows it.
     fn write_text(&self, out: &mut String);
-    /// Writes the family for the pull endpoint (kinds it renders natively).
-    fn write_pull(&self, out: &mut String) {
-        self.write_text(out);
+    /// Writes the family for the pull endpoint, in `format`; only the kinds it renders natively
+    /// (histograms, summaries) are asked, and they override this.
+    fn write_pull(&self, out: &mut String, format: Format) {
+        if format == Format::Text {
+            self.write_text(out);
+        }
     }
     fn reset(&self);
     /// Registers the OTel instruments on these meters; `push_only` is `None` when nothing would
@@ -143,8 +146,12 @@ pub(crate) trait Cell: Send + Sync + Sized + 'static {
     fn new(spec: &Self::Spec) -> Self;
     fn reset(&self);
     fn write(family: &Family<Self>, out: &mut String);
-    fn write_pull(family: &Family<Self>, out: &mut String) {
-        Self::write(family, out);
+    /// Writes the family for the pull endpoint, in `format`; kinds the pull endpoint reads
+    /// through OTel instruments (counters, gauges) are never asked.
+    fn write_pull(family: &Family<Self>, out: &mut String, format: Format) {
+        if format == Format::Text {
+            Self::write(family, out);
+        }
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>);
 }
@@ -226,8 +233,8 @@ impl<C: Cell> AnyFamily for Family<C> {
     fn write_text(&self, out: &mut String) {
         C::write(self, out);
     }
-    fn write_pull(&self, out: &mut String) {
-        C::write_pull(self, out);
+    fn write_pull(&self, out: &mut String, format: Format) {
+        C::write_pull(self, out, format);
     }
     fn reset(&self) {
         self.each(|s| s.cell.reset());

@@ -9,7 +9,8 @@ use opentelemetry::KeyValue;
 
 use super::family::{add_f64, load_f64, metric_handle, Cell, Family, Handle};
 use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
-use crate::exposition::{BoundsText, LabelBlock, Writer};
+use crate::exposition::exemplar::{self, Exemplars};
+use crate::exposition::{BoundsText, Format, LabelBlock, Writer};
 use crate::sync::Published;
 
 pub(crate) struct HistogramCell {
@@ -19,6 +20,8 @@ pub(crate) struct HistogramCell {
     /// The family's current OTel histogram bound to this series' attributes, so an observation
     /// pays no attribute lookup; bound again when `init` replaces the histogram.
     bound: Published<BoundSeries>,
+    /// The latest exemplar of each bucket (slots allocated on the first one).
+    exemplars: Exemplars,
 }
 
 /// A series' bound handle on one of its family's OTel histograms (`key`: that histogram's address).
@@ -63,10 +66,15 @@ impl HistogramCell {
 
     #[inline]
     fn observe(&self, bounds: &[f64], v: f64) {
-        if let Some(b) = self.buckets.get(bucket_index(bounds, v)) {
+        let i = bucket_index(bounds, v);
+        if let Some(b) = self.buckets.get(i) {
             b.fetch_add(1, Ordering::Relaxed);
         }
         add_f64(&self.sum, v);
+        // Inside a sampled span (by default): this observation becomes its bucket's exemplar.
+        if let Some(ids) = exemplar::current() {
+            self.exemplars.record(Some(i), v, ids);
+        }
     }
 
     fn snapshot(&self, bounds: &[f64]) -> HistogramValue {
@@ -115,6 +123,7 @@ impl Cell for HistogramCell {
             buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
             sum: AtomicU64::new(0f64.to_bits()),
             bound: Published::default(),
+            exemplars: Exemplars::new(bounds.clone()),
         }
     }
     fn reset(&self) {
@@ -122,14 +131,15 @@ impl Cell for HistogramCell {
             b.store(0, Ordering::Relaxed);
         }
         self.sum.store(0f64.to_bits(), Ordering::Relaxed);
+        self.exemplars.clear();
     }
     fn write(f: &Family<Self>, out: &mut String) {
-        write_family(f, false, out);
+        write_family(f, false, out, Format::Text);
     }
-    fn write_pull(f: &Family<Self>, out: &mut String) {
+    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
         // As the pull endpoint's encoder writes an OTel histogram of pipetel's meter, which is
         // what this family was rendered as before it was rendered natively.
-        write_family(f, true, out);
+        write_family(f, true, out, format);
     }
     fn bind(family: Arc<Family<Self>>, _: &Meter, push_only: Option<&Meter>) {
         // Push exporters only: the pull endpoint renders the atomics natively.
@@ -151,9 +161,10 @@ impl Cell for HistogramCell {
 
 /// Writes a histogram family; in `otel_form`, labels are sorted by name and followed by the
 /// scope labels, as the pull endpoint's encoder writes OTel data points.
-fn write_family(f: &Family<HistogramCell>, otel_form: bool, out: &mut String) {
+/// In OpenMetrics, each bucket carries its exemplar.
+fn write_family(f: &Family<HistogramCell>, otel_form: bool, out: &mut String, format: Format) {
     let name = &f.meta.name;
-    let mut w = Writer::text(out);
+    let mut w = Writer::new(out, format);
     w.header(name, "histogram", &f.meta.help, &f.meta.unit);
     let mut labels = String::new();
     // Formatted once per family, not once per series.
@@ -163,7 +174,8 @@ fn write_family(f: &Family<HistogramCell>, otel_form: bool, out: &mut String) {
         s.write_labels(&f.meta.labels, otel_form, &mut LabelBlock::new(&mut labels));
         // Counts from one read of the buckets, so `+Inf` and `_count` agree with them.
         let v = s.cell.snapshot(&f.spec);
-        w.histogram(name, &labels, bounds.get(), v.buckets.iter().map(|(_, c)| *c), v.count, v.sum);
+        let cumulative = v.buckets.iter().map(|(_, c)| *c);
+        w.histogram_with(name, &labels, bounds.get(), cumulative, v.count, v.sum, |i| s.cell.exemplars.get(i));
     });
 }
 

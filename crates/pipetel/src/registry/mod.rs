@@ -306,25 +306,25 @@ impl Rebind for Inner {
 }
 
 impl crate::export::ExpositionSource for Inner {
-    fn write_exposition(&self, out: &mut String) {
+    fn write_exposition(&self, out: &mut String, format: crate::exposition::Format) {
         let families = read(&self.families);
         let mut taken = collector::taken_names(&families);
         for family in families.values() {
             // Counters and gauges reach the pull endpoint through OTel instruments; histograms
             // and summaries are read from the registry's own state (their OTel form is push-only).
             if matches!(family.meta().kind, Kind::Histogram | Kind::Summary) {
-                family.write_pull(out);
+                family.write_pull(out, format);
             }
         }
         drop(families);
-        self.write_text_collectors(&mut taken, out);
+        self.write_text_collectors(&mut taken, out, format);
     }
 }
 
 impl Inner {
-    fn write_text_collectors(&self, taken: &mut HashSet<String>, out: &mut String) {
+    fn write_text_collectors(&self, taken: &mut HashSet<String>, out: &mut String, format: crate::exposition::Format) {
         let collectors: Vec<Arc<TextFn>> = read(&self.text_collectors).iter().cloned().collect();
-        if let Some((line, why)) = collector::write_text_collectors(&collectors, taken, out) {
+        if let Some((line, why)) = collector::write_text_collectors(&collectors, taken, out, format) {
             if !self.text_warned.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     target: "pipetel",
@@ -608,7 +608,7 @@ impl Registry {
             taken.extend(family.meta().sample_names());
             family.write_text(&mut out);
         }
-        self.inner.write_text_collectors(&mut taken, &mut out);
+        self.inner.write_text_collectors(&mut taken, &mut out, crate::exposition::Format::Text);
         out
     }
 

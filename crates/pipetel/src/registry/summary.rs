@@ -26,7 +26,7 @@ use opentelemetry::KeyValue;
 use super::family::{metric_handle, observe_live, Cell, Family, Handle};
 use super::sketch::Sketch;
 use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
-use crate::exposition::{unit_keeping_name, LabelBlock, MetricType, Writer};
+use crate::exposition::{unit_keeping_name, Format, LabelBlock, MetricType, Writer};
 use crate::sync::{clock, SpinGuard, SpinLock};
 
 /// The default summary quantiles.
@@ -127,8 +127,11 @@ impl Cell for SummaryCell {
         state.sum = 0.0;
     }
     fn write(f: &Family<Self>, out: &mut String) {
+        Self::write_pull(f, out, Format::Text);
+    }
+    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
         let name = &f.meta.name;
-        let mut w = Writer::text(out);
+        let mut w = Writer::new(out, format);
         w.header(name, "summary", &f.meta.help, &f.meta.unit);
         let mut labels = String::new();
         f.each(|s| {

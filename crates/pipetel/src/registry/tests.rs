@@ -492,7 +492,7 @@ fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
         h.with([("zone", zone), ("app", app)]).expect("handle").observe(v);
     }
     let mut native = String::new();
-    r.inner.write_exposition(&mut native);
+    r.inner.write_exposition(&mut native, crate::exposition::Format::Text);
     let rendered = PrometheusRender::new(reader).render();
     let family = |text: &str| -> Vec<String> {
         let mut lines: Vec<String> = text

@@ -23,8 +23,8 @@ use opentelemetry::{InstrumentationScope, KeyValue, Value};
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 use crate::exposition::{
-    escape_label_value, label_key, label_key_cow, scope_labels, translate, BoundsText, LabelBlock, MetricType, Number,
-    Writer,
+    escape_label_value, exemplar, label_key, label_key_cow, scope_labels, translate, BoundsText, Format, LabelBlock,
+    MetricType, Number, Writer,
 };
 
 /// The exposition name of a metric and its Prometheus type; `None` for what the text format
@@ -118,9 +118,18 @@ struct Family {
     body: String,
 }
 
-/// Writes the points of one instrument into its family's body.
-fn write_points<T: Number>(name: &str, d: &MetricData<T>, scope_labels: &str, out: &mut String) {
-    let mut w = Writer::text(out);
+/// Writes the points of one instrument (`instrument`: its OTel name) into its family's body.
+/// In OpenMetrics, a histogram's buckets carry the exemplars pipetel kept for that series
+/// ([`exemplar::lookup`]: the SDK keeps none).
+fn write_points<T: Number>(
+    name: &str,
+    instrument: &str,
+    d: &MetricData<T>,
+    scope_labels: &str,
+    out: &mut String,
+    format: Format,
+) {
+    let mut w = Writer::new(out, format);
     let mut point = |attrs: &mut dyn Iterator<Item = &KeyValue>, value: T| {
         let mut s = w.sample(name, "");
         write_labels(attrs, scope_labels, &mut s);
@@ -133,6 +142,8 @@ fn write_points<T: Number>(name: &str, d: &MetricData<T>, scope_labels: &str, ou
             let mut labels = String::new();
             // Bound strings are formatted once per instrument, not once per point.
             let mut bounds = BoundsText::default();
+            let exemplars = format == Format::OpenMetrics && exemplar::has_instrument(instrument);
+            let mut raw_bounds = Vec::new();
             for p in h.data_points() {
                 labels.clear();
                 write_labels(p.attributes(), scope_labels, &mut LabelBlock::new(&mut labels));
@@ -140,15 +151,26 @@ fn write_points<T: Number>(name: &str, d: &MetricData<T>, scope_labels: &str, ou
                     *c = c.saturating_add(n);
                     Some(*c)
                 });
-                w.histogram(name, &labels, bounds.update(|| p.bounds()), cumulative, p.count(), p.sum());
+                let kept = if exemplars {
+                    raw_bounds.clear();
+                    raw_bounds.extend(p.bounds());
+                    exemplar::lookup(instrument, p.attributes(), &raw_bounds)
+                } else {
+                    None
+                };
+                let text = bounds.update(|| p.bounds());
+                w.histogram_with(name, &labels, text, cumulative, p.count(), p.sum(), |i| {
+                    kept.as_ref().and_then(|k| k.get(i).copied().flatten())
+                });
             }
         }
         MetricData::ExponentialHistogram(_) => {}
     }
 }
 
-/// Renders collected metrics as the Prometheus text exposition (format 0.0.4).
-pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec<String>) {
+/// Renders collected metrics as the Prometheus exposition in `format` (without the closing
+/// `# EOF` of OpenMetrics: the exposition sources follow).
+pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec<String>, format: Format) {
     let mut families: BTreeMap<String, Family> = BTreeMap::new();
     for sm in rm.scope_metrics() {
         let scope = sm.scope().name();
@@ -171,14 +193,15 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
                 ));
                 continue;
             }
+            let body = &mut fam.body;
             match m.data() {
-                AggregatedMetrics::F64(d) => write_points(&name, d, &scope_labels, &mut fam.body),
-                AggregatedMetrics::U64(d) => write_points(&name, d, &scope_labels, &mut fam.body),
-                AggregatedMetrics::I64(d) => write_points(&name, d, &scope_labels, &mut fam.body),
+                AggregatedMetrics::F64(d) => write_points(&name, m.name(), d, &scope_labels, body, format),
+                AggregatedMetrics::U64(d) => write_points(&name, m.name(), d, &scope_labels, body, format),
+                AggregatedMetrics::I64(d) => write_points(&name, m.name(), d, &scope_labels, body, format),
             }
         }
     }
-    let mut w = Writer::text(out);
+    let mut w = Writer::new(out, format);
     // The resource, as target_info.
     let info: BTreeMap<String, String> = rm
         .resource()
@@ -313,7 +336,7 @@ mod oracle {
 
     struct Extra;
     impl crate::export::ExpositionSource for Extra {
-        fn write_exposition(&self, out: &mut String) {
+        fn write_exposition(&self, out: &mut String, _: crate::exposition::Format) {
             out.push_str("# TYPE extra_latency_seconds summary\nextra_latency_seconds{quantile=\"0.5\"} 0.25\n");
         }
     }

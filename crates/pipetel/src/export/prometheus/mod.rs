@@ -3,6 +3,8 @@
 //! hub's native histograms and summaries), and served by [`server`].
 
 mod encode;
+#[cfg(test)]
+mod exemplar_tests;
 mod server;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,12 +16,45 @@ use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::reader::MetricReader;
 use opentelemetry_sdk::metrics::{InstrumentKind, ManualReader, Pipeline, Temporality};
 
+use crate::exposition::{Format, Writer};
+
 #[cfg(feature = "tls")]
 pub(crate) use server::tls_config;
 pub(crate) use server::{EndpointOptions, PrometheusServer};
 
 /// The content type of the text exposition format.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of the OpenMetrics exposition (the format that carries exemplars).
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Whether a request's `Accept` header prefers OpenMetrics: it lists
+/// `application/openmetrics-text` (version 1.0.0, 0.0.1 or none) with a quality above zero
+/// and at least that of any `text/plain` or wildcard range it also lists. Prometheus asks so by
+/// default; `curl` (`*/*`) and a missing header get the text format.
+pub(crate) fn wants_openmetrics(accept: &str) -> bool {
+    let mut om: f32 = 0.0;
+    let mut text: f32 = 0.0;
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let (mut q, mut version_ok) = (1.0f32, true);
+        for p in parts {
+            let Some((k, v)) = p.split_once('=') else { continue };
+            let v = v.trim().trim_matches('"');
+            match k.trim().to_ascii_lowercase().as_str() {
+                "q" => q = v.parse().unwrap_or(0.0),
+                "version" => version_ok = matches!(v, "1.0.0" | "0.0.1"),
+                _ => {}
+            }
+        }
+        match media.as_str() {
+            "application/openmetrics-text" if version_ok => om = om.max(q),
+            "text/plain" | "text/*" | "*/*" => text = text.max(q),
+            _ => {}
+        }
+    }
+    om > 0.0 && om >= text
+}
 
 /// The reader registered with the meter provider; the render handle shares its manual reader.
 #[derive(Debug, Clone)]
@@ -50,8 +85,8 @@ impl MetricReader for PullReader {
     }
 }
 
-/// Renders the current metrics in the Prometheus text exposition format, for programs that serve
-/// them from their own HTTP server. Cheap to clone.
+/// Renders the current metrics in the Prometheus text exposition format, or in OpenMetrics (with
+/// exemplars), for programs that serve them from their own HTTP server. Cheap to clone.
 #[derive(Clone)]
 pub struct PrometheusRender {
     reader: PullReader,
@@ -69,18 +104,43 @@ impl PrometheusRender {
         Self { reader, warned: Arc::new(AtomicBool::new(false)) }
     }
 
-    /// Collects every instrument and returns the exposition text. Never panics: a collection
-    /// error or a name conflict is logged once and what could be collected is returned.
+    /// Collects every instrument and returns the exposition text (format 0.0.4). Never
+    /// panics: a collection error or a name conflict is logged once and what could be collected
+    /// is returned.
     pub fn render(&self) -> String {
+        self.render_in(Format::Text)
+    }
+
+    /// As [`PrometheusRender::render`], in OpenMetrics 1.0 (serve it as
+    /// [`OPENMETRICS_CONTENT_TYPE`]): histogram buckets carry their exemplars (trace and span
+    /// ids of a measurement made in a sampled span) and the text ends with `# EOF`.
+    pub fn render_openmetrics(&self) -> String {
+        self.render_in(Format::OpenMetrics)
+    }
+
+    /// The exposition a scraper sending this `Accept` header asks for, and its content type:
+    /// OpenMetrics when the header prefers `application/openmetrics-text` (as Prometheus does),
+    /// the text format otherwise (`None`: no header).
+    pub fn render_for(&self, accept: Option<&str>) -> (String, &'static str) {
+        if accept.is_some_and(wants_openmetrics) {
+            (self.render_openmetrics(), OPENMETRICS_CONTENT_TYPE)
+        } else {
+            (self.render(), TEXT_CONTENT_TYPE)
+        }
+    }
+
+    fn render_in(&self, format: Format) -> String {
         let mut rm = ResourceMetrics::default();
         let mut out = String::with_capacity(16 * 1024);
         let mut conflicts = Vec::new();
         if let Err(error) = self.reader.collect(&mut rm) {
             self.warn_once(&format!("collecting metrics failed: {error}"));
+            Writer::new(&mut out, format).eof();
             return out;
         }
-        encode::encode(&rm, &mut out, &mut conflicts);
-        super::write_sources(&mut out);
+        encode::encode(&rm, &mut out, &mut conflicts, format);
+        super::write_sources(&mut out, format);
+        Writer::new(&mut out, format).eof();
         if let Some(c) = conflicts.first() {
             self.warn_once(&format!("metric dropped from the exposition: {c}"));
         }

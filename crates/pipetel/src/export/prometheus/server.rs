@@ -10,11 +10,11 @@ use std::time::Duration;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{
-    HeaderValue, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, VARY, WWW_AUTHENTICATE,
+    HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, VARY, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::{PrometheusRender, TEXT_CONTENT_TYPE};
+use super::PrometheusRender;
 use crate::error::InitError;
 
 /// Most connections served at once; more wait in the kernel's accept queue.
@@ -277,8 +277,9 @@ fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &Promethe
             return response;
         }
     }
-    let body = render.render();
-    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(TEXT_CONTENT_TYPE));
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    let (body, content_type) = render.render_for(accept);
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     let gzip =
         req.headers().get_all(ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
             |enc| {
@@ -289,7 +290,7 @@ fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &Promethe
                 (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
             },
         );
-    response.headers_mut().insert(VARY, HeaderValue::from_static("Accept-Encoding"));
+    response.headers_mut().insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
     let bytes = if gzip {
         use std::io::Write as _;
         let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
