@@ -194,9 +194,7 @@ impl DeviceFilter {
             } else if upper.starts_with("MIG-") && entry.len() > 4 {
                 entries.push(Entry::Mig(entry.to_owned()));
             } else {
-                return Err(invalid(format!(
-                    "{entry:?} is neither a device index nor a GPU-… UUID nor a MIG-… id"
-                )));
+                return Err(invalid(format!("{entry:?} is neither a device index nor a GPU-… UUID nor a MIG-… id")));
             }
         }
         Ok(Self { origin, value: value.to_owned(), list: List::Entries(entries) })
@@ -210,9 +208,9 @@ impl DeviceFilter {
     /// Why these devices: `CUDA_VISIBLE_DEVICES="1"`, for the log line.
     pub fn reason(&self) -> String {
         match self.origin {
-            Origin::Unset => format!(
-                "{ENV_GPU_DEVICES}, {ENV_CUDA_VISIBLE_DEVICES} and {ENV_NVIDIA_VISIBLE_DEVICES} are not set"
-            ),
+            Origin::Unset => {
+                format!("{ENV_GPU_DEVICES}, {ENV_CUDA_VISIBLE_DEVICES} and {ENV_NVIDIA_VISIBLE_DEVICES} are not set")
+            }
             Origin::Code => "every device was asked for".into(),
             _ => self.setting(),
         }

@@ -88,7 +88,9 @@ pub use config::{
     ENV_GPU_PCIE_THROUGHPUT, ENV_GPU_PLATFORM, ENV_GPU_POLL_INTERVAL, ENV_GPU_PROCESS_MEMORY, ENV_NVML_LIBRARY,
     ENV_ROCM_SMI_LIBRARY, MIN_POLL_INTERVAL,
 };
-pub use devices::{DeviceFilter, DeviceSelection, ENV_CUDA_VISIBLE_DEVICES, ENV_GPU_DEVICES, ENV_NVIDIA_VISIBLE_DEVICES};
+pub use devices::{
+    DeviceFilter, DeviceSelection, ENV_CUDA_VISIBLE_DEVICES, ENV_GPU_DEVICES, ENV_NVIDIA_VISIBLE_DEVICES,
+};
 pub use error::{ConfigError, GpuError};
 pub use metrics::register_metrics;
 pub use poller::{GpuPoller, GpuState, SampleReader};

@@ -148,7 +148,10 @@ fn fields_the_device_cannot_report_have_no_series_and_are_asked_once() -> TestRe
     let h = Harness::start(state, |c| c)?;
     let points = h.collect()?;
     assert_eq!(find(&points, names::GPU_CLOCK_THROTTLE, 0, &[]).len(), 9, "{points:#?}");
-    assert_close(value(&points, names::GPU_CLOCK_THROTTLE, 0, &[(names::GPU_CLOCK_THROTTLE_REASON, "sw_power_cap")])?, 1.0);
+    assert_close(
+        value(&points, names::GPU_CLOCK_THROTTLE, 0, &[(names::GPU_CLOCK_THROTTLE_REASON, "sw_power_cap")])?,
+        1.0,
+    );
     Ok(())
 }
 
@@ -223,7 +226,9 @@ fn a_filter_hiding_every_device_or_naming_an_unknown_one_is_an_error_in_on_mode(
     let start = |selection: DeviceSelection| {
         pipetel_gpu::start(&fake.gpu_config().with_mode(GpuMode::On).with_devices(selection)).err()
     };
-    for (variable, value) in [(ENV_CUDA_VISIBLE_DEVICES, ""), (ENV_CUDA_VISIBLE_DEVICES, "-1"), (ENV_NVIDIA_VISIBLE_DEVICES, "void")] {
+    for (variable, value) in
+        [(ENV_CUDA_VISIBLE_DEVICES, ""), (ENV_CUDA_VISIBLE_DEVICES, "-1"), (ENV_NVIDIA_VISIBLE_DEVICES, "void")]
+    {
         match start(filtered(variable, value)?) {
             Some(GpuError::NoVisibleDevice { reason }) => {
                 assert_eq!(reason, format!("{variable}={value:?}"));

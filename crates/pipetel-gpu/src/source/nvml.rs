@@ -189,7 +189,11 @@ impl NvmlSource {
     /// As [`NvmlSource::open`]; also [`GpuError::NoVisibleDevice`] when the filter keeps no
     /// device and [`GpuError::UnknownDevice`] when `PIPETEL_GPU_DEVICES` names one NVML does
     /// not have.
-    pub fn open_filtered(library: Option<&Path>, options: NvmlOptions, filter: &DeviceFilter) -> Result<Self, GpuError> {
+    pub fn open_filtered(
+        library: Option<&Path>,
+        options: NvmlOptions,
+        filter: &DeviceFilter,
+    ) -> Result<Self, GpuError> {
         let library_name = library.map_or_else(|| DEFAULT_NVML_LIBRARY.to_owned(), |p| p.display().to_string());
         let mut builder = Nvml::builder();
         if let Some(path) = library {
@@ -329,8 +333,7 @@ impl GpuSource for NvmlSource {
         self.count_xid_events();
         let Self { library, devices, options, .. } = self;
         let nvml = library.nvml();
-        let samples =
-            devices.iter_mut().map(|state| sample_device(nvml, state, *options, pids.as_ref())).collect();
+        let samples = devices.iter_mut().map(|state| sample_device(nvml, state, *options, pids.as_ref())).collect();
         Ok(GpuSample::new(samples))
     }
 }
