@@ -20,6 +20,8 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
     let port = free_port();
     // The inference service: GPU gauges beside its task and queue metrics.
     let mut cmd = example_serving("inference_service", port);
+    // Whatever GPUs the test machine gives this process, the fake's two are the service's.
+    cmd.env_remove("CUDA_VISIBLE_DEVICES").env_remove("NVIDIA_VISIBLE_DEVICES").env_remove("PIPETEL_GPU_DEVICES");
     cmd.env("PIPETEL_GPU", "on")
         .env("PIPETEL_NVML_LIBRARY", fake.library_path())
         .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
@@ -40,6 +42,8 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
     let labels = &general[0].0;
     assert_eq!(labels.get("hw_id").map(String::as_str), Some("GPU-00000000-1111-2222-3333-444444444444"), "{labels:?}");
     assert_eq!(labels.get("hw_vendor").map(String::as_str), Some("nvidia"), "{labels:?}");
+    assert_eq!(labels.get("hw_model").map(String::as_str), Some("Fake H200"), "{labels:?}");
+    assert_eq!(labels.get("hw_driver_version").map(String::as_str), Some("550.54.15"), "{labels:?}");
     prometheus.wait_for_value(
         "hw_gpu_utilization_ratio{hw_gpu_task=\"encoder\",hw_name=\"Fake H200\"}",
         Duration::from_secs(10),
@@ -73,6 +77,25 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
         |v| (v - 0.77).abs() < 1e-9,
     );
     prometheus.wait_for_value("hw_temperature_celsius{hw_name=\"Fake H200\"}", Duration::from_secs(10), |v| v == 66.0);
+
+    // An XID injected mid-run is counted by its code.
+    fake.write_state(&FAKE_GPUS.replace("0.xids=", "0.xids=79")).expect("state");
+    prometheus.wait_for_value(
+        "hw_gpu_xid_errors_total{hw_gpu_xid=\"79\",hw_name=\"Fake H200\"}",
+        Duration::from_secs(20),
+        |v| v == 1.0,
+    );
+    prometheus.wait_for_values(
+        [
+            ("hw_gpu_power_limit_watts{hw_name=\"Fake H200\"}", 700.0),
+            ("hw_gpu_clock_throttle{hw_gpu_clock_throttle_reason=\"sw_power_cap\",hw_name=\"Fake H200\"}", 1.0),
+            ("hw_gpu_clock_throttle{hw_gpu_clock_throttle_reason=\"gpu_idle\",hw_name=\"Fake H200\"}", 0.0),
+            ("hw_gpu_memory_bandwidth_utilization_ratio{hw_name=\"Fake L4\"}", 0.01),
+            ("hw_fan_speed_ratio{hw_parent=\"GPU-00000000-1111-2222-3333-444444444444\",hw_type=\"fan\"}", 0.3),
+            ("pipetel_gpu_info{hw_gpu_cuda_driver_version=\"12.4\",hw_name=\"Fake L4\"}", 1.0),
+        ],
+        Duration::from_secs(10),
+    );
 
     let body = scrape_checked(&format!("127.0.0.1:{port}"));
 

@@ -20,6 +20,7 @@ mod dashboards_and_alerts_query_real_prometheus;
 mod dashboards_are_importable;
 mod exemplars_link_metrics_to_traces;
 mod gateway_tail_sampling_keeps_failed_traces;
+mod gpu_dcgm_compat_rules;
 mod gpu_gauges_in_prometheus;
 mod http_server_metrics_in_prometheus;
 mod multiprocess_hub_exports_exact_totals;

@@ -76,7 +76,7 @@ const TABLE: &[(&str, &str, Kind, &str, &str)] = &[
     ("pipeline-example", "hw.temperature", Kind::Gauge, "Cel", "hw_temperature_celsius"),
     ("pipeline-example", "hw.errors", Kind::Counter, "{error}", "hw_errors_total"),
     ("pipeline-example", "hw.gpu.clock", Kind::Gauge, "Hz", "hw_gpu_clock_hertz"),
-    ("pipeline-example", "hw.gpu.fan.speed", Kind::Gauge, "1", "hw_gpu_fan_speed_ratio"),
+    ("pipeline-example", "hw.fan.speed_ratio", Kind::Gauge, "1", "hw_fan_speed_ratio"),
     ("pipeline-example", "hw.status", Kind::UpDown, "1", "hw_status"),
     ("pipeline-example", "hw.gpu.pcie.throughput", Kind::Gauge, "By/s", "hw_gpu_pcie_throughput_bytes_per_second"),
     // Service metrics (a registry with OTel names).

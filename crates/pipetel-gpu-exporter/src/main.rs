@@ -5,18 +5,26 @@
 //! pipetel-gpu-exporter --listen 0.0.0.0:9835 --interval 5s --nvml-library /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1
 //! ```
 //! The GPU is required: without a usable NVML library the exporter exits with the reason.
+//!
+//! Unlike a program using pipetel, the exporter reports every GPU of the node by default,
+//! whatever `CUDA_VISIBLE_DEVICES` says. `--devices` (or `PIPETEL_GPU_DEVICES`; the flag wins)
+//! narrows it: `all`, `visible` (the process's `CUDA_VISIBLE_DEVICES` /
+//! `NVIDIA_VISIBLE_DEVICES`), or a comma list of indices, `GPU-…` UUIDs and `MIG-…` ids.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
+use pipetel::gpu::DeviceSelection;
 use pipetel::recorders::duration::{self, BareUnit};
 
 const USAGE: &str =
-    "usage: pipetel-gpu-exporter [--listen HOST:PORT] [--interval DURATION] [--nvml-library PATH] [--path /metrics]
+    "usage: pipetel-gpu-exporter [--listen HOST:PORT] [--interval DURATION] [--nvml-library PATH] [--path /metrics] [--devices LIST]
   --listen        address to serve on (default 127.0.0.1:9835)
   --interval      NVML poll interval: 5s, 1500ms, 2m or seconds (default 5s, at least 1s)
   --nvml-library  path of libnvidia-ml (default: the loader's search path)
-  --path          the metrics path (default /metrics)";
+  --path          the metrics path (default /metrics)
+  --devices       GPUs to report: all (default), visible, or indices / GPU-… UUIDs / MIG-… ids,
+                  comma-separated (default: PIPETEL_GPU_DEVICES, else all)";
 
 struct Args {
     host: String,
@@ -24,6 +32,8 @@ struct Args {
     interval: Duration,
     library: Option<String>,
     path: String,
+    /// `None`: not given on the command line.
+    devices: Option<DeviceSelection>,
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -33,6 +43,7 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
         interval: Duration::from_secs(5),
         library: None,
         path: "/metrics".into(),
+        devices: None,
     };
     let mut it = args;
     while let Some(flag) = it.next() {
@@ -53,16 +64,33 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--nvml-library" => out.library = Some(value),
             "--path" => out.path = value,
+            "--devices" => {
+                out.devices = Some(value.parse().map_err(|e| format!("--devices {value:?}: {e}"))?);
+            }
             _ => return Err(format!("unknown flag {flag}\n{USAGE}")),
         }
     }
     Ok(out)
 }
 
+/// The devices to report: the flag, else `PIPETEL_GPU_DEVICES`, else every device.
+fn devices(flag: Option<DeviceSelection>, env: Option<String>) -> Result<DeviceSelection, String> {
+    if let Some(selection) = flag {
+        return Ok(selection);
+    }
+    match env.filter(|v| !v.trim().is_empty()) {
+        Some(v) => v.parse().map_err(|e| format!("{}={v:?} is not valid: {e}", pipetel::gpu::ENV_GPU_DEVICES)),
+        None => Ok(DeviceSelection::All),
+    }
+}
+
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args(std::env::args().skip(1))?;
-    let mut gpu =
-        pipetel::gpu::GpuConfig::default().with_mode(pipetel::gpu::GpuMode::On).with_poll_interval(args.interval);
+    let selection = devices(args.devices.clone(), std::env::var(pipetel::gpu::ENV_GPU_DEVICES).ok())?;
+    let mut gpu = pipetel::gpu::GpuConfig::default()
+        .with_mode(pipetel::gpu::GpuMode::On)
+        .with_poll_interval(args.interval)
+        .with_devices(selection);
     if let Some(lib) = &args.library {
         gpu = gpu.with_nvml_library(lib);
     }
@@ -116,9 +144,28 @@ mod tests {
             (&["--interval", "soon"][..], "soon"),
             (&["--colour", "x"][..], "--colour"),
             (&["--listen"][..], "--listen"),
+            (&["--devices", "gpu0"][..], "gpu0"),
         ] {
             let err = parse(bad).err().expect("refused");
             assert!(err.contains(culprit), "{err}");
         }
+    }
+}
+
+#[cfg(test)]
+mod device_tests {
+    use super::*;
+
+    #[test]
+    fn every_device_by_default_and_the_flag_beats_the_variable() {
+        assert_eq!(devices(None, None), Ok(DeviceSelection::All));
+        assert_eq!(devices(None, Some(" ".into())), Ok(DeviceSelection::All));
+        assert_eq!(devices(None, Some("visible".into())), Ok(DeviceSelection::Visible));
+        assert_eq!(devices(Some(DeviceSelection::All), Some("0".into())), Ok(DeviceSelection::All));
+        assert!(matches!(devices(None, Some("1,GPU-ab".into())), Ok(DeviceSelection::Only(_))));
+        let err = devices(None, Some("first".into())).expect_err("not a device");
+        assert!(err.contains("PIPETEL_GPU_DEVICES=\"first\""), "{err}");
+        let flag = parse_args(["--devices", "0,2"].iter().map(|s| s.to_string())).expect("valid").devices;
+        assert!(matches!(flag, Some(DeviceSelection::Only(_))), "{flag:?}");
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use pipetel_recorders::duration::{self, BareUnit};
 
+use crate::devices::{DeviceSelection, ENV_GPU_DEVICES};
 use crate::error::ConfigError;
 
 /// Environment variable: path or file name of the NVML library (default `libnvidia-ml.so.1`).
@@ -110,6 +111,9 @@ pub struct GpuConfig {
     pub platform: GpuPlatform,
     /// How long [`GpuMode::On`] waits for the library to initialise before failing.
     pub init_timeout: Duration,
+    /// Which devices are reported (default: those visible to this process, see
+    /// [`crate::devices`]).
+    pub devices: DeviceSelection,
 }
 
 impl Default for GpuConfig {
@@ -123,13 +127,15 @@ impl Default for GpuConfig {
             process_memory: false,
             platform: GpuPlatform::Auto,
             init_timeout: DEFAULT_INIT_TIMEOUT,
+            devices: DeviceSelection::Visible,
         }
     }
 }
 
 impl GpuConfig {
-    /// The defaults overridden by the `PIPETEL_GPU*`, `PIPETEL_NVML_LIBRARY` and
-    /// `PIPETEL_ROCM_SMI_LIBRARY` variables.
+    /// The defaults overridden by the `PIPETEL_GPU*` (`PIPETEL_GPU_DEVICES` included),
+    /// `PIPETEL_NVML_LIBRARY` and `PIPETEL_ROCM_SMI_LIBRARY` variables. `CUDA_VISIBLE_DEVICES`
+    /// and `NVIDIA_VISIBLE_DEVICES` are read by [`crate::start`] (see [`DeviceSelection::Visible`]).
     ///
     /// # Errors
     ///
@@ -178,6 +184,14 @@ impl GpuConfig {
         if let Some(v) = get(ENV_GPU_PROCESS_MEMORY) {
             self.process_memory =
                 parse_bool(&v).ok_or_else(|| invalid(ENV_GPU_PROCESS_MEMORY, &v, "expected true or false"))?;
+        }
+        // Empty means unset here too; `none` hides every device.
+        if let Some(v) = get(ENV_GPU_DEVICES).filter(|v| !v.trim().is_empty()) {
+            self.devices = v.parse().map_err(|reason| ConfigError::InvalidDevice {
+                variable: ENV_GPU_DEVICES,
+                value: v.clone(),
+                reason,
+            })?;
         }
         Ok(self)
     }
@@ -228,6 +242,13 @@ impl GpuConfig {
     #[must_use]
     pub fn with_platform(mut self, platform: GpuPlatform) -> Self {
         self.platform = platform;
+        self
+    }
+
+    /// Sets [`GpuConfig::devices`].
+    #[must_use]
+    pub fn with_devices(mut self, devices: DeviceSelection) -> Self {
+        self.devices = devices;
         self
     }
 
@@ -322,6 +343,19 @@ mod tests {
         assert_eq!(c.nvml_library.as_deref(), Some(std::path::Path::new("/opt/nvml/libnvidia-ml.so.1")));
         assert_eq!(c.rocm_smi_library.as_deref(), Some(std::path::Path::new("/opt/rocm/lib/librocm_smi64.so")));
         assert!(c.pcie_throughput && c.process_memory);
+        Ok(())
+    }
+
+    #[test]
+    fn gpu_devices_variable_selects_devices_and_bad_values_name_it() -> Result<(), ConfigError> {
+        let c = GpuConfig::default().with_env_from(env(&[(ENV_GPU_DEVICES, "all")]))?;
+        assert_eq!(c.devices, DeviceSelection::All);
+        let c = GpuConfig::default().with_env_from(env(&[(ENV_GPU_DEVICES, " ")]))?;
+        assert_eq!(c.devices, DeviceSelection::Visible, "empty counts as unset");
+        let c = GpuConfig::default().with_env_from(env(&[(ENV_GPU_DEVICES, "0,GPU-ab")]))?;
+        assert!(matches!(c.devices, DeviceSelection::Only(_)));
+        let err = GpuConfig::default().with_env_from(env(&[(ENV_GPU_DEVICES, "gpu0")])).expect_err("not a device");
+        assert!(err.to_string().contains("PIPETEL_GPU_DEVICES=\"gpu0\""), "{err}");
         Ok(())
     }
 

@@ -16,6 +16,17 @@ pub enum ConfigError {
     /// `rocm_smi_library` is set to an empty path.
     #[error("gpu.rocm_smi_library is empty; leave it unset to look up librocm_smi64 by its usual names")]
     EmptyRocmSmiLibrary,
+    /// A device list (`PIPETEL_GPU_DEVICES`, `CUDA_VISIBLE_DEVICES`, `NVIDIA_VISIBLE_DEVICES`)
+    /// does not parse.
+    #[error("{variable}={value:?} is not valid: {reason}")]
+    InvalidDevice {
+        /// The variable's name.
+        variable: &'static str,
+        /// The value found.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// An environment variable holds a value that does not parse.
     #[error("{variable}={value:?} is not valid: {reason}")]
     InvalidEnv {
@@ -75,6 +86,22 @@ pub enum GpuError {
     /// The library works but reports no device.
     #[error("no GPU found by {library}")]
     NoDevice {
+        /// The name or path that was loaded.
+        library: String,
+    },
+    /// The device selection keeps no device (e.g. `CUDA_VISIBLE_DEVICES=""`).
+    #[error("no GPU is visible to this process ({reason})")]
+    NoVisibleDevice {
+        /// The setting that hid them all.
+        reason: String,
+    },
+    /// `PIPETEL_GPU_DEVICES` names a device the library does not know.
+    #[error("{setting}: {entry:?} names no GPU found by {library}")]
+    UnknownDevice {
+        /// `VARIABLE="value"`.
+        setting: String,
+        /// The entry naming no device.
+        entry: String,
         /// The name or path that was loaded.
         library: String,
     },

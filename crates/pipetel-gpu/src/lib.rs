@@ -62,11 +62,16 @@
 //! | `PIPETEL_ROCM_SMI_LIBRARY` ([`ENV_ROCM_SMI_LIBRARY`]) | file name or path of ROCm SMI (`amd`) | `librocm_smi64.so.7`, `.6`, `.5`, `.1`, … |
 //! | `PIPETEL_GPU_PCIE_THROUGHPUT` ([`ENV_GPU_PCIE_THROUGHPUT`]) | `true`, `false` | `false` |
 //! | `PIPETEL_GPU_PROCESS_MEMORY` ([`ENV_GPU_PROCESS_MEMORY`]) | `true`, `false` | `false` |
+//! | `PIPETEL_GPU_DEVICES` ([`ENV_GPU_DEVICES`]) | `all`, `none`, `visible`, or indices / `GPU-…` UUIDs / `MIG-…` ids, comma-separated | `visible` |
+//!
+//! `visible` reports the GPUs this process can use: `CUDA_VISIBLE_DEVICES`, else
+//! `NVIDIA_VISIBLE_DEVICES`, read when telemetry starts ([`devices`] has the rules).
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 // The ROCm SMI bindings (`source::rocm::ffi`) are the only place allowed `unsafe`.
 #![deny(unsafe_code)]
 
 mod config;
+pub mod devices;
 mod error;
 mod metrics;
 pub mod names;
@@ -83,11 +88,14 @@ pub use config::{
     ENV_GPU_PCIE_THROUGHPUT, ENV_GPU_PLATFORM, ENV_GPU_POLL_INTERVAL, ENV_GPU_PROCESS_MEMORY, ENV_NVML_LIBRARY,
     ENV_ROCM_SMI_LIBRARY, MIN_POLL_INTERVAL,
 };
+pub use devices::{
+    DeviceFilter, DeviceSelection, ENV_CUDA_VISIBLE_DEVICES, ENV_GPU_DEVICES, ENV_NVIDIA_VISIBLE_DEVICES,
+};
 pub use error::{ConfigError, GpuError};
 pub use metrics::register_metrics;
 pub use poller::{GpuPoller, GpuState, SampleReader};
 pub use source::nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 #[cfg(feature = "amd")]
 pub use source::rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
-pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource};
+pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource, RemappedRows, RetiredPages};
 pub use telemetry::{start, GpuTelemetry};

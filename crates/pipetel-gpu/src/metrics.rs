@@ -15,6 +15,8 @@ type Emitter<T> = fn(&DeviceSample, &mut dyn FnMut(T, Option<KeyValue>));
 enum Kind {
     Gauge,
     Counter,
+    /// Up-down counter: the conventions' instrument for state sets (0 / 1 per state).
+    UpDown,
 }
 
 /// One instrument: its name, unit and description, and what it reports of each answering
@@ -57,14 +59,21 @@ fn by<T, const N: usize>(
     }
 }
 
-/// An instrument of either value type.
+/// An instrument of any value type.
 enum AnyInstrument {
     F64(Instrument<f64>),
     U64(Instrument<u64>),
+    I64(Instrument<i64>),
 }
 
-/// Every instrument but [`names::STATUS`], in registration order.
-const INSTRUMENTS: [AnyInstrument; 12] = [
+/// 1 when `flag` holds, else 0, for state sets.
+fn flag(on: bool) -> i64 {
+    i64::from(on)
+}
+
+/// Every instrument but [`names::STATUS`], [`names::FAN_SPEED_RATIO`] and [`names::GPU_INFO`]
+/// (their series carry other attributes), in registration order.
+const INSTRUMENTS: [AnyInstrument; 20] = [
     AnyInstrument::F64(instrument(
         Kind::Gauge,
         names::GPU_UTILIZATION,
@@ -151,14 +160,87 @@ const INSTRUMENTS: [AnyInstrument; 12] = [
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
-        names::GPU_FAN_SPEED,
+        names::GPU_MEMORY_BANDWIDTH_UTILIZATION,
         names::UNIT_RATIO,
-        "GPU fan speed as a fraction of its maximum",
+        "Fraction of time GPU memory was being read or written (bandwidth, not capacity)",
+        |d, emit| one(d.memory_bandwidth_utilization, emit),
+    )),
+    AnyInstrument::F64(instrument(
+        Kind::Gauge,
+        names::GPU_POWER_LIMIT,
+        names::UNIT_WATTS,
+        "GPU power limit the driver enforces",
+        |d, emit| one(d.power_limit_watts, emit),
+    )),
+    AnyInstrument::U64(instrument(
+        Kind::Counter,
+        names::GPU_XID_ERRORS,
+        names::UNIT_ERRORS,
+        "GPU XID error events since telemetry started, by XID code",
         |d, emit| {
-            for &(fan, v) in &d.fan_speeds {
-                emit(v, Some(KeyValue::new(names::GPU_FAN_INDEX, i64::from(fan))));
+            for &(code, n) in &d.xid_errors {
+                emit(n, Some(KeyValue::new(names::GPU_XID, code as i64)));
             }
         },
+    )),
+    AnyInstrument::I64(instrument(
+        Kind::UpDown,
+        names::GPU_CLOCK_THROTTLE,
+        names::UNIT_RATIO,
+        "1 for each reason holding the GPU clocks down now, 0 for the other supported reasons",
+        |d, emit| {
+            for &(reason, on) in &d.throttle_reasons {
+                emit(flag(on), Some(KeyValue::new(names::GPU_CLOCK_THROTTLE_REASON, reason)));
+            }
+        },
+    )),
+    AnyInstrument::U64(instrument(
+        Kind::Gauge,
+        names::GPU_MEMORY_REMAPPED_ROWS,
+        names::UNIT_ROWS,
+        "GPU memory rows remapped, by the kind of error that caused it",
+        |d, emit| {
+            let rows = d.remapped_rows;
+            let values = [
+                (rows.map(|r| r.correctable), names::memory_cause::CORRECTABLE),
+                (rows.map(|r| r.uncorrectable), names::memory_cause::UNCORRECTABLE),
+            ];
+            by(names::GPU_MEMORY_ERROR_CAUSE, values, emit);
+        },
+    )),
+    AnyInstrument::I64(instrument(
+        Kind::UpDown,
+        names::GPU_MEMORY_ROW_REMAP_PENDING,
+        names::UNIT_RATIO,
+        "1 while a GPU memory row remapping waits for a GPU reset",
+        |d, emit| one(d.remapped_rows.map(|r| flag(r.pending)), emit),
+    )),
+    AnyInstrument::I64(instrument(
+        Kind::UpDown,
+        names::GPU_MEMORY_ROW_REMAP_FAILURE,
+        names::UNIT_RATIO,
+        "1 when a GPU memory row remapping failed",
+        |d, emit| one(d.remapped_rows.map(|r| flag(r.failure)), emit),
+    )),
+    AnyInstrument::U64(instrument(
+        Kind::Gauge,
+        names::GPU_MEMORY_RETIRED_PAGES,
+        names::UNIT_PAGES,
+        "GPU memory pages retired, by the kind of ECC error that caused it",
+        |d, emit| {
+            let values = [
+                (d.retired_pages.single_bit, names::memory_cause::SINGLE_BIT),
+                (d.retired_pages.double_bit, names::memory_cause::DOUBLE_BIT),
+            ];
+            by(names::GPU_MEMORY_ERROR_CAUSE, values, emit);
+        },
+    )),
+    AnyInstrument::I64(instrument(
+        Kind::UpDown,
+        names::GPU_MEMORY_RETIRED_PAGES_PENDING,
+        names::UNIT_RATIO,
+        "1 while GPU memory page retirements wait for a reboot",
+        |d, emit| one(d.retired_pages.pending.map(flag), emit),
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
@@ -204,8 +286,45 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
             AnyInstrument::U64(spec @ Instrument { kind: Kind::Counter, .. }) => {
                 configure(meter.u64_observable_counter(spec.name), spec, reader).build();
             }
+            AnyInstrument::I64(spec) => {
+                configure(meter.i64_observable_up_down_counter(spec.name), spec, reader).build();
+            }
+            // No instrument of these kinds is declared with these value types.
+            AnyInstrument::F64(Instrument { kind: Kind::UpDown, .. })
+            | AnyInstrument::U64(Instrument { kind: Kind::UpDown, .. }) => {}
         }
     }
+    let fans = reader.clone();
+    meter
+        .f64_observable_gauge(names::FAN_SPEED_RATIO)
+        .with_unit(names::UNIT_RATIO)
+        .with_description("GPU fan speed as a fraction of its maximum")
+        .with_callback(move |obs| {
+            let Some(sample) = fans.latest() else {
+                return;
+            };
+            for d in sample.devices.iter().filter(|d| d.status == DeviceStatus::Ok) {
+                for &(fan, v) in &d.fan_speeds {
+                    obs.observe(v, &d.info.fan_attributes(fan));
+                }
+            }
+        })
+        .build();
+    let info = reader.clone();
+    meter
+        .i64_observable_up_down_counter(names::GPU_INFO)
+        .with_unit(names::UNIT_RATIO)
+        .with_description("Always 1; carries the CUDA driver version beside the GPU's identity")
+        .with_callback(move |obs| {
+            let Some(sample) = info.latest() else {
+                return;
+            };
+            for d in sample.devices.iter().filter(|d| d.status == DeviceStatus::Ok) {
+                let cuda = d.info.cuda_driver_version.clone().map(|v| KeyValue::new(names::GPU_CUDA_DRIVER_VERSION, v));
+                obs.observe(1, &with_extra(d, cuda));
+            }
+        })
+        .build();
     let reader = reader.clone();
     meter
         .i64_observable_up_down_counter(names::STATUS)

@@ -5,9 +5,33 @@
 //! the name stays in the `hw.gpu.*` namespace and the choice is written down here:
 //!
 //! - [`GPU_CLOCK`] (`hw.gpu.clock`, `Hz`, by [`GPU_CLOCK_TYPE`]): NVML's current clocks.
-//! - [`GPU_FAN_SPEED`] (`hw.gpu.fan.speed`, `1`, by [`GPU_FAN_INDEX`]): the conventions'
-//!   `hw.fan.speed` is in rpm and describes a fan as its own component; NVML reports a GPU's
-//!   fans as a fraction of their maximum speed, so the ratio stays on the GPU.
+//! - [`FAN_SPEED_RATIO`] (`hw.fan.speed_ratio`, `1`): the conventions' fan metric for a speed
+//!   given as a fraction of the maximum, which is what NVML reports. As the conventions ask, a
+//!   fan is its own component: `hw.type=fan`, `hw.id` = the GPU's id and `-fan-<n>`,
+//!   `hw.parent` = the GPU's id; it keeps the GPU's `hw.gpu.index`, `hw.name` and `hw.model` and
+//!   adds [`GPU_FAN_INDEX`]. (Until #16 this was `hw.gpu.fan.speed` on the GPU itself; the old
+//!   name is not exported any more.)
+//! - [`GPU_MEMORY_BANDWIDTH_UTILIZATION`] (`hw.gpu.memory.bandwidth.utilization`, `1`): the
+//!   fraction of time device memory was read or written (NVML's `utilization.memory`, DCGM's
+//!   `DCGM_FI_DEV_MEM_COPY_UTIL`). Not to be confused with [`GPU_MEMORY_UTILIZATION`], which is
+//!   capacity: used / total bytes.
+//! - [`GPU_XID_ERRORS`] (`hw.gpu.xid.errors`, `{error}`, counter by [`GPU_XID`]): NVIDIA's XID
+//!   error events. Not folded into `hw.errors`, which counts ECC errors: an XID is a driver
+//!   event code, not a memory error, and a sum over `hw.errors` must not mix the two.
+//! - [`GPU_CLOCK_THROTTLE`] (`hw.gpu.clock.throttle`, `1`, by [`GPU_CLOCK_THROTTLE_REASON`]):
+//!   a state set like [`STATUS`]: 1 for each reason holding the clocks down now, 0 for the
+//!   other reasons the device supports; an up-down counter as `hw.status` is, so Prometheus
+//!   adds no `_ratio`.
+//! - [`GPU_POWER_LIMIT`] (`hw.gpu.power.limit`, `W`): the enforced power limit.
+//! - [`GPU_MEMORY_REMAPPED_ROWS`], [`GPU_MEMORY_ROW_REMAP_PENDING`],
+//!   [`GPU_MEMORY_ROW_REMAP_FAILURE`], [`GPU_MEMORY_RETIRED_PAGES`],
+//!   [`GPU_MEMORY_RETIRED_PAGES_PENDING`]: NVML's row remapping (Ampere and later) and page
+//!   retirement (older data-centre parts) state.
+//! - [`GPU_INFO`] (`pipetel.gpu.info`, always 1): one series per device carrying what does not
+//!   belong on every series, the CUDA driver version ([`GPU_CUDA_DRIVER_VERSION`]).
+//!
+//! Every GPU series carries the conventions' recommended `hw.model` (the product name) and,
+//! where the driver gives it, `hw.driver_version`.
 //! - [`GPU_PCIE_THROUGHPUT`] (`hw.gpu.pcie.throughput`, `By/s`, by [`NETWORK_IO_DIRECTION`]):
 //!   NVML gives a rate over a 20 ms window, not the byte total `hw.gpu.io` asks for.
 //! - [`GPU_PROCESS_MEMORY_USAGE`] (`pipetel.gpu.process.memory.usage`, `By`): memory used on
@@ -44,8 +68,29 @@ pub const TEMPERATURE: &str = "hw.temperature";
 pub const ERRORS: &str = "hw.errors";
 /// Current clock frequency, hertz, by [`GPU_CLOCK_TYPE`].
 pub const GPU_CLOCK: &str = "hw.gpu.clock";
-/// Fan speed as a fraction of its maximum, by [`GPU_FAN_INDEX`].
-pub const GPU_FAN_SPEED: &str = "hw.gpu.fan.speed";
+/// Fan speed as a fraction of its maximum, one series per fan of a GPU (`hw.type=fan`).
+pub const FAN_SPEED_RATIO: &str = "hw.fan.speed_ratio";
+/// Fraction of time device memory was read or written (bandwidth, not capacity).
+pub const GPU_MEMORY_BANDWIDTH_UTILIZATION: &str = "hw.gpu.memory.bandwidth.utilization";
+/// XID error events since the poller started (observable counter), by [`GPU_XID`].
+pub const GPU_XID_ERRORS: &str = "hw.gpu.xid.errors";
+/// Clock throttle reasons as a state set: 1 for each active reason, 0 for the other supported
+/// ones, by [`GPU_CLOCK_THROTTLE_REASON`].
+pub const GPU_CLOCK_THROTTLE: &str = "hw.gpu.clock.throttle";
+/// Enforced power limit, watts.
+pub const GPU_POWER_LIMIT: &str = "hw.gpu.power.limit";
+/// Memory rows remapped, by [`GPU_MEMORY_ERROR_CAUSE`] (`correctable` / `uncorrectable`).
+pub const GPU_MEMORY_REMAPPED_ROWS: &str = "hw.gpu.memory.remapped_rows";
+/// 1 while a row remapping waits for a GPU reset.
+pub const GPU_MEMORY_ROW_REMAP_PENDING: &str = "hw.gpu.memory.row_remap.pending";
+/// 1 when a row remapping failed (the GPU needs service).
+pub const GPU_MEMORY_ROW_REMAP_FAILURE: &str = "hw.gpu.memory.row_remap.failure";
+/// Memory pages retired, by [`GPU_MEMORY_ERROR_CAUSE`] (`single_bit` / `double_bit`).
+pub const GPU_MEMORY_RETIRED_PAGES: &str = "hw.gpu.memory.retired_pages";
+/// 1 while page retirements wait for a reboot.
+pub const GPU_MEMORY_RETIRED_PAGES_PENDING: &str = "hw.gpu.memory.retired_pages.pending";
+/// One series per device, value 1, with [`GPU_CUDA_DRIVER_VERSION`] beside the identity.
+pub const GPU_INFO: &str = "pipetel.gpu.info";
 /// Device status: 1 for the current [`HW_STATE`], 0 for the others. An up-down counter of unit
 /// `1`, as the conventions define it: Prometheus calls it `hw_status` on every route (only
 /// gauges of unit `1` get `_ratio`).
@@ -71,12 +116,32 @@ pub const UNIT_CELSIUS: &str = "Cel";
 pub const UNIT_HERTZ: &str = "Hz";
 /// Unit of error counts.
 pub const UNIT_ERRORS: &str = "{error}";
+/// Unit of memory rows.
+pub const UNIT_ROWS: &str = "{row}";
+/// Unit of memory pages.
+pub const UNIT_PAGES: &str = "{page}";
 
 /// Attribute: a stable identifier of the device (the NVML UUID, `GPU-…`; for AMD the ROCm SMI
 /// unique id, `0x…`, or else the PCI address).
 pub const HW_ID: &str = "hw.id";
-/// Attribute: the device's product name.
+/// Attribute: the device's product name (kept beside [`HW_MODEL`] so dashboards and alerts
+/// that name a GPU by it keep working).
 pub const HW_NAME: &str = "hw.name";
+/// Attribute: the device's product name, the conventions' "descriptive model name".
+pub const HW_MODEL: &str = "hw.model";
+/// Attribute: the driver version, on every series when the driver reports it.
+pub const HW_DRIVER_VERSION: &str = "hw.driver_version";
+/// Attribute of fan series: the `hw.id` of the GPU the fan belongs to.
+pub const HW_PARENT: &str = "hw.parent";
+/// Attribute of [`GPU_INFO`]: the CUDA driver API version the driver supports, e.g. `12.4`.
+pub const GPU_CUDA_DRIVER_VERSION: &str = "hw.gpu.cuda.driver_version";
+/// Attribute of [`GPU_XID_ERRORS`]: the XID code, an integer.
+pub const GPU_XID: &str = "hw.gpu.xid";
+/// Attribute of [`GPU_CLOCK_THROTTLE`]: the reason, one of [`throttle`].
+pub const GPU_CLOCK_THROTTLE_REASON: &str = "hw.gpu.clock.throttle.reason";
+/// Attribute of [`GPU_MEMORY_REMAPPED_ROWS`] and [`GPU_MEMORY_RETIRED_PAGES`]: one of
+/// [`memory_cause`].
+pub const GPU_MEMORY_ERROR_CAUSE: &str = "hw.gpu.memory.error.cause";
 /// Attribute: the device's vendor.
 pub const HW_VENDOR: &str = "hw.vendor";
 /// Attribute: the hardware component type; always [`HW_TYPE_GPU`] here.
@@ -87,7 +152,7 @@ pub const GPU_INDEX: &str = "hw.gpu.index";
 pub const GPU_TASK: &str = "hw.gpu.task";
 /// Attribute of [`GPU_CLOCK`]: which clock (`graphics`, `sm`, `memory`, `video`).
 pub const GPU_CLOCK_TYPE: &str = "hw.gpu.clock.type";
-/// Attribute of [`GPU_FAN_SPEED`]: the fan's index on the device.
+/// Attribute of [`FAN_SPEED_RATIO`]: the fan's index on its GPU.
 pub const GPU_FAN_INDEX: &str = "hw.gpu.fan.index";
 /// Attribute of [`ERRORS`]: `corrected` or `uncorrected`.
 pub const ERROR_TYPE: &str = "error.type";
@@ -96,8 +161,10 @@ pub const HW_STATE: &str = "hw.state";
 /// Attribute of [`GPU_PCIE_THROUGHPUT`]: `transmit` or `receive`.
 pub const NETWORK_IO_DIRECTION: &str = "network.io.direction";
 
-/// Value of [`HW_TYPE`] on every series of this crate.
+/// Value of [`HW_TYPE`] on every series of this crate but the fans'.
 pub const HW_TYPE_GPU: &str = "gpu";
+/// Value of [`HW_TYPE`] on [`FAN_SPEED_RATIO`].
+pub const HW_TYPE_FAN: &str = "fan";
 /// Value of [`HW_VENDOR`] for NVML devices.
 pub const VENDOR_NVIDIA: &str = "nvidia";
 /// Value of [`HW_VENDOR`] for ROCm SMI devices.
@@ -147,4 +214,38 @@ pub mod direction {
     pub const TRANSMIT: &str = "transmit";
     /// Bytes received by the GPU over PCIe.
     pub const RECEIVE: &str = "receive";
+}
+
+/// Values of [`GPU_CLOCK_THROTTLE_REASON`], after NVML's `nvmlClocksThrottleReason*` flags.
+pub mod throttle {
+    /// Nothing runs on the GPU.
+    pub const GPU_IDLE: &str = "gpu_idle";
+    /// Application clocks are set lower.
+    pub const APPLICATIONS_CLOCKS_SETTING: &str = "applications_clocks_setting";
+    /// The software power cap (the power limit) holds the clocks down.
+    pub const SW_POWER_CAP: &str = "sw_power_cap";
+    /// Hardware slowdown (temperature, power brake, power supply).
+    pub const HW_SLOWDOWN: &str = "hw_slowdown";
+    /// Synchronised boost with other GPUs.
+    pub const SYNC_BOOST: &str = "sync_boost";
+    /// Software thermal slowdown.
+    pub const SW_THERMAL_SLOWDOWN: &str = "sw_thermal_slowdown";
+    /// Hardware thermal slowdown.
+    pub const HW_THERMAL_SLOWDOWN: &str = "hw_thermal_slowdown";
+    /// Hardware power brake slowdown (an external signal).
+    pub const HW_POWER_BRAKE_SLOWDOWN: &str = "hw_power_brake_slowdown";
+    /// The display clock setting.
+    pub const DISPLAY_CLOCK_SETTING: &str = "display_clock_setting";
+}
+
+/// Values of [`GPU_MEMORY_ERROR_CAUSE`].
+pub mod memory_cause {
+    /// Rows remapped after correctable errors.
+    pub const CORRECTABLE: &str = "correctable";
+    /// Rows remapped after uncorrectable errors.
+    pub const UNCORRECTABLE: &str = "uncorrectable";
+    /// Pages retired after multiple single-bit ECC errors.
+    pub const SINGLE_BIT: &str = "single_bit";
+    /// Pages retired after a double-bit ECC error.
+    pub const DOUBLE_BIT: &str = "double_bit";
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use opentelemetry::metrics::Meter;
 
 use crate::config::{GpuConfig, GpuMode, GpuPlatform};
+use crate::devices::DeviceFilter;
 use crate::error::GpuError;
 use crate::poller::{GpuPoller, GpuState, SampleReader};
 use crate::source::nvml::{NvmlOptions, NvmlSource};
@@ -23,12 +24,15 @@ use crate::source::{GpuSample, GpuSource};
 /// - [`GpuMode::On`]: as `Auto`, but waits up to [`GpuConfig::init_timeout`] for the library
 ///   and returns the failure instead of logging it.
 ///
-/// [`GpuPlatform::Auto`] opens NVML and, if that gives no device and the `amd` feature is
+/// NVIDIA devices are those [`GpuConfig::devices`] selects: by default the ones this process
+/// can use (`CUDA_VISIBLE_DEVICES`, `NVIDIA_VISIBLE_DEVICES`, read here); the choice is logged
+/// once. [`GpuPlatform::Auto`] opens NVML and, if that gives no device and the `amd` feature is
 /// built, ROCm SMI; [`GpuPlatform::Nvidia`] and [`GpuPlatform::Amd`] open only their own.
 ///
 /// # Errors
 ///
-/// In `Auto` and `On`: [`GpuError::Config`] for an invalid configuration,
+/// In `Auto` and `On`: [`GpuError::Config`] for an invalid configuration (a visible-device
+/// variable that does not parse included, named in the error),
 /// [`GpuError::PlatformNotBuilt`] for `platform = amd` without the `amd` feature,
 /// [`GpuError::Thread`] when the thread cannot start. In `On` only: whatever opening the
 /// library returned ([`GpuError::NoPlatform`] when `auto` found two libraries and no device),
@@ -42,7 +46,10 @@ pub fn start(config: &GpuConfig) -> Result<GpuTelemetry, GpuError> {
     if config.platform == GpuPlatform::Amd {
         return Err(GpuError::PlatformNotBuilt { platform: "amd", feature: "amd" });
     }
+    // Read here, on the caller's thread, so a bad value is the caller's error in every mode.
+    let devices = config.devices.resolve(|name| std::env::var(name).ok())?;
     let opener = Opener {
+        devices,
         platform: config.platform,
         nvml_library: config.nvml_library.clone(),
         rocm_smi_library: config.rocm_smi_library.clone(),
@@ -71,6 +78,8 @@ pub fn start(config: &GpuConfig) -> Result<GpuTelemetry, GpuError> {
 
 /// What the poller thread needs to open a source.
 struct Opener {
+    /// The NVIDIA devices to report (ROCm SMI reports all of its devices).
+    devices: DeviceFilter,
     platform: GpuPlatform,
     nvml_library: Option<PathBuf>,
     #[cfg_attr(not(feature = "amd"), allow(dead_code))]
@@ -80,8 +89,10 @@ struct Opener {
 
 impl Opener {
     fn open(&self) -> Result<AnySource, GpuError> {
-        let nvml =
-            || NvmlSource::open(self.nvml_library.as_deref(), self.options).map(|s| AnySource::Nvml(Box::new(s)));
+        let nvml = || {
+            NvmlSource::open_filtered(self.nvml_library.as_deref(), self.options, &self.devices)
+                .map(|s| AnySource::Nvml(Box::new(s)))
+        };
         match self.platform {
             GpuPlatform::Nvidia => nvml(),
             #[cfg(feature = "amd")]

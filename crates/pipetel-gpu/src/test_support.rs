@@ -27,6 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use crate::config::{GpuConfig, GpuPlatform};
+use crate::devices::DeviceSelection;
 use crate::names;
 
 /// The C header both fake libraries include: state file, call log, configured errors.
@@ -243,9 +244,14 @@ impl<K: FakeKind> FakeLibrary<K> {
         self.dir.join(K::LIBRARY_NAME)
     }
 
-    /// The default configuration with this fake's platform and its library path.
+    /// The default configuration with this fake's platform and its library path, reporting
+    /// every device: the test's own `CUDA_VISIBLE_DEVICES` (set on GPU machines) must not
+    /// change what a fake reports. Tests of the device filter set [`GpuConfig::devices`].
     pub fn gpu_config(&self) -> GpuConfig {
-        K::with_library(GpuConfig::default().with_platform(K::PLATFORM), self.library_path())
+        K::with_library(
+            GpuConfig::default().with_platform(K::PLATFORM).with_devices(DeviceSelection::All),
+            self.library_path(),
+        )
     }
 
     /// Replaces the state atomically (write, then rename), so a poll never sees half of it.

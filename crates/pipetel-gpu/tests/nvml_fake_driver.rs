@@ -62,8 +62,8 @@ fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
     assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "sm")])?, 1.755e9);
     assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "memory")])?, 2.619e9);
     assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "video")])?, 1.53e9);
-    assert_close(value(&points, names::GPU_FAN_SPEED, 0, &[(names::GPU_FAN_INDEX, "0")])?, 0.30);
-    assert_close(value(&points, names::GPU_FAN_SPEED, 0, &[(names::GPU_FAN_INDEX, "1")])?, 0.45);
+    assert_close(value(&points, names::FAN_SPEED_RATIO, 0, &[(names::GPU_FAN_INDEX, "0")])?, 0.30);
+    assert_close(value(&points, names::FAN_SPEED_RATIO, 0, &[(names::GPU_FAN_INDEX, "1")])?, 0.45);
     assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
     assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 0.0);
     // Opt-in series stay away unless asked for.

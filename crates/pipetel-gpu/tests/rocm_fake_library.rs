@@ -68,7 +68,7 @@ fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
     assert!(find(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "sm")]).is_empty());
     assert!(find(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "video")]).is_empty());
     assert!(find(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "encoder")]).is_empty());
-    assert_close(value(&points, names::GPU_FAN_SPEED, 0, &[(names::GPU_FAN_INDEX, "0")])?, 0.2);
+    assert_close(value(&points, names::FAN_SPEED_RATIO, 0, &[(names::GPU_FAN_INDEX, "0")])?, 0.2);
     assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
     assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 0.0);
 
@@ -208,7 +208,7 @@ fn two_devices_with_different_capabilities() -> TestResult {
     assert!(find(&points, names::GPU_UTILIZATION, 1, &[]).is_empty());
     assert!(find(&points, names::TEMPERATURE, 0, &[]).is_empty());
     assert_close(value(&points, names::TEMPERATURE, 1, &[(names::HW_NAME, "Small")])?, 35.0);
-    assert_close(value(&points, names::GPU_FAN_SPEED, 1, &[(names::HW_ID, "0xbbbb")])?, 1.0);
+    assert_close(value(&points, names::FAN_SPEED_RATIO, 1, &[(names::HW_PARENT, "0xbbbb")])?, 1.0);
     assert_eq!(h.gpu.latest().map(|s| s.devices.len()), Some(2));
     Ok(())
 }

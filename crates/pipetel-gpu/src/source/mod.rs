@@ -60,27 +60,96 @@ pub struct DeviceInfo {
     pub name: String,
     /// Vendor, e.g. [`names::VENDOR_NVIDIA`].
     pub vendor: &'static str,
+    /// Driver version (`hw.driver_version`), when the driver gives it.
+    pub driver_version: Option<String>,
+    /// CUDA driver API version, e.g. `12.4` (NVIDIA only), for [`names::GPU_INFO`].
+    pub cuda_driver_version: Option<String>,
     /// The attributes every series of this device carries, built once.
     attributes: Vec<KeyValue>,
 }
 
 impl DeviceInfo {
-    /// Identity of device `index`.
+    /// Identity of device `index`; its product name is both `hw.name` and `hw.model`.
     pub fn new(index: u32, id: String, name: String, vendor: &'static str) -> Self {
-        let attributes = vec![
-            KeyValue::new(names::HW_ID, id.clone()),
-            KeyValue::new(names::HW_NAME, name.clone()),
-            KeyValue::new(names::HW_VENDOR, vendor),
-            KeyValue::new(names::HW_TYPE, names::HW_TYPE_GPU),
-            KeyValue::new(names::GPU_INDEX, i64::from(index)),
-        ];
-        Self { index, id, name, vendor, attributes }
+        let mut info =
+            Self { index, id, name, vendor, driver_version: None, cuda_driver_version: None, attributes: Vec::new() };
+        info.build_attributes();
+        info
     }
 
-    /// `hw.id`, `hw.name`, `hw.vendor`, `hw.type`, `hw.gpu.index` of this device.
+    /// This identity with the driver's versions (`None`: not reported).
+    #[must_use]
+    pub fn with_versions(mut self, driver: Option<String>, cuda: Option<String>) -> Self {
+        self.driver_version = driver;
+        self.cuda_driver_version = cuda;
+        self.build_attributes();
+        self
+    }
+
+    fn build_attributes(&mut self) {
+        let mut attributes = vec![
+            KeyValue::new(names::HW_ID, self.id.clone()),
+            KeyValue::new(names::HW_NAME, self.name.clone()),
+            KeyValue::new(names::HW_MODEL, self.name.clone()),
+            KeyValue::new(names::HW_VENDOR, self.vendor),
+            KeyValue::new(names::HW_TYPE, names::HW_TYPE_GPU),
+            KeyValue::new(names::GPU_INDEX, i64::from(self.index)),
+        ];
+        if let Some(v) = &self.driver_version {
+            attributes.push(KeyValue::new(names::HW_DRIVER_VERSION, v.clone()));
+        }
+        self.attributes = attributes;
+    }
+
+    /// `hw.id`, `hw.name`, `hw.model`, `hw.vendor`, `hw.type`, `hw.gpu.index` and, when
+    /// known, `hw.driver_version` of this device.
     pub fn attributes(&self) -> &[KeyValue] {
         &self.attributes
     }
+
+    /// The attributes of fan `fan` of this device: a component of its own (`hw.type=fan`,
+    /// `hw.id` = this id and `-fan-<n>`, `hw.parent` = this id), keeping the GPU's index,
+    /// name, model, vendor and driver version, plus `hw.gpu.fan.index`.
+    pub fn fan_attributes(&self, fan: u32) -> Vec<KeyValue> {
+        let mut attributes: Vec<KeyValue> = self
+            .attributes
+            .iter()
+            .map(|kv| match kv.key.as_str() {
+                names::HW_ID => KeyValue::new(names::HW_ID, format!("{}-fan-{fan}", self.id)),
+                names::HW_TYPE => KeyValue::new(names::HW_TYPE, names::HW_TYPE_FAN),
+                _ => kv.clone(),
+            })
+            .collect();
+        attributes.push(KeyValue::new(names::HW_PARENT, self.id.clone()));
+        attributes.push(KeyValue::new(names::GPU_FAN_INDEX, i64::from(fan)));
+        attributes
+    }
+}
+
+/// Row remapping state (NVML, Ampere and later).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RemappedRows {
+    /// Rows remapped after correctable errors.
+    pub correctable: u64,
+    /// Rows remapped after uncorrectable errors.
+    pub uncorrectable: u64,
+    /// A remapping waits for a GPU reset.
+    pub pending: bool,
+    /// A remapping failed.
+    pub failure: bool,
+}
+
+/// Page retirement state (NVML, older data-centre GPUs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct RetiredPages {
+    /// Pages retired after multiple single-bit ECC errors.
+    pub single_bit: Option<u64>,
+    /// Pages retired after a double-bit ECC error.
+    pub double_bit: Option<u64>,
+    /// Retirements wait for a reboot.
+    pub pending: Option<bool>,
 }
 
 /// Whether a device answered in this poll.
@@ -146,6 +215,18 @@ pub struct DeviceSample {
     pub pcie_rx_bytes_per_second: Option<f64>,
     /// Memory on this device used by this process and its descendants, bytes (opt-in).
     pub process_memory_bytes: Option<u64>,
+    /// Fraction of time device memory was read or written (bandwidth), ratio 0–1.
+    pub memory_bandwidth_utilization: Option<f64>,
+    /// Enforced power limit, watts.
+    pub power_limit_watts: Option<f64>,
+    /// Every clock throttle reason the device supports, with whether it is active now.
+    pub throttle_reasons: Vec<(&'static str, bool)>,
+    /// Row remapping state.
+    pub remapped_rows: Option<RemappedRows>,
+    /// Page retirement state.
+    pub retired_pages: RetiredPages,
+    /// `(XID code, events)` seen since the source opened, by code.
+    pub xid_errors: Vec<(u64, u64)>,
 }
 
 impl DeviceSample {
@@ -169,6 +250,12 @@ impl DeviceSample {
             pcie_tx_bytes_per_second: None,
             pcie_rx_bytes_per_second: None,
             process_memory_bytes: None,
+            memory_bandwidth_utilization: None,
+            power_limit_watts: None,
+            throttle_reasons: Vec::new(),
+            remapped_rows: None,
+            retired_pages: RetiredPages::default(),
+            xid_errors: Vec::new(),
         }
     }
 

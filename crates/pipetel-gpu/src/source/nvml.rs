@@ -5,16 +5,36 @@ use std::ffi::OsStr;
 use std::path::Path;
 use std::sync::Arc;
 
-use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, PcieUtilCounter, TemperatureSensor};
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
+};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
+use crate::devices::{Candidate, DeviceFilter, DeviceSelection};
 use crate::error::GpuError;
 use crate::names;
 use crate::policy::{self, DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
 use crate::process;
-use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource};
+use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource, RemappedRows};
+
+mod library;
+use library::Library;
+
+/// The throttle reasons reported, NVML's flag and its [`names::throttle`] value.
+const THROTTLE_REASONS: [(ThrottleReasons, &str); 9] = [
+    (ThrottleReasons::GPU_IDLE, names::throttle::GPU_IDLE),
+    (ThrottleReasons::APPLICATIONS_CLOCKS_SETTING, names::throttle::APPLICATIONS_CLOCKS_SETTING),
+    (ThrottleReasons::SW_POWER_CAP, names::throttle::SW_POWER_CAP),
+    (ThrottleReasons::HW_SLOWDOWN, names::throttle::HW_SLOWDOWN),
+    (ThrottleReasons::SYNC_BOOST, names::throttle::SYNC_BOOST),
+    (ThrottleReasons::SW_THERMAL_SLOWDOWN, names::throttle::SW_THERMAL_SLOWDOWN),
+    (ThrottleReasons::HW_THERMAL_SLOWDOWN, names::throttle::HW_THERMAL_SLOWDOWN),
+    (ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN, names::throttle::HW_POWER_BRAKE_SLOWDOWN),
+    (ThrottleReasons::DISPLAY_CLOCK_SETTING, names::throttle::DISPLAY_CLOCK_SETTING),
+];
 
 /// The library name NVML is loaded by when no path is configured.
 pub const DEFAULT_NVML_LIBRARY: &str = "libnvidia-ml.so.1";
@@ -60,6 +80,12 @@ enum Field {
     PcieRx,
     ComputeProcesses,
     GraphicsProcesses,
+    PowerLimit,
+    Throttle,
+    RemappedRows,
+    RetiredSingleBit,
+    RetiredDoubleBit,
+    RetiredPending,
 }
 
 impl policy::Field for Field {
@@ -82,6 +108,11 @@ impl policy::Field for Field {
             Self::PcieTx | Self::PcieRx => "nvmlDeviceGetPcieThroughput",
             Self::ComputeProcesses => "nvmlDeviceGetComputeRunningProcesses_v3",
             Self::GraphicsProcesses => "nvmlDeviceGetGraphicsRunningProcesses_v3",
+            Self::PowerLimit => "nvmlDeviceGetEnforcedPowerLimit",
+            Self::Throttle => "nvmlDeviceGetCurrentClocksThrottleReasons",
+            Self::RemappedRows => "nvmlDeviceGetRemappedRows",
+            Self::RetiredSingleBit | Self::RetiredDoubleBit => "nvmlDeviceGetRetiredPages_v2",
+            Self::RetiredPending => "nvmlDeviceGetRetiredPagesPendingStatus",
         }
     }
 }
@@ -108,6 +139,10 @@ struct DeviceState {
     mig: bool,
     /// Fans still read; a fan that cannot report its speed is dropped for good.
     fans: Vec<u32>,
+    /// The throttle reasons the device supports (every known one when it cannot say).
+    throttle_reasons: Vec<(ThrottleReasons, &'static str)>,
+    /// XID events seen so far, by code; `None` when the device cannot deliver them.
+    xids: Option<std::collections::BTreeMap<u64, u64>>,
     policy: DevicePolicy,
 }
 
@@ -116,9 +151,11 @@ struct DeviceState {
 /// Open it on the thread that will poll it ([`crate::GpuPoller`] does): `nvmlInit` can take
 /// seconds without persistence mode and some drivers hang in it.
 pub struct NvmlSource {
-    nvml: Nvml,
+    library: Library,
     devices: Vec<DeviceState>,
     options: NvmlOptions,
+    /// Whether a failed event read was already warned about.
+    events_warned: bool,
 }
 
 impl std::fmt::Debug for NvmlSource {
@@ -132,7 +169,7 @@ impl std::fmt::Debug for NvmlSource {
 
 impl NvmlSource {
     /// Loads NVML from `library` (default [`DEFAULT_NVML_LIBRARY`] from the loader's search
-    /// path), initialises it and reads each device's identity.
+    /// path), initialises it and reads each device's identity; every device is kept.
     ///
     /// # Errors
     ///
@@ -140,6 +177,23 @@ impl NvmlSource {
     /// [`GpuError::InitFailed`] when NVML refuses to initialise (driver not loaded, no
     /// permission, …) or cannot count devices, [`GpuError::NoDevice`] when it finds none.
     pub fn open(library: Option<&Path>, options: NvmlOptions) -> Result<Self, GpuError> {
+        let all = DeviceSelection::All.resolve(|_| None)?;
+        Self::open_filtered(library, options, &all)
+    }
+
+    /// As [`NvmlSource::open`], keeping only the devices `filter` selects (logged once, with
+    /// the setting that chose them), and registering for XID error events on each.
+    ///
+    /// # Errors
+    ///
+    /// As [`NvmlSource::open`]; also [`GpuError::NoVisibleDevice`] when the filter keeps no
+    /// device and [`GpuError::UnknownDevice`] when `PIPETEL_GPU_DEVICES` names one NVML does
+    /// not have.
+    pub fn open_filtered(
+        library: Option<&Path>,
+        options: NvmlOptions,
+        filter: &DeviceFilter,
+    ) -> Result<Self, GpuError> {
         let library_name = library.map_or_else(|| DEFAULT_NVML_LIBRARY.to_owned(), |p| p.display().to_string());
         let mut builder = Nvml::builder();
         if let Some(path) = library {
@@ -164,8 +218,21 @@ impl NvmlSource {
         if count == 0 {
             return Err(GpuError::NoDevice { library: library_name });
         }
-        let devices = (0..count).map(|i| open_device(&nvml, i)).collect();
-        Ok(Self { nvml, devices, options })
+        let kept = select_devices(&nvml, count, filter, &library_name)?;
+        let driver = nvml.sys_driver_version().ok();
+        // 12040 means 12.4.
+        let cuda = nvml.sys_cuda_driver_version().ok().map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
+        let mut devices: Vec<DeviceState> =
+            kept.iter().map(|&i| open_device(&nvml, i, driver.clone(), cuda.clone())).collect();
+        let mut library = Library::new(nvml);
+        let answering: Vec<u32> = devices.iter().filter(|d| !d.policy.is_failed()).map(|d| d.info.index).collect();
+        let registered = library.register_xid_events(&answering);
+        for d in &mut devices {
+            if registered.contains(&d.info.index) {
+                d.xids = Some(std::collections::BTreeMap::new());
+            }
+        }
+        Ok(Self { library, devices, options, events_warned: false })
     }
 
     /// Identities of the devices found when the source opened.
@@ -174,14 +241,65 @@ impl NvmlSource {
     }
 }
 
-fn open_device(nvml: &Nvml, index: u32) -> DeviceState {
+/// The indices of the devices `filter` keeps, logged once with the reason.
+fn select_devices(nvml: &Nvml, count: u32, filter: &DeviceFilter, library: &str) -> Result<Vec<u32>, GpuError> {
+    let kept = if filter.is_all() {
+        (0..count).collect()
+    } else {
+        // A device whose handle fails still counts by index; its UUID is then unknown.
+        let ids: Vec<(u32, String, Vec<String>)> = (0..count)
+            .map(|i| match nvml.device_by_index(i) {
+                Ok(d) => (i, d.uuid().unwrap_or_default(), mig_uuids(&d)),
+                Err(_) => (i, String::new(), Vec::new()),
+            })
+            .collect();
+        let candidates: Vec<Candidate<'_>> =
+            ids.iter().map(|(index, uuid, mig)| Candidate { index: *index, uuid, mig }).collect();
+        filter.select(&candidates).map_err(|u| GpuError::UnknownDevice {
+            setting: u.setting,
+            entry: u.entry,
+            library: library.to_owned(),
+        })?
+    };
+    if kept.is_empty() {
+        return Err(GpuError::NoVisibleDevice { reason: filter.reason() });
+    }
+    tracing::info!(
+        gpu.devices = ?kept,
+        gpu.found = count,
+        "GPU devices reported: {} of {count} ({})",
+        kept.len(),
+        filter.reason()
+    );
+    Ok(kept)
+}
+
+/// UUIDs of the MIG devices of `device` (empty when MIG is off or not supported).
+fn mig_uuids(device: &Device<'_>) -> Vec<String> {
+    if !device.mig_mode().is_ok_and(|m| m.current == MIG_ENABLED) {
+        return Vec::new();
+    }
+    let slots = device.mig_device_count().unwrap_or(0);
+    // Empty slots answer NotFound: skip them.
+    (0..slots).filter_map(|i| device.mig_device_by_index(i).ok()?.uuid().ok()).collect()
+}
+
+fn open_device(nvml: &Nvml, index: u32, driver: Option<String>, cuda: Option<String>) -> DeviceState {
     let fallback_id = format!("{}-gpu-{index}", names::VENDOR_NVIDIA);
     let device = match nvml.device_by_index(index) {
         Ok(d) => d,
         Err(e) => {
             tracing::warn!(gpu.index = index, error = %e, "GPU does not answer; reporting it as failed");
-            let info = DeviceInfo::new(index, fallback_id, String::new(), names::VENDOR_NVIDIA);
-            return DeviceState { info: Arc::new(info), mig: false, fans: Vec::new(), policy: DevicePolicy::failed() };
+            let info =
+                DeviceInfo::new(index, fallback_id, String::new(), names::VENDOR_NVIDIA).with_versions(driver, cuda);
+            return DeviceState {
+                info: Arc::new(info),
+                mig: false,
+                fans: Vec::new(),
+                throttle_reasons: Vec::new(),
+                xids: None,
+                policy: DevicePolicy::failed(),
+            };
         }
     };
     let id = device.uuid().unwrap_or(fallback_id);
@@ -192,10 +310,15 @@ fn open_device(nvml: &Nvml, index: u32) -> DeviceState {
     if mig {
         tracing::debug!(gpu.index = index, "MIG enabled: device utilisation is not reported");
     }
+    // A device that cannot say which reasons it supports is asked about every known one.
+    let supported = device.supported_throttle_reasons().unwrap_or(ThrottleReasons::all());
+    let throttle_reasons = THROTTLE_REASONS.into_iter().filter(|(flag, _)| supported.contains(*flag)).collect();
     DeviceState {
-        info: Arc::new(DeviceInfo::new(index, id, name, names::VENDOR_NVIDIA)),
+        info: Arc::new(DeviceInfo::new(index, id, name, names::VENDOR_NVIDIA).with_versions(driver, cuda)),
         mig,
         fans,
+        throttle_reasons,
+        xids: None,
         policy: DevicePolicy::answering(),
     }
 }
@@ -207,9 +330,32 @@ impl GpuSource for NvmlSource {
 
     fn sample(&mut self) -> Result<GpuSample, GpuError> {
         let pids = self.options.process_memory.then(process::self_and_descendants);
-        let Self { nvml, devices, options } = self;
+        self.count_xid_events();
+        let Self { library, devices, options, .. } = self;
+        let nvml = library.nvml();
         let samples = devices.iter_mut().map(|state| sample_device(nvml, state, *options, pids.as_ref())).collect();
         Ok(GpuSample::new(samples))
+    }
+}
+
+impl NvmlSource {
+    /// Counts the XID events NVML queued since the last poll. Never waits: the queue is read
+    /// with a zero timeout until it is empty, so a poll takes no longer for it.
+    fn count_xid_events(&mut self) {
+        let (events, error) = self.library.drain_xid_events();
+        for (index, code) in events {
+            tracing::warn!(gpu.index = index, gpu.xid = code, "GPU XID error");
+            let counts = self.devices.iter_mut().find(|d| d.info.index == index).and_then(|d| d.xids.as_mut());
+            if let Some(counts) = counts {
+                *counts.entry(code).or_insert(0) += 1;
+            }
+        }
+        if let Some(e) = error {
+            if !self.events_warned {
+                tracing::warn!(error = %e, "reading GPU XID events failed; retried next poll");
+                self.events_warned = true;
+            }
+        }
     }
 }
 
@@ -229,7 +375,7 @@ fn sample_device(
 ) -> DeviceSample {
     let index = state.info.index;
     let read = match nvml.device_by_index(index) {
-        Ok(device) => read_device(&device, state, options, pids),
+        Ok(device) => read_device(nvml, &device, state, options, pids),
         Err(e) => {
             if !state.policy.is_failed() {
                 tracing::warn!(gpu.index = index, error = %e, "GPU handle unavailable; reporting it as failed");
@@ -243,6 +389,7 @@ fn sample_device(
 /// Reads every field of `device`; `None` when the device turned out to be lost, so that a
 /// half-read device never mixes values with a failed status.
 fn read_device(
+    nvml: &Nvml,
     device: &Device<'_>,
     state: &mut DeviceState,
     options: NvmlOptions,
@@ -252,7 +399,10 @@ fn read_device(
     let mut p = Poll::new(state.info.index, &mut state.policy);
 
     if !state.mig {
-        s.utilization = p.read(Field::Utilization, || device.utilization_rates()).map(|u| ratio(u.gpu));
+        if let Some(u) = p.read(Field::Utilization, || device.utilization_rates()) {
+            s.utilization = Some(ratio(u.gpu));
+            s.memory_bandwidth_utilization = Some(ratio(u.memory));
+        }
         s.encoder_utilization = p.read(Field::Encoder, || device.encoder_utilization()).map(|u| ratio(u.utilization));
         s.decoder_utilization = p.read(Field::Decoder, || device.decoder_utilization()).map(|u| ratio(u.utilization));
     }
@@ -307,6 +457,24 @@ fn read_device(
             }
             s.process_memory_bytes = Some(per_pid.values().sum());
         }
+    }
+
+    s.power_limit_watts = p.read(Field::PowerLimit, || device.enforced_power_limit()).map(|mw| f64::from(mw) / 1e3);
+    if let Some(active) = p.read(Field::Throttle, || device.current_throttle_reasons()) {
+        s.throttle_reasons = state.throttle_reasons.iter().map(|&(flag, name)| (name, active.contains(flag))).collect();
+    }
+    s.remapped_rows = p.read(Field::RemappedRows, || library::remapped_rows(nvml, device)).map(|r| RemappedRows {
+        correctable: u64::from(r.0),
+        uncorrectable: u64::from(r.1),
+        pending: r.2,
+        failure: r.3,
+    });
+    let pages = |p: &mut Poll<'_>, field, cause| p.read(field, || device.retired_pages(cause)).map(|v| v.len() as u64);
+    s.retired_pages.single_bit = pages(&mut p, Field::RetiredSingleBit, RetirementCause::MultipleSingleBitEccErrors);
+    s.retired_pages.double_bit = pages(&mut p, Field::RetiredDoubleBit, RetirementCause::DoubleBitEccError);
+    s.retired_pages.pending = p.read(Field::RetiredPending, || device.are_pages_pending_retired());
+    if let Some(xids) = &state.xids {
+        s.xid_errors = xids.iter().map(|(&code, &n)| (code, n)).collect();
     }
 
     (!p.is_lost()).then_some(s)

@@ -134,7 +134,19 @@ pub(crate) fn assert_identity(points: &[Point], id: &str, name: &str, vendor: &s
     assert_eq!(attrs[names::HW_NAME], name);
     assert_eq!(attrs[names::HW_VENDOR], vendor);
     assert_eq!(attrs[names::HW_TYPE], "gpu");
-    assert!(points.iter().all(|p| p.attrs.get(names::HW_ID).map(String::as_str) == Some(id)));
+    assert_eq!(attrs[names::HW_MODEL], name, "the product name is the conventions' hw.model");
+    // Every GPU series names the GPU; a fan is its own component whose parent is the GPU.
+    for p in points {
+        let get = |k: &str| p.attrs.get(k).map(String::as_str);
+        if p.name == names::FAN_SPEED_RATIO {
+            assert_eq!(get(names::HW_TYPE), Some("fan"), "{p:?}");
+            assert_eq!(get(names::HW_PARENT), Some(id), "{p:?}");
+            let fan = get(names::GPU_FAN_INDEX).unwrap_or("?");
+            assert_eq!(get(names::HW_ID), Some(format!("{id}-fan-{fan}").as_str()), "{p:?}");
+        } else {
+            assert_eq!(get(names::HW_ID), Some(id), "{p:?}");
+        }
+    }
     assert!(points.iter().all(|p| p.attrs.get(names::HW_VENDOR).map(String::as_str) == Some(vendor)));
 }
 
@@ -151,7 +163,7 @@ pub(crate) fn assert_units_and_kinds(points: &[Point]) {
         (names::TEMPERATURE, "Cel", "gauge"),
         (names::ERRORS, "{error}", "counter"),
         (names::GPU_CLOCK, "Hz", "gauge"),
-        (names::GPU_FAN_SPEED, "1", "gauge"),
+        (names::FAN_SPEED_RATIO, "1", "gauge"),
         (names::STATUS, "1", "updown"),
     ] {
         assert_eq!(unit_of(name), Some((unit, kind)), "{name}");
@@ -162,7 +174,7 @@ pub(crate) fn assert_units_and_kinds(points: &[Point]) {
 /// metrics have no series.
 pub(crate) fn assert_only_memory_and_temperature(points: &[Point]) -> TestResult {
     for absent in
-        [names::GPU_UTILIZATION, names::POWER, names::ENERGY, names::ERRORS, names::GPU_CLOCK, names::GPU_FAN_SPEED]
+        [names::GPU_UTILIZATION, names::POWER, names::ENERGY, names::ERRORS, names::GPU_CLOCK, names::FAN_SPEED_RATIO]
     {
         assert!(find(points, absent, 0, &[]).is_empty(), "{absent} must have no series: {points:#?}");
     }

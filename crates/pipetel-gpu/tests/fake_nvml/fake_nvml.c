@@ -31,6 +31,19 @@
  *   0.pcie.tx=..  0.pcie.rx=..       KB/s
  *   0.procs=123:1048576,456:2048     running compute processes, pid:bytes
  *   0.gprocs=...                     running graphics processes, same form
+ *   driver=550.54.15                 driver version (this is the default)
+ *   cuda=12040                       CUDA driver API version, 1000 * major + 10 * minor (default)
+ *   0.power.limit=..                 enforced power limit, milliwatts
+ *   0.throttle=0x..                  current clock throttle reasons (NVML's bit flags)
+ *   0.throttle.supported=0x..        supported throttle reasons (absent: NOT_SUPPORTED)
+ *   0.remap=corr,unc,pending,failure remapped rows, e.g. 2,1,0,0
+ *   0.retired.sbe=..  0.retired.dbe=..  pages retired (multiple single-bit / double-bit ECC)
+ *   0.retired.pending=0|1            page retirement pending
+ *   0.mig.uuids=MIG-..,MIG-..        UUIDs of the MIG devices (with 0.mig=1)
+ *   0.xids=79,13                     every XID error so far, oldest first. The device then
+ *                                    accepts XID event registration (absent: NOT_SUPPORTED);
+ *                                    an event set delivers each entry once, so appending a
+ *                                    code to the list injects an XID mid-run.
  *
  * Compile: cc -shared -fPIC -O2 -I ../fake_common -o libnvidia-ml.so.1 fake_nvml.c -ldl
  */
@@ -46,6 +59,12 @@ typedef struct nvmlDevice_st *nvmlDevice_t;
 #define NVML_ERROR_INVALID_ARGUMENT 2
 #define NVML_ERROR_NOT_SUPPORTED 3
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_TIMEOUT 10
+#define NVML_ERROR_NOT_FOUND 6
+#define NVML_EVENT_TYPE_XID 0x8ULL
+/* MIG device handles: MIG_HANDLE_BASE + parent * 256 + slot; GPU handles are index + 1. */
+#define MIG_HANDLE_BASE 0x10000u
+#define MAX_DEVICES 64
 #define NVML_ERROR_UNKNOWN 999
 
 typedef struct {
@@ -78,7 +97,37 @@ static int lookup_uint(int device, const char *key, unsigned int *out) {
 }
 
 static int device_index(nvmlDevice_t device) {
-    return (int)((uintptr_t)device) - 1;
+    uintptr_t h = (uintptr_t)device;
+    /* A MIG handle answers for its parent. */
+    if (h >= MIG_HANDLE_BASE) return (int)((h - MIG_HANDLE_BASE) / 256);
+    return (int)h - 1;
+}
+
+static int is_mig_handle(nvmlDevice_t device) {
+    return (uintptr_t)device >= MIG_HANDLE_BASE;
+}
+
+/* The `n`th (0-based) comma-separated item of `list` into `out`; 0 when there is none. */
+static int list_item(const char *list, int n, char *out, size_t len) {
+    const char *p = list;
+    for (int i = 0; i < n; i++) {
+        p = strchr(p, ',');
+        if (p == NULL) return 0;
+        p++;
+    }
+    size_t l = strcspn(p, ",");
+    if (l == 0) return 0;
+    snprintf(out, len, "%.*s", (int)l, p);
+    return 1;
+}
+
+static int list_len(const char *list) {
+    if (list == NULL || *list == '\0') return 0;
+    int n = 1;
+    for (const char *p = list; *p != '\0'; p++) {
+        if (*p == ',') n++;
+    }
+    return n;
 }
 
 /* The shared prologue, then NVML's own checks: device index, initialised. Caller holds
@@ -139,7 +188,48 @@ nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int len
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length) {
     BEGIN(device_index(device), "nvmlDeviceGetUUID");
+    if (is_mig_handle(device)) {
+        int slot = (int)(((uintptr_t)device - MIG_HANDLE_BASE) % 256);
+        const char *list = device_key(device_index(device), "mig.uuids");
+        char item[MAX_VALUE];
+        if (list == NULL || !list_item(list, slot, item, sizeof item)) RETURN(NVML_ERROR_NOT_FOUND);
+        if (strlen(item) + 1 > length) RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+        snprintf(uuid, length, "%s", item);
+        RETURN(NVML_SUCCESS);
+    }
     END(get_string(device, "uuid", uuid, length));
+}
+
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+    BEGIN(device_index(device), "nvmlDeviceGetIndex");
+    *index = (unsigned int)device_index(device);
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int *version) {
+    BEGIN(-1, "nvmlSystemGetCudaDriverVersion_v2");
+    long long v = 12040;
+    lookup_i64(-1, "cuda", &v);
+    *version = (int)v;
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count) {
+    BEGIN(device_index(device), "nvmlDeviceGetMaxMigDeviceCount");
+    const char *list = device_key(device_index(device), "mig.uuids");
+    if (list == NULL) RETURN(NVML_ERROR_NOT_SUPPORTED);
+    *count = (unsigned int)list_len(list);
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t *mig) {
+    BEGIN(device_index(device), "nvmlDeviceGetMigDeviceHandleByIndex");
+    const char *list = device_key(device_index(device), "mig.uuids");
+    if (list == NULL) RETURN(NVML_ERROR_NOT_SUPPORTED);
+    if ((int)index >= list_len(list) || index >= 256) RETURN(NVML_ERROR_NOT_FOUND);
+    *mig = (nvmlDevice_t)(uintptr_t)(MIG_HANDLE_BASE + (unsigned int)device_index(device) * 256u + index);
+    END(NVML_SUCCESS);
 }
 
 static nvmlReturn_t get_uint(nvmlDevice_t device, const char *key, unsigned int *out) {
@@ -282,4 +372,153 @@ nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsig
                                                       nvmlProcessInfo_t *infos) {
     BEGIN(device_index(device), "nvmlDeviceGetGraphicsRunningProcesses_v3");
     END(get_processes(device, "gprocs", count, infos));
+}
+
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int *limit) {
+    BEGIN(device_index(device), "nvmlDeviceGetEnforcedPowerLimit");
+    END(get_uint(device, "power.limit", limit));
+}
+
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long *reasons) {
+    BEGIN(device_index(device), "nvmlDeviceGetCurrentClocksThrottleReasons");
+    END(get_u64(device, "throttle", reasons));
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device,
+                                                         unsigned long long *reasons) {
+    BEGIN(device_index(device), "nvmlDeviceGetSupportedClocksThrottleReasons");
+    END(get_u64(device, "throttle.supported", reasons));
+}
+
+nvmlReturn_t nvmlDeviceGetRemappedRows(nvmlDevice_t device, unsigned int *corr, unsigned int *unc,
+                                       unsigned int *pending, unsigned int *failure) {
+    BEGIN(device_index(device), "nvmlDeviceGetRemappedRows");
+    const char *v = device_key(device_index(device), "remap");
+    if (v == NULL) RETURN(NVML_ERROR_NOT_SUPPORTED);
+    unsigned int values[4] = {0, 0, 0, 0};
+    char item[MAX_VALUE];
+    for (int i = 0; i < 4; i++) {
+        if (list_item(v, i, item, sizeof item)) values[i] = (unsigned int)strtoul(item, NULL, 0);
+    }
+    *corr = values[0];
+    *unc = values[1];
+    *pending = values[2];
+    *failure = values[3];
+    END(NVML_SUCCESS);
+}
+
+/* The number of pages retired for `cause` (0: multiple single-bit, 1: double-bit). */
+static nvmlReturn_t retired_count(nvmlDevice_t device, int cause, unsigned int *n) {
+    return get_uint(device, cause == 0 ? "retired.sbe" : "retired.dbe", n);
+}
+
+/* The count query nvml-wrapper makes first: *count = 0 in, the number of pages out. */
+nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, int cause, unsigned int *count,
+                                       unsigned long long *addresses) {
+    BEGIN(device_index(device), "nvmlDeviceGetRetiredPages");
+    unsigned int n = 0;
+    nvmlReturn_t r = retired_count(device, cause, &n);
+    if (r != NVML_SUCCESS) RETURN(r);
+    if (*count < n) {
+        *count = n;
+        RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned int i = 0; i < n; i++) addresses[i] = 0x1000ULL * (i + 1);
+    *count = n;
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, int cause, unsigned int *count,
+                                          unsigned long long *addresses,
+                                          unsigned long long *timestamps) {
+    BEGIN(device_index(device), "nvmlDeviceGetRetiredPages_v2");
+    unsigned int n = 0;
+    nvmlReturn_t r = retired_count(device, cause, &n);
+    if (r != NVML_SUCCESS) RETURN(r);
+    if (*count < n) {
+        *count = n;
+        RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        addresses[i] = 0x1000ULL * (i + 1);
+        timestamps[i] = 1700000000ULL + i;
+    }
+    *count = n;
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, int *pending) {
+    BEGIN(device_index(device), "nvmlDeviceGetRetiredPagesPendingStatus");
+    unsigned int v = 0;
+    nvmlReturn_t r = get_uint(device, "retired.pending", &v);
+    if (r == NVML_SUCCESS) *pending = v != 0;
+    END(r);
+}
+
+/* ----- XID events ----- */
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+struct fake_event_set {
+    int registered[MAX_DEVICES];
+    /* How many entries of each device's `xids` list this set has delivered. */
+    int delivered[MAX_DEVICES];
+};
+typedef struct fake_event_set *nvmlEventSet_t;
+
+nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t *set) {
+    BEGIN(-1, "nvmlEventSetCreate");
+    *set = calloc(1, sizeof(struct fake_event_set));
+    if (*set == NULL) RETURN(NVML_ERROR_UNKNOWN);
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+    BEGIN(-1, "nvmlEventSetFree");
+    free(set);
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                      nvmlEventSet_t set) {
+    int d = device_index(device);
+    BEGIN(d, "nvmlDeviceRegisterEvents");
+    if (d >= MAX_DEVICES || !(types & NVML_EVENT_TYPE_XID)) RETURN(NVML_ERROR_NOT_SUPPORTED);
+    const char *list = device_key(d, "xids");
+    if (list == NULL) RETURN(NVML_ERROR_NOT_SUPPORTED);
+    set->registered[d] = 1;
+    /* Only XIDs after the registration are delivered, as with the real driver. */
+    set->delivered[d] = list_len(list);
+    END(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsigned int timeout_ms) {
+    BEGIN(-1, "nvmlEventSetWait_v2");
+    for (int d = 0; d < MAX_DEVICES; d++) {
+        if (!set->registered[d]) continue;
+        const char *list = device_key(d, "xids");
+        char item[MAX_VALUE];
+        if (list == NULL || !list_item(list, set->delivered[d], item, sizeof item)) continue;
+        set->delivered[d]++;
+        data->device = (nvmlDevice_t)(uintptr_t)(d + 1);
+        data->eventType = NVML_EVENT_TYPE_XID;
+        data->eventData = strtoull(item, NULL, 0);
+        data->gpuInstanceId = 0xFFFFFFFFu;
+        data->computeInstanceId = 0xFFFFFFFFu;
+        RETURN(NVML_SUCCESS);
+    }
+    /* Nothing queued: wait out the timeout (without the lock), as the real call does. */
+    pthread_mutex_unlock(&lock);
+    struct timespec ts = {(time_t)(timeout_ms / 1000), (long)(timeout_ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    return NVML_ERROR_TIMEOUT;
+    END(NVML_ERROR_TIMEOUT);
 }

@@ -133,6 +133,7 @@ const GPU_ROWS: &[(&str, Apply)] = &[
     (PIPETEL_GPU_PLATFORM, to!(gpu.platform, GPU_PLATFORM)),
     (PIPETEL_GPU_PCIE_THROUGHPUT, to!(gpu.pcie_throughput, BOOL)),
     (PIPETEL_GPU_PROCESS_MEMORY, to!(gpu.process_memory, BOOL)),
+    (PIPETEL_GPU_DEVICES, to!(gpu.devices, GPU_DEVICES)),
 ];
 #[cfg(not(feature = "gpu"))]
 const GPU_ROWS: &[(&str, Apply)] = &[];

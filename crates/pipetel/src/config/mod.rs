@@ -171,6 +171,7 @@ struct GpuSlots {
     pcie_throughput: Option<Set<bool>>,
     process_memory: Option<Set<bool>>,
     init_timeout: Option<Set<Duration>>,
+    devices: Option<Set<pipetel_gpu::DeviceSelection>>,
 }
 
 /// `with_*` setters that store one value (or each field of a group), remembering the setter as
@@ -441,6 +442,7 @@ impl Config {
             pcie_throughput: Some(Set::code(gpu.pcie_throughput, "with_gpu", &parse::BOOL)),
             process_memory: Some(Set::code(gpu.process_memory, "with_gpu", &parse::BOOL)),
             init_timeout: Some(Set::code(gpu.init_timeout, "with_gpu", &parse::ANY_DURATION)),
+            devices: Some(Set::code(gpu.devices, "with_gpu", &parse::GPU_DEVICES)),
         };
         self
     }
@@ -626,6 +628,7 @@ impl Config {
         c.pcie_throughput = g.pcie_throughput.value().copied().unwrap_or(c.pcie_throughput);
         c.process_memory = g.process_memory.value().copied().unwrap_or(c.process_memory);
         c.init_timeout = g.init_timeout.value().copied().unwrap_or(c.init_timeout);
+        c.devices = g.devices.value().cloned().unwrap_or(c.devices);
         c
     }
     /// Deprecated spellings met while reading the configuration (file keys with a new name),

@@ -173,6 +173,8 @@ impl Show for super::values::ExemplarFilter {}
 impl Show for pipetel_gpu::GpuMode {}
 #[cfg(feature = "gpu")]
 impl Show for pipetel_gpu::GpuPlatform {}
+#[cfg(feature = "gpu")]
+impl Show for pipetel_gpu::DeviceSelection {}
 
 // ----- the rules, one per setting (settings of one kind share one) -----
 
@@ -235,6 +237,8 @@ pub(crate) static EXEMPLAR_FILTER: Rule<super::values::ExemplarFilter> = Rule::n
 pub(crate) static GPU_MODE: Rule<pipetel_gpu::GpuMode> = Rule::new(from_str, any);
 #[cfg(feature = "gpu")]
 pub(crate) static GPU_PLATFORM: Rule<pipetel_gpu::GpuPlatform> = Rule::new(from_str, any);
+#[cfg(feature = "gpu")]
+pub(crate) static GPU_DEVICES: Rule<pipetel_gpu::DeviceSelection> = Rule::new(from_str, any);
 /// The environment's poll interval: a bare number counts seconds, as `pipetel-gpu` documents.
 #[cfg(feature = "gpu")]
 pub(crate) static GPU_POLL_SECONDS: Rule<Duration> = Rule::new(seconds, gpu_poll_interval);

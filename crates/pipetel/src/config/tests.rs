@@ -93,6 +93,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_INSTANCE_ID, "id-{pid"),
         (PIPETEL_INSTANCE_ID, "id}"),
         (PIPETEL_INSTANCE_ID, "a\tb"),
+        (PIPETEL_GPU_DEVICES, "gpu0"),
     ];
     for (var, value) in cases {
         let err = from(&[(var, value)]).expect_err(&format!("{var}={value} must be refused"));
@@ -364,6 +365,10 @@ fn gpu_variables_are_the_gpu_crates() {
     assert_eq!(PIPETEL_GPU_PLATFORM, pipetel_gpu::ENV_GPU_PLATFORM);
     assert_eq!(PIPETEL_GPU_PCIE_THROUGHPUT, pipetel_gpu::ENV_GPU_PCIE_THROUGHPUT);
     assert_eq!(PIPETEL_GPU_PROCESS_MEMORY, pipetel_gpu::ENV_GPU_PROCESS_MEMORY);
+    assert_eq!(PIPETEL_GPU_DEVICES, pipetel_gpu::ENV_GPU_DEVICES);
+    let c = from(&[(PIPETEL_GPU_DEVICES, "all")]).expect("valid");
+    assert_eq!(c.gpu().devices, pipetel_gpu::DeviceSelection::All);
+    assert_eq!(from(&[]).expect("valid").gpu().devices, pipetel_gpu::DeviceSelection::Visible);
     let (path, p) =
         write_file("[gpu]\nenabled = \"off\"\npoll_interval_ms = 2000\nnvml_library = \"/opt/libnvidia-ml.so.1\"\n");
     let c = from(&[(PIPETEL_CONFIG, &p), (PIPETEL_GPU, "on")]).expect("valid");

@@ -243,6 +243,9 @@ variables! {
     PIPETEL_GPU_PCIE_THROUGHPUT = gpu::ENV_GPU_PCIE_THROUGHPUT,
     /// `true` to report the GPU memory of this process and its children.
     PIPETEL_GPU_PROCESS_MEMORY = gpu::ENV_GPU_PROCESS_MEMORY,
+    /// The GPUs to report: `all`, `none`, `visible` (default: those `CUDA_VISIBLE_DEVICES` /
+    /// `NVIDIA_VISIBLE_DEVICES` give this process) or a comma list of indices and UUIDs.
+    PIPETEL_GPU_DEVICES = gpu::ENV_GPU_DEVICES,
     /// `false` turns off the span-derived `span.duration` histogram (default `true`).
     PIPETEL_SPAN_METRICS,
     /// Only these span names (comma list) feed `span.duration` (default: every span).
