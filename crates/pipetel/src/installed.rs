@@ -16,15 +16,21 @@
 //! Before `init` (or in a process that installs its own global meter provider instead), the
 //! context is the global provider's meter for pipetel's scope, with no push-only meter.
 //!
-//! This module is a leaf: it imports nothing of the crate but `sync`, `limits` and a constant of
-//! `export`, so the modules that register here never import the rest of `init`.
+//! It also keeps the switches `init` resolved that code outside `init` must honour: whether
+//! stage metrics are on (`PIPETEL_STAGE_METRICS`), the service-metrics settings that
+//! [`crate::ServiceMetrics::new`] and [`crate::Registry::new`] apply, and a reader of the GPU
+//! poller's latest sample.
+//!
+//! This module is a leaf: it imports nothing of the crate but `sync`, `limits`, `config` and a
+//! constant of `export`, so the modules that register here never import the rest of `init`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use opentelemetry::metrics::Meter;
 use opentelemetry::InstrumentationScope;
 
+use crate::config::ServiceMetricsConfig;
 use crate::export::PUSH_ONLY_SCOPE;
 use crate::sync::{read, write};
 
@@ -131,4 +137,64 @@ pub(crate) fn publish(mut installed: Installed) -> Installed {
         listener.rebind(&installed);
     }
     installed
+}
+
+// ----- switches `init` resolved -----
+
+/// `PIPETEL_STAGE_METRICS` as `init` resolved it; on before `init`.
+static STAGE_METRICS: AtomicBool = AtomicBool::new(true);
+/// The service-metrics settings `init` resolved.
+static SERVICE: RwLock<Option<ServiceMetricsConfig>> = RwLock::new(None);
+
+/// Whether stage metrics are on: `false` once `init` ran with `PIPETEL_STAGE_METRICS=false`
+/// (or `pipeline.metrics = false`, or `with_stage_metrics(false)`). One relaxed load.
+#[inline]
+pub(crate) fn stage_metrics() -> bool {
+    STAGE_METRICS.load(Ordering::Relaxed)
+}
+
+/// Records the switches `init` resolved; called by `init` before it publishes its context, so
+/// anything resolved in the new generation sees them.
+pub(crate) fn configure(stage_metrics: bool, service: &ServiceMetricsConfig) {
+    STAGE_METRICS.store(stage_metrics, Ordering::Relaxed);
+    *write(&SERVICE) = Some(service.clone());
+}
+
+/// The service-metrics settings in effect: those `init` resolved (code, then environment, then
+/// file); before `init`, the file and the environment as `init` would read them (read once). A
+/// configuration that cannot be read gives the defaults, with one warning naming the culprit.
+pub(crate) fn service_config() -> ServiceMetricsConfig {
+    if let Some(config) = read(&SERVICE).as_ref() {
+        return config.clone();
+    }
+    static BEFORE_INIT: OnceLock<ServiceMetricsConfig> = OnceLock::new();
+    BEFORE_INIT
+        .get_or_init(|| match crate::config::Config::from_env() {
+            Ok(config) => config.service_metrics(),
+            Err(error) => {
+                tracing::warn!(
+                    target: "pipetel",
+                    %error,
+                    "service metrics use their default settings: the configuration cannot be read"
+                );
+                ServiceMetricsConfig::default()
+            }
+        })
+        .clone()
+}
+
+/// A reader of the running GPU poller's latest sample (set while `init`'s GPU telemetry runs).
+#[cfg(feature = "gpu")]
+static GPU: RwLock<Option<pipetel_gpu::SampleReader>> = RwLock::new(None);
+
+/// Keeps (or, with `None`, forgets) the reader of the GPU poller `init` started.
+#[cfg(feature = "gpu")]
+pub(crate) fn set_gpu(reader: Option<pipetel_gpu::SampleReader>) {
+    *write(&GPU) = reader;
+}
+
+/// The latest GPU sample of the poller `init` started.
+#[cfg(feature = "gpu")]
+pub(crate) fn gpu_sample() -> Option<Arc<pipetel_gpu::GpuSample>> {
+    read(&GPU).as_ref().and_then(pipetel_gpu::SampleReader::latest)
 }
