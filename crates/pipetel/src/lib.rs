@@ -30,6 +30,16 @@
 //! variables; `with_*` calls beat both. Every variable is a constant in [`config`] and listed in
 //! [`config::ENV_VARS`]; a bad value is an error naming the variable and the value.
 //!
+//! ## Stage and service metrics, after TeleFuser
+//! [`enable_stage_metrics`] gives a stage's context ([`StageMetrics`]: `total`, `errors`,
+//! `active`, `duration`, `record_execution`, a guard from `start`), exported through
+//! `#[pipetel::measure]`'s instruments; [`service_metrics`] gives the process-wide
+//! [`ServiceMetrics`] built from the configuration; `gpu_snapshot` (feature `gpu`) the GPU
+//! poller's latest sample. `PIPETEL_STAGE_METRICS=false` turns every stage metric off,
+//! `PIPETEL_QUEUE_METRICS=false` the service metrics; see [`service`] for where
+//! `PIPETEL_SERVICE_PREFIX` and `PIPETEL_HISTOGRAM_BUCKETS` (numbers, `seconds` or `telefuser`)
+//! apply.
+//!
 //! ## Features
 //! | feature | default | what it adds |
 //! |---|---|---|
