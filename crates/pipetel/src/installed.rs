@@ -198,3 +198,38 @@ pub(crate) fn set_gpu(reader: Option<pipetel_gpu::SampleReader>) {
 pub(crate) fn gpu_sample() -> Option<Arc<pipetel_gpu::GpuSample>> {
     read(&GPU).as_ref().and_then(pipetel_gpu::SampleReader::latest)
 }
+
+#[cfg(all(test, feature = "gpu"))]
+mod tests {
+    use std::time::Duration;
+
+    use pipetel_gpu::{GpuError, GpuPoller, GpuSample, GpuSource, GpuState, GpuTelemetry};
+
+    struct NoDevices;
+
+    impl GpuSource for NoDevices {
+        fn platform(&self) -> &'static str {
+            "test"
+        }
+
+        fn sample(&mut self) -> Result<GpuSample, GpuError> {
+            Ok(GpuSample::new(Vec::new()))
+        }
+    }
+
+    #[test]
+    fn the_gpu_snapshot_is_the_running_pollers_latest_sample() {
+        assert!(crate::gpu_snapshot().is_none(), "no poller yet");
+        let poller = GpuPoller::spawn(Duration::from_secs(60), || Ok(NoDevices)).expect("poller");
+        let gpu = GpuTelemetry::from_poller(poller);
+        assert!(matches!(gpu.wait_started(Duration::from_secs(10)), GpuState::Running { .. }));
+        assert!(gpu.refresh(Duration::from_secs(10)), "a poll");
+        super::set_gpu(Some(gpu.reader()));
+        let sample = crate::gpu_snapshot().expect("the latest sample");
+        assert!(sample.devices.is_empty());
+        assert_eq!(Some(sample), gpu.latest());
+        super::set_gpu(None);
+        assert!(crate::gpu_snapshot().is_none(), "forgotten when the poller stops");
+        gpu.shutdown();
+    }
+}
