@@ -16,15 +16,21 @@
 //! Before `init` (or in a process that installs its own global meter provider instead), the
 //! context is the global provider's meter for pipetel's scope, with no push-only meter.
 //!
-//! This module is a leaf: it imports nothing of the crate but `sync`, `limits` and a constant of
-//! `export`, so the modules that register here never import the rest of `init`.
+//! It also keeps the switches `init` resolved that code outside `init` must honour: whether
+//! stage metrics are on (`PIPETEL_STAGE_METRICS`), the service-metrics settings that
+//! [`crate::ServiceMetrics::new`] and [`crate::Registry::new`] apply, and a reader of the GPU
+//! poller's latest sample.
+//!
+//! This module is a leaf: it imports nothing of the crate but `sync`, `limits`, `config` and a
+//! constant of `export`, so the modules that register here never import the rest of `init`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 use opentelemetry::metrics::Meter;
 use opentelemetry::InstrumentationScope;
 
+use crate::config::ServiceMetricsConfig;
 use crate::export::PUSH_ONLY_SCOPE;
 use crate::sync::{read, write};
 
@@ -131,4 +137,99 @@ pub(crate) fn publish(mut installed: Installed) -> Installed {
         listener.rebind(&installed);
     }
     installed
+}
+
+// ----- switches `init` resolved -----
+
+/// `PIPETEL_STAGE_METRICS` as `init` resolved it; on before `init`.
+static STAGE_METRICS: AtomicBool = AtomicBool::new(true);
+/// The service-metrics settings `init` resolved.
+static SERVICE: RwLock<Option<ServiceMetricsConfig>> = RwLock::new(None);
+
+/// Whether stage metrics are on: `false` once `init` ran with `PIPETEL_STAGE_METRICS=false`
+/// (or `pipeline.metrics = false`, or `with_stage_metrics(false)`). One relaxed load.
+#[inline]
+pub(crate) fn stage_metrics() -> bool {
+    STAGE_METRICS.load(Ordering::Relaxed)
+}
+
+/// Records the switches `init` resolved; called by `init` before it publishes its context, so
+/// anything resolved in the new generation sees them.
+pub(crate) fn configure(stage_metrics: bool, service: &ServiceMetricsConfig) {
+    STAGE_METRICS.store(stage_metrics, Ordering::Relaxed);
+    *write(&SERVICE) = Some(service.clone());
+}
+
+/// The service-metrics settings in effect: those `init` resolved (code, then environment, then
+/// file); before `init`, the file and the environment as `init` would read them (read once). A
+/// configuration that cannot be read gives the defaults, with one warning naming the culprit.
+pub(crate) fn service_config() -> ServiceMetricsConfig {
+    if let Some(config) = read(&SERVICE).as_ref() {
+        return config.clone();
+    }
+    static BEFORE_INIT: OnceLock<ServiceMetricsConfig> = OnceLock::new();
+    BEFORE_INIT
+        .get_or_init(|| match crate::config::Config::from_env() {
+            Ok(config) => config.service_metrics(),
+            Err(error) => {
+                tracing::warn!(
+                    target: "pipetel",
+                    %error,
+                    "service metrics use their default settings: the configuration cannot be read"
+                );
+                ServiceMetricsConfig::default()
+            }
+        })
+        .clone()
+}
+
+/// A reader of the running GPU poller's latest sample (set while `init`'s GPU telemetry runs).
+#[cfg(feature = "gpu")]
+static GPU: RwLock<Option<pipetel_gpu::SampleReader>> = RwLock::new(None);
+
+/// Keeps (or, with `None`, forgets) the reader of the GPU poller `init` started.
+#[cfg(feature = "gpu")]
+pub(crate) fn set_gpu(reader: Option<pipetel_gpu::SampleReader>) {
+    *write(&GPU) = reader;
+}
+
+/// The latest GPU sample of the poller `init` started.
+#[cfg(feature = "gpu")]
+pub(crate) fn gpu_sample() -> Option<Arc<pipetel_gpu::GpuSample>> {
+    read(&GPU).as_ref().and_then(pipetel_gpu::SampleReader::latest)
+}
+
+#[cfg(all(test, feature = "gpu"))]
+mod tests {
+    use std::time::Duration;
+
+    use pipetel_gpu::{GpuError, GpuPoller, GpuSample, GpuSource, GpuState, GpuTelemetry};
+
+    struct NoDevices;
+
+    impl GpuSource for NoDevices {
+        fn platform(&self) -> &'static str {
+            "test"
+        }
+
+        fn sample(&mut self) -> Result<GpuSample, GpuError> {
+            Ok(GpuSample::new(Vec::new()))
+        }
+    }
+
+    #[test]
+    fn the_gpu_snapshot_is_the_running_pollers_latest_sample() {
+        assert!(crate::gpu_snapshot().is_none(), "no poller yet");
+        let poller = GpuPoller::spawn(Duration::from_secs(60), || Ok(NoDevices)).expect("poller");
+        let gpu = GpuTelemetry::from_poller(poller);
+        assert!(matches!(gpu.wait_started(Duration::from_secs(10)), GpuState::Running { .. }));
+        assert!(gpu.refresh(Duration::from_secs(10)), "a poll");
+        super::set_gpu(Some(gpu.reader()));
+        let sample = crate::gpu_snapshot().expect("the latest sample");
+        assert!(sample.devices.is_empty());
+        assert_eq!(Some(sample), gpu.latest());
+        super::set_gpu(None);
+        assert!(crate::gpu_snapshot().is_none(), "forgotten when the poller stops");
+        gpu.shutdown();
+    }
 }

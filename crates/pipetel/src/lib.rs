@@ -30,6 +30,16 @@
 //! variables; `with_*` calls beat both. Every variable is a constant in [`config`] and listed in
 //! [`config::ENV_VARS`]; a bad value is an error naming the variable and the value.
 //!
+//! ## Stage and service metrics, after TeleFuser
+//! [`enable_stage_metrics`] gives a stage's context ([`StageMetrics`]: `total`, `errors`,
+//! `active`, `duration`, `record_execution`, a guard from `start`), exported through
+//! `#[pipetel::measure]`'s instruments; [`service_metrics`] gives the process-wide
+//! [`ServiceMetrics`] built from the configuration; `gpu_snapshot` (feature `gpu`) the GPU
+//! poller's latest sample. `PIPETEL_STAGE_METRICS=false` turns every stage metric off,
+//! `PIPETEL_QUEUE_METRICS=false` the service metrics; see [`service`] for where
+//! `PIPETEL_SERVICE_PREFIX` and `PIPETEL_HISTOGRAM_BUCKETS` (numbers, `seconds` or `telefuser`)
+//! apply.
+//!
 //! ## Features
 //! | feature | default | what it adds |
 //! |---|---|---|
@@ -60,6 +70,7 @@ pub mod registry;
 pub mod sampling;
 pub mod service;
 pub mod span_metrics;
+pub mod stage_metrics;
 #[allow(unsafe_code)]
 mod sync;
 #[cfg(test)]
@@ -87,7 +98,17 @@ pub use export::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 pub use init::{init, init_with, layers, layers_with, InitOptions, Telemetry, SCOPE_NAME};
 pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
 pub use registry::Registry;
-pub use service::ServiceMetrics;
+pub use service::{service_metrics, ServiceMetrics};
+pub use stage_metrics::{disable_stage_metrics, enable_stage_metrics, StageMetrics};
+
+/// The latest sample of the GPU poller `init` started (TeleFuser's `collect_gpu_metrics()`):
+/// `None` before `init`, when no GPU was found or GPU telemetry is off, before the first poll,
+/// and after the guard dropped.
+#[cfg(feature = "gpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gpu")))]
+pub fn gpu_snapshot() -> Option<std::sync::Arc<gpu::GpuSample>> {
+    crate::installed::gpu_sample()
+}
 
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.
 pub use opentelemetry;
@@ -107,6 +128,10 @@ pub use tracing_opentelemetry;
 /// Histogram bucket bounds for durations in seconds (5 ms to 10 s), as the OTel semantic
 /// conventions advise; the SDK's default bounds are meant for milliseconds.
 pub const SECONDS_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+
+/// TeleFuser's default histogram bounds (5 ms to 10 s, 11 bounds), selected with
+/// `PIPETEL_HISTOGRAM_BUCKETS=telefuser` (`seconds` names [`SECONDS_BUCKETS`]).
+pub const TELEFUSER_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// The meter pipetel's own instruments use: pipetel's scope on the meter provider `init` built
 /// (whether or not it also set it as the global one); before `init`, or when the SDK is

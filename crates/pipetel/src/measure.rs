@@ -17,6 +17,15 @@
 //! A process that installs its own meter provider with `opentelemetry::global::set_meter_provider`
 //! instead of calling `init` must do so before the first measured call.
 //!
+//! # `PIPETEL_STAGE_METRICS=false`
+//! Handles resolved after an `init` that turned stage metrics off are inert: no observable
+//! instrument is registered, no histogram is built, and a call touches no counter (one boolean
+//! test per call). The span stays.
+//!
+//! # Stage contexts
+//! [`crate::stage_metrics`] records into the same instruments through a site of its own per stage
+//! name, whose attributes are `stage` alone (no `function`, no `module`).
+//!
 //! # What a call records
 //! | when | records |
 //! |---|---|
@@ -143,7 +152,14 @@ pub mod __private {
 
     impl Attrs {
         fn new(info: &SiteInfo) -> Self {
-            let mut base = vec![KeyValue::new(ATTR_FUNCTION, info.function), KeyValue::new(ATTR_MODULE, info.module)];
+            let mut base = Vec::new();
+            // Empty for a stage context's site: its series carry `stage` alone.
+            if !info.function.is_empty() {
+                base.push(KeyValue::new(ATTR_FUNCTION, info.function));
+            }
+            if !info.module.is_empty() {
+                base.push(KeyValue::new(ATTR_MODULE, info.module));
+            }
             if let Some(stage) = info.stage {
                 base.push(KeyValue::new(ATTR_STAGE, stage));
             }
@@ -222,7 +238,10 @@ pub mod __private {
     #[derive(Debug)]
     struct Handles {
         generation: u64,
-        duration: BoundHistogram<f64>,
+        /// Stage metrics on (`PIPETEL_STAGE_METRICS`) when these handles were resolved; when off,
+        /// calls count nothing and the histograms are absent.
+        enabled: bool,
+        duration: Option<BoundHistogram<f64>>,
         input: Option<BoundHistogram<u64>>,
         output: Option<BoundHistogram<u64>>,
         /// The exemplars of `duration`, `input` and `output`, where the pull endpoint finds them.
@@ -231,6 +250,16 @@ pub mod __private {
 
     impl Handles {
         fn resolve(info: &SiteInfo, attrs: &Attrs, generation: u64) -> Self {
+            if !installed::stage_metrics() {
+                return Handles {
+                    generation,
+                    enabled: false,
+                    duration: None,
+                    input: None,
+                    output: None,
+                    exemplars: [None, None, None],
+                };
+            }
             let meter = crate::meter();
             // OTel keeps one bucket layout per metric: the first function to resolve
             // `function.duration` decides it. Say so when another one asks for a different one.
@@ -257,18 +286,21 @@ pub mod __private {
             let exemplars = |name: &str, bounds: &[f64]| Some(exemplar::register(name, &attrs.base, bounds));
             Handles {
                 generation,
+                enabled: true,
                 exemplars: [
                     exemplars(FUNCTION_DURATION, FIRST_LAYOUT.get().copied().unwrap_or(layout)),
                     info.input_size.then(|| exemplars(FUNCTION_INPUT_SIZE, SIZE_BUCKETS)).flatten(),
                     info.output_size.then(|| exemplars(FUNCTION_OUTPUT_SIZE, SIZE_BUCKETS)).flatten(),
                 ],
-                duration: meter
-                    .f64_histogram(FUNCTION_DURATION)
-                    .with_unit("s")
-                    .with_description("Wall time of completed calls")
-                    .with_boundaries(layout.to_vec())
-                    .build()
-                    .bind(&attrs.base),
+                duration: Some(
+                    meter
+                        .f64_histogram(FUNCTION_DURATION)
+                        .with_unit("s")
+                        .with_description("Wall time of completed calls")
+                        .with_boundaries(layout.to_vec())
+                        .build()
+                        .bind(&attrs.base),
+                ),
                 input: info.input_size.then(|| size(FUNCTION_INPUT_SIZE, "Size of a call's input")),
                 output: info.output_size.then(|| size(FUNCTION_OUTPUT_SIZE, "Size of a call's output")),
             }
@@ -318,6 +350,62 @@ pub mod __private {
         }
     }
 
+    /// What [`crate::stage_metrics`] records through: a stage's own site.
+    impl Site {
+        /// A site for the stage context `stage` (attributes: `stage` alone), leaked: call it once
+        /// per stage name.
+        pub(crate) fn leak_for_stage(stage: &str) -> &'static Site {
+            let stage: &'static str = Box::leak(stage.to_owned().into_boxed_str());
+            Box::leak(Box::new(Site::new(SiteInfo {
+                function: "",
+                module: "",
+                stage: Some(stage),
+                buckets: None,
+                input_size: true,
+                output_size: true,
+                mark_span: false,
+            })))
+        }
+
+        /// Records one execution measured elsewhere: a call, its duration, its error and sizes.
+        /// Returns false when stage metrics are off (nothing recorded).
+        pub(crate) fn record_execution(
+            &'static self,
+            seconds: f64,
+            success: bool,
+            input: Option<u64>,
+            output: Option<u64>,
+        ) -> bool {
+            let handles = self.handles();
+            if !handles.enabled {
+                return false;
+            }
+            self.cells.calls.fetch_add(1, Ordering::Relaxed);
+            if !success {
+                self.cells.errors_err.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Some(duration) = &handles.duration {
+                duration.record(seconds);
+            }
+            for (size, histogram) in [(input, &handles.input), (output, &handles.output)] {
+                if let (Some(size), Some(histogram)) = (size, histogram) {
+                    histogram.record(size);
+                }
+            }
+            true
+        }
+
+        /// `(calls, errors, in flight)` so far.
+        pub(crate) fn counts(&self) -> (u64, u64, i64) {
+            let c = &self.cells;
+            (
+                c.calls.load(Ordering::Relaxed),
+                c.errors_err.load(Ordering::Relaxed) + c.errors_panic.load(Ordering::Relaxed),
+                c.in_flight.load(Ordering::Relaxed),
+            )
+        }
+    }
+
     /// The guard of one call: counts it on creation and records its outcome on `finish_*`, or on
     /// drop when the call panicked or its future was dropped.
     #[derive(Debug)]
@@ -346,8 +434,10 @@ pub mod __private {
         #[inline]
         pub fn start(site: &'static Site, span: tracing::Span) -> Self {
             let handles = site.handles();
-            site.cells.calls.fetch_add(1, Ordering::Relaxed);
-            site.cells.in_flight.fetch_add(1, Ordering::Relaxed);
+            if handles.enabled {
+                site.cells.calls.fetch_add(1, Ordering::Relaxed);
+                site.cells.in_flight.fetch_add(1, Ordering::Relaxed);
+            }
             Call {
                 site,
                 handles,
@@ -402,6 +492,11 @@ pub mod __private {
             }
         }
 
+        /// Whether the call is counted (stage metrics were on when it started).
+        pub(crate) fn counted(&self) -> bool {
+            self.handles.enabled
+        }
+
         /// The call's span.
         #[inline]
         pub fn span(&self) -> &tracing::Span {
@@ -445,18 +540,25 @@ pub mod __private {
             if self.done.swap(true, Ordering::Relaxed) {
                 return;
             }
-            let cells = &self.site.cells;
-            cells.in_flight.fetch_sub(1, Ordering::Relaxed);
-            let clock = crate::clock();
-            let seconds = clock.delta_as_nanos(self.start, clock.raw()) as f64 / 1e9;
-            self.handles.duration.record(seconds);
-            self.offer(0, seconds);
             if let Some(kind) = error {
-                let cell = if kind == "panic" { &cells.errors_panic } else { &cells.errors_err };
-                cell.fetch_add(1, Ordering::Relaxed);
                 if self.mark_span {
                     self.span.record("error", true);
                 }
+                if self.handles.enabled {
+                    let cells = &self.site.cells;
+                    let cell = if kind == "panic" { &cells.errors_panic } else { &cells.errors_err };
+                    cell.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            if !self.handles.enabled {
+                return;
+            }
+            self.site.cells.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if let Some(duration) = &self.handles.duration {
+                let clock = crate::clock();
+                let seconds = clock.delta_as_nanos(self.start, clock.raw()) as f64 / 1e9;
+                duration.record(seconds);
+                self.offer(0, seconds);
             }
         }
     }
@@ -471,7 +573,9 @@ pub mod __private {
             } else {
                 // A future dropped before completion: not an error, no duration.
                 self.done.store(true, Ordering::Relaxed);
-                self.site.cells.in_flight.fetch_sub(1, Ordering::Relaxed);
+                if self.handles.enabled {
+                    self.site.cells.in_flight.fetch_sub(1, Ordering::Relaxed);
+                }
             }
         }
     }

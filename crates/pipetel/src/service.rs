@@ -2,13 +2,29 @@
 //! cancelled, task duration and queue wait, queue size / pending / processing.
 //!
 //! ```
-//! let service = pipetel::ServiceMetrics::new("service")?;
+//! let service = pipetel::service_metrics();  // prefix, buckets and switch from the configuration
 //! let task = service.task_created();      // counted; the queue wait starts
 //! task.started();                         // queue wait recorded; the duration starts
 //! task.completed();                       // duration recorded (or `failed()` / `cancelled()`)
 //! service.update_queue_metrics(8, 5, 3);  // size, pending, processing
-//! # Ok::<(), pipetel::registry::RegistryError>(())
+//!
+//! // Or, as TeleFuser's `ServiceMetrics`, with durations measured elsewhere:
+//! service.record_task_created();
+//! service.record_task_completed(std::time::Duration::from_millis(42));
 //! ```
+//!
+//! # Where the configuration applies
+//! The settings in effect are those `init` resolved (code, then `PIPETEL_*` variables, then the
+//! file); before `init`, the file and the variables, read once.
+//!
+//! | setting | [`service_metrics`] | [`ServiceMetrics::new`] / [`ServiceMetrics::with_labels`] | [`ServiceMetrics::from_config`] |
+//! |---|---|---|---|
+//! | `PIPETEL_QUEUE_METRICS=false` | records nothing | records nothing | records nothing |
+//! | `PIPETEL_HISTOGRAM_BUCKETS` | applies | applies | the config's |
+//! | `PIPETEL_SERVICE_PREFIX` | applies | the `prefix` argument wins (code beats configuration) | the config's |
+//!
+//! The settings are read when the handle is made: make handles after `init` (a handle made
+//! before it keeps the settings read then; [`service_metrics`] follows `init`).
 //!
 //! | OTel name (prefix `service`) | unit | Prometheus name |
 //! |---|---|---|
@@ -77,12 +93,15 @@ fn registry_for(prefix: &str) -> Result<Registry, RegistryError> {
 }
 
 impl ServiceMetrics {
-    /// The service metrics under `prefix` (`service` gives `service_tasks_created_total`, ...).
+    /// The service metrics under `prefix` (`service` gives `service_tasks_created_total`, ...),
+    /// with the configured histogram buckets (`PIPETEL_HISTOGRAM_BUCKETS`); a handle that records
+    /// nothing when `PIPETEL_QUEUE_METRICS=false`. The prefix is the argument's:
+    /// [`service_metrics`] takes `PIPETEL_SERVICE_PREFIX`'s.
     ///
     /// # Errors
     /// [`RegistryError::InvalidName`] for a prefix that is empty or not snake_case.
     pub fn new(prefix: &str) -> Result<Self, RegistryError> {
-        Self::build(prefix, &[] as &[(&str, &str)], crate::SECONDS_BUCKETS)
+        Self::with_labels(prefix, &[] as &[(&str, &str)])
     }
 
     /// As [`ServiceMetrics::new`], with constant labels on every series (e.g. `model`). Every
@@ -92,7 +111,16 @@ impl ServiceMetrics {
     /// As [`ServiceMetrics::new`]; [`RegistryError::InvalidLabelName`] for an invalid label
     /// name; [`RegistryError::Conflict`] when the prefix is in use with other label names.
     pub fn with_labels(prefix: &str, labels: &[(&str, &str)]) -> Result<Self, RegistryError> {
-        Self::build(prefix, labels, crate::SECONDS_BUCKETS)
+        let config = crate::installed::service_config();
+        if !config.queue_metrics {
+            // Still refuse what would be refused with the metrics on.
+            if prefix.is_empty() {
+                return Err(RegistryError::InvalidName { name: String::new(), reason: "the prefix is empty" });
+            }
+            Registry::new(prefix)?;
+            return Ok(Self::disabled());
+        }
+        Self::build(prefix, labels, &config.histogram_buckets)
     }
 
     /// From a configuration: a handle that records nothing when `queue_metrics` is off.
@@ -109,6 +137,11 @@ impl ServiceMetrics {
     /// A handle that records nothing.
     pub fn disabled() -> Self {
         ServiceMetrics { inner: None }
+    }
+
+    /// Whether the handle records (false when built with the queue metrics off).
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
     }
 
     fn build(prefix: &str, labels: &[(&str, &str)], buckets: &[f64]) -> Result<Self, RegistryError> {
@@ -156,6 +189,52 @@ impl ServiceMetrics {
         Task { inner: self.inner.clone(), created: Instant::now(), started: Cell::new(None), done: false }
     }
 
+    /// Counts a task created, for callers that measure durations themselves (TeleFuser's
+    /// `record_task_created`).
+    pub fn record_task_created(&self) {
+        if let Some(inner) = &self.inner {
+            inner.created.inc();
+        }
+    }
+
+    /// Counts a completed task and records its duration, measured elsewhere (TeleFuser's
+    /// `record_task_completed(duration)`).
+    pub fn record_task_completed(&self, duration: Duration) {
+        if let Some(inner) = &self.inner {
+            inner.completed.inc();
+            inner.duration.observe(duration.as_secs_f64());
+        }
+    }
+
+    /// Counts a failed task (TeleFuser's `record_task_failed()`: no duration).
+    pub fn record_task_failed(&self) {
+        if let Some(inner) = &self.inner {
+            inner.failed.inc();
+        }
+    }
+
+    /// Counts a failed task and records its duration, as [`Task::failed`] does.
+    pub fn record_task_failed_after(&self, duration: Duration) {
+        if let Some(inner) = &self.inner {
+            inner.failed.inc();
+            inner.duration.observe(duration.as_secs_f64());
+        }
+    }
+
+    /// Counts a cancelled task (no duration, as [`Task::cancelled`]).
+    pub fn record_task_cancelled(&self) {
+        if let Some(inner) = &self.inner {
+            inner.cancelled.inc();
+        }
+    }
+
+    /// Records a queue wait measured elsewhere.
+    pub fn record_queue_wait(&self, wait: Duration) {
+        if let Some(inner) = &self.inner {
+            inner.queue_wait.observe(wait.as_secs_f64());
+        }
+    }
+
     /// Sets the queue gauges, for callers that own the queue.
     pub fn update_queue_metrics(&self, size: usize, pending: usize, processing: usize) {
         if let Some(inner) = &self.inner {
@@ -186,6 +265,35 @@ impl ServiceMetrics {
     pub fn task_queue_wait(&self) -> Option<crate::registry::HistogramValue> {
         self.inner.as_ref().map(|i| i.queue_wait.value())
     }
+}
+
+/// The settings in effect for service metrics: those `init` resolved, or before `init` the
+/// file and the environment (see [the module docs](self)).
+pub fn config() -> ServiceMetricsConfig {
+    crate::installed::service_config()
+}
+
+/// The process-wide service metrics, built from the settings in effect
+/// (`PIPETEL_SERVICE_PREFIX`, `PIPETEL_HISTOGRAM_BUCKETS`, `PIPETEL_QUEUE_METRICS`), as
+/// TeleFuser's `get_service_metrics()`. Cheap after the first call; a call after `init` changed
+/// the settings builds the metrics again from the new ones. When they cannot be built (the
+/// configured prefix is in use with labels by [`ServiceMetrics::with_labels`]), a handle that
+/// records nothing, with one warning.
+pub fn service_metrics() -> ServiceMetrics {
+    static GLOBAL: Mutex<Option<(ServiceMetricsConfig, ServiceMetrics)>> = Mutex::new(None);
+    let config = crate::installed::service_config();
+    let mut global = crate::sync::lock(&GLOBAL);
+    if let Some((built_from, metrics)) = global.as_ref() {
+        if *built_from == config {
+            return metrics.clone();
+        }
+    }
+    let metrics = ServiceMetrics::from_config(&config).unwrap_or_else(|error| {
+        tracing::warn!(target: "pipetel", %error, prefix = %config.prefix, "service metrics off");
+        ServiceMetrics::disabled()
+    });
+    *global = Some((config, metrics.clone()));
+    metrics
 }
 
 /// The guard of one task. Finish it with [`Task::completed`], [`Task::failed`] or
@@ -343,6 +451,37 @@ mod tests {
     }
 
     #[test]
+    fn durations_measured_elsewhere_are_recorded() {
+        let s = ServiceMetrics::new("svc_elsewhere").expect("metrics");
+        s.record_task_created();
+        s.record_task_created();
+        s.record_task_created();
+        s.record_task_completed(Duration::from_millis(250));
+        s.record_task_failed();
+        s.record_task_failed_after(Duration::from_millis(750));
+        s.record_task_cancelled();
+        s.record_queue_wait(Duration::from_millis(5));
+        assert_eq!(s.task_counts(), (3, 1, 2, 1));
+        let d = s.task_duration().expect("enabled");
+        assert_eq!(d.count, 2);
+        assert!((d.sum - 1.0).abs() < 1e-9, "{d:?}");
+        assert_eq!(s.task_queue_wait().expect("enabled").count, 1);
+        let text = s.registry().expect("enabled").prometheus_text();
+        assert!(text.contains("svc_elsewhere_task_duration_seconds_bucket{le=\"0.25\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn the_global_service_metrics_follow_the_configuration() {
+        // No `init` in this test binary: the defaults (prefix `service`, queue metrics on).
+        let s = service_metrics();
+        assert!(s.is_enabled());
+        assert_eq!(s.registry().expect("enabled").prefix(), config().prefix);
+        let before = s.task_counts().0;
+        service_metrics().record_task_created();
+        assert_eq!(s.task_counts().0, before + 1, "one process-wide instance");
+    }
+
+    #[test]
     fn bad_prefixes_are_refused() {
         assert!(ServiceMetrics::new("").is_err());
         assert!(ServiceMetrics::new("Bad-Prefix").is_err());
@@ -379,6 +518,29 @@ mod tests {
         let text = s.registry().expect("enabled").prometheus_text();
         assert!(text.contains("telefuser_task_duration_seconds_bucket{le=\"10\"} 1"), "{text}");
 
+        // Named bucket sets.
+        for (name, bounds) in [("telefuser", crate::TELEFUSER_BUCKETS), (" Seconds ", crate::SECONDS_BUCKETS)] {
+            let c = ServiceMetricsConfig::from_lookup(|n| (n == PIPETEL_HISTOGRAM_BUCKETS).then(|| name.to_string()))
+                .expect("a named set");
+            assert_eq!(c.histogram_buckets, bounds, "{name}");
+        }
+        assert_eq!(crate::TELEFUSER_BUCKETS.len(), 11);
+        assert_eq!(parse_buckets("telefuser").expect("named"), crate::TELEFUSER_BUCKETS);
+        let err = parse_buckets("tele").expect_err("unknown name");
+        assert!(err.contains("telefuser") && err.contains("seconds"), "{err}");
+
+        // The file key takes the name too, or an array.
+        let path = std::path::Path::new("pipetel.toml");
+        let from_file = |text: &str| crate::Config::from_toml_str(text, path).map(|c| c.service_metrics());
+        let c = from_file("[metrics]\nhistogram_buckets = \"telefuser\"\n").expect("a named set");
+        assert_eq!(c.histogram_buckets, crate::TELEFUSER_BUCKETS);
+        let c = from_file("[metrics]\nhistogram_buckets = [\"seconds\"]\n").expect("a named set");
+        assert_eq!(c.histogram_buckets, crate::SECONDS_BUCKETS);
+        for text in ["[metrics]\nhistogram_buckets = \"fast\"\n", "[metrics]\nhistogram_buckets = 5\n"] {
+            let msg = from_file(text).expect_err("refused").to_string();
+            assert!(msg.contains("metrics.histogram_buckets"), "{msg}");
+        }
+
         for (var, value, needle) in [
             (PIPETEL_QUEUE_METRICS, "maybe", "PIPETEL_QUEUE_METRICS"),
             (PIPETEL_HTTP_METRICS, "2", "PIPETEL_HTTP_METRICS"),
@@ -387,6 +549,7 @@ mod tests {
             (PIPETEL_HISTOGRAM_BUCKETS, "1,0.5", "PIPETEL_HISTOGRAM_BUCKETS"),
             (PIPETEL_HISTOGRAM_BUCKETS, "1,x", "PIPETEL_HISTOGRAM_BUCKETS"),
             (PIPETEL_HISTOGRAM_BUCKETS, "1,inf", "PIPETEL_HISTOGRAM_BUCKETS"),
+            (PIPETEL_HISTOGRAM_BUCKETS, "fast", "PIPETEL_HISTOGRAM_BUCKETS"),
         ] {
             let err =
                 ServiceMetricsConfig::from_lookup(|n| (n == var).then(|| value.to_string())).expect_err("refused");

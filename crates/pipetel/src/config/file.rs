@@ -22,6 +22,8 @@ enum Kind {
     Scalar,
     /// An array of strings or numbers.
     List,
+    /// An array of numbers, or the name of a set of bucket bounds (`"telefuser"`).
+    Buckets,
     /// A table of strings.
     Table,
 }
@@ -99,7 +101,7 @@ const KEYS: &[(&str, Kind, Apply)] = &[
     ("prometheus.tls_key", Text, to!(prometheus_tls_key, FILE)),
     ("metrics.export_interval_ms", Duration, to!(metric_export_interval, POSITIVE_MILLIS)),
     ("metrics.cardinality_limit", Int, to!(cardinality_limit, CARDINALITY)),
-    ("metrics.histogram_buckets", List, to!(histogram_buckets, BUCKETS)),
+    ("metrics.histogram_buckets", Buckets, to!(histogram_buckets, BUCKETS)),
     ("metrics.temporality_preference", Text, to!(metric_temporality, TEMPORALITY)),
     ("metrics.default_histogram_aggregation", Text, to!(histogram_aggregation, HISTOGRAM_AGGREGATION)),
     ("metrics.export_timeout_ms", Duration, to!(metric_export_timeout, POSITIVE_MILLIS)),
@@ -239,6 +241,9 @@ fn as_text(value: &toml::Value, kind: Kind) -> Result<String, String> {
         (Text, V::String(s)) => Ok(s.clone()),
         (Text, _) => Err("expected a string".into()),
         (Scalar, _) => scalar(value).ok_or_else(|| "expected a string or a number".into()),
+        (Buckets, V::String(name)) => Ok(name.clone()),
+        (Buckets, V::Array(_)) => as_text(value, List),
+        (Buckets, _) => Err("expected an array of numbers or a name such as \"telefuser\"".into()),
         (List, V::Array(items)) => {
             let items: Option<Vec<String>> = items.iter().map(|v| scalar(v).filter(|s| !s.trim().is_empty())).collect();
             items.map(|i| i.join(",")).ok_or_else(|| "expected an array of non-empty strings or numbers".into())

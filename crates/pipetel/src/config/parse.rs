@@ -219,7 +219,8 @@ pub(crate) static LOG_FILTER: Rule<String> = Rule::new(text, log_filter);
 pub(crate) static CARDINALITY: Rule<usize> = Rule::new(whole, cardinality);
 pub(crate) static NAMESPACE: Rule<String> = Rule::new(trimmed, namespace);
 pub(crate) static SERVICE_PREFIX: Rule<String> = Rule::new(trimmed, service_prefix);
-pub(crate) static BUCKETS: Rule<Vec<f64>> = Rule::new(numbers, buckets);
+/// Bucket bounds: a named set (`seconds`, `telefuser`) or comma-separated numbers.
+pub(crate) static BUCKETS: Rule<Vec<f64>> = Rule::new(bucket_bounds, buckets);
 pub(crate) static SPAN_ALLOW: Rule<Vec<String>> = Rule::new(names, span_allow);
 pub(crate) static SPAN_FILTER: Rule<String> = Rule::new(text, |f| span_targets(f).map(drop));
 pub(crate) static SPAN_TIME: Rule<super::groups::SpanTime> = Rule::new(from_str, any);
@@ -333,6 +334,24 @@ pub(crate) fn names(v: &str) -> Result<Vec<String>, String> {
 }
 
 /// Comma-separated numbers (bucket bounds).
+/// The named bucket sets [`bucket_bounds`] accepts: `seconds` (pipetel's default) and
+/// `telefuser` (TeleFuser's default).
+pub(crate) const NAMED_BUCKETS: &[(&str, &[f64])] =
+    &[("seconds", crate::SECONDS_BUCKETS), ("telefuser", crate::TELEFUSER_BUCKETS)];
+
+/// A named bucket set (case-insensitive) or comma-separated numbers.
+fn bucket_bounds(v: &str) -> Result<Vec<f64>, String> {
+    let name = v.trim().to_ascii_lowercase();
+    if let Some((_, bounds)) = NAMED_BUCKETS.iter().find(|(n, _)| *n == name) {
+        return Ok(bounds.to_vec());
+    }
+    if name.starts_with(|c: char| c.is_ascii_alphabetic()) && !name.contains(',') && name.parse::<f64>().is_err() {
+        let names: Vec<&str> = NAMED_BUCKETS.iter().map(|(n, _)| *n).collect();
+        return Err(format!("expected comma-separated numbers or one of: {}", names.join(", ")));
+    }
+    numbers(v)
+}
+
 fn numbers(v: &str) -> Result<Vec<f64>, String> {
     v.split(',').map(|s| s.trim().parse::<f64>().map_err(|_| format!("{:?} is not a number", s.trim()))).collect()
 }
@@ -755,12 +774,13 @@ fn library(p: &PathBuf) -> Result<(), String> {
     Ok(())
 }
 
-/// Comma-separated, finite, strictly increasing bucket bounds.
+/// Comma-separated, finite, strictly increasing bucket bounds, or the name of a set:
+/// `seconds` ([`crate::SECONDS_BUCKETS`]) or `telefuser` ([`crate::TELEFUSER_BUCKETS`]).
 ///
 /// # Errors
 /// The reason, for the caller to pair with the variable or key it came from.
 pub fn parse_buckets(v: &str) -> Result<Vec<f64>, String> {
-    let bounds = numbers(v)?;
+    let bounds = bucket_bounds(v)?;
     buckets(&bounds)?;
     Ok(bounds)
 }

@@ -255,20 +255,23 @@ variables! {
     PIPETEL_SPAN_METRICS_FILTER,
     /// Which duration `span.duration` records: `wall` (default) or `busy` (time entered).
     PIPETEL_SPAN_METRICS_TIME,
-    /// `false` registers no stage/worker metrics (rows and spans still flow; default `true`).
+    /// `false` turns every stage metric off: the stage/worker metrics, `#[pipetel::measure]`'s
+    /// and the stage contexts' (rows and spans still flow; default `true`).
     PIPETEL_STAGE_METRICS,
-    /// `false` turns the service (task and queue) metrics off:
-    /// [`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config) gives a
+    /// `false` turns the service (task and queue) metrics off: [`crate::service_metrics`],
+    /// [`ServiceMetrics::new`](crate::service::ServiceMetrics::new) and
+    /// [`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config) give a
     /// handle that records nothing. Default `true`.
     PIPETEL_QUEUE_METRICS,
     /// `false` turns the HTTP server metrics off (read by
     /// [`ServiceMetricsConfig::http_metrics`](super::ServiceMetricsConfig::http_metrics) for the
     /// program's HTTP middleware). Default `true`.
     PIPETEL_HTTP_METRICS,
-    /// The service metrics' name prefix (snake_case). Default `service`.
+    /// The name prefix (snake_case) of [`crate::service_metrics`]. Default `service`.
     PIPETEL_SERVICE_PREFIX,
-    /// Default histogram bucket bounds, comma-separated seconds (`0.01,0.1,1,10`). Default
-    /// [`crate::SECONDS_BUCKETS`].
+    /// Default histogram bucket bounds of registries and service metrics: comma-separated
+    /// seconds (`0.01,0.1,1,10`), `seconds` ([`crate::SECONDS_BUCKETS`], the default) or
+    /// `telefuser` ([`crate::TELEFUSER_BUCKETS`]).
     PIPETEL_HISTOGRAM_BUCKETS,
     /// Which histogram measurements keep an exemplar: `always_on`, `always_off` or `trace_based`
     /// (default: those made inside a sampled span).

@@ -353,6 +353,8 @@ impl Started {
         if let Err(e) = crate::registry::global().set_default_buckets(&settings.service.histogram_buckets) {
             tracing::warn!(target: "pipetel", error = %e, "default histogram buckets not applied");
         }
+        // The switches code outside `init` honours (stage metrics, service settings).
+        installed::configure(settings.pipeline.metrics, &settings.service);
         // Registries, hubs and measured functions built before now bind to the new provider.
         installed::publish(installed);
         Telemetry { inner: Some(inner) }

@@ -175,7 +175,12 @@ impl StageRunInstruments {
         }
     }
 
+    /// Records nothing when stage metrics are off (`PIPETEL_STAGE_METRICS=false`): the SDK
+    /// exports an instrument only once something was recorded into it.
     pub(crate) fn record(&self, ns: Namespaces, stat: &StageStat) {
+        if !crate::installed::stage_metrics() {
+            return;
+        }
         let attrs = [
             KeyValue::new(keys::NAMESPACE, ns.stage),
             KeyValue::new(keys::STAGE_NAME, stat.stage_name.clone()),

@@ -287,6 +287,8 @@ struct Inner {
     families: RwLock<BTreeMap<String, Arc<dyn AnyFamily>>>,
     text_collectors: RwLock<Vec<Arc<TextFn>>>,
     default_buckets: RwLock<Arc<[f64]>>,
+    /// [`Registry::set_default_buckets`] chose the default buckets: `init` leaves them alone.
+    buckets_chosen: AtomicBool,
     binding: Binding,
     text_warned: AtomicBool,
 }
@@ -296,6 +298,11 @@ struct Inner {
 /// bound in an older generation registers its instruments again.
 impl Rebind for Inner {
     fn rebind(&self, installed: &Installed) {
+        // `init` resolved the configured default buckets: histograms registered from now on
+        // without their own use them, unless the program chose others.
+        if !self.buckets_chosen.load(Ordering::Relaxed) {
+            *write(&self.default_buckets) = Arc::from(crate::installed::service_config().histogram_buckets);
+        }
         let families = read(&self.families);
         for family in families.values() {
             if family.meta().bound.swap(installed.generation, Ordering::AcqRel) != installed.generation {
@@ -359,6 +366,10 @@ pub fn global() -> &'static Registry {
 
 impl Registry {
     /// A registry whose metric names start with `prefix_` (an empty prefix adds nothing).
+    /// Histograms registered without buckets of their own get the configured default buckets
+    /// (`PIPETEL_HISTOGRAM_BUCKETS` / `metrics.histogram_buckets`, [`crate::SECONDS_BUCKETS`]
+    /// when unset): those `init` resolved, or before `init` those of the file and environment,
+    /// replaced by `init`'s once it runs (unless [`Registry::set_default_buckets`] chose others).
     ///
     /// # Errors
     /// [`RegistryError::InvalidName`] when the prefix is not snake_case.
@@ -389,7 +400,8 @@ impl Registry {
             prefix,
             families: RwLock::new(BTreeMap::new()),
             text_collectors: RwLock::new(Vec::new()),
-            default_buckets: RwLock::new(Arc::from(crate::SECONDS_BUCKETS)),
+            default_buckets: RwLock::new(Arc::from(crate::installed::service_config().histogram_buckets)),
+            buckets_chosen: AtomicBool::new(false),
             binding,
             text_warned: AtomicBool::new(false),
         });
@@ -414,6 +426,7 @@ impl Registry {
     pub fn set_default_buckets(&self, bounds: &[f64]) -> Result<(), RegistryError> {
         HistogramCell::check_bounds("(default buckets)", bounds)?;
         *write(&self.inner.default_buckets) = Arc::from(bounds);
+        self.inner.buckets_chosen.store(true, Ordering::Relaxed);
         Ok(())
     }
 
