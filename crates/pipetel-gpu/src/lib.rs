@@ -66,6 +66,7 @@
 //!
 //! `visible` reports the GPUs this process can use: `CUDA_VISIBLE_DEVICES`, else
 //! `NVIDIA_VISIBLE_DEVICES`, read when telemetry starts ([`devices`] has the rules).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs, unreachable_pub, rust_2018_idioms)]
 // The ROCm SMI bindings (`source::rocm::ffi`) are the only place allowed `unsafe`.
 #![deny(unsafe_code)]
@@ -81,6 +82,7 @@ mod process;
 mod source;
 mod telemetry;
 #[cfg(feature = "test-support")]
+#[cfg_attr(docsrs, doc(cfg(feature = "test-support")))]
 pub mod test_support;
 
 pub use config::{
@@ -96,6 +98,7 @@ pub use metrics::register_metrics;
 pub use poller::{GpuPoller, GpuState, SampleReader};
 pub use source::nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 #[cfg(feature = "amd")]
+#[cfg_attr(docsrs, doc(cfg(feature = "amd")))]
 pub use source::rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
 pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource, RemappedRows, RetiredPages};
 pub use telemetry::{start, GpuTelemetry};

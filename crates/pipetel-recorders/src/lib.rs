@@ -68,6 +68,8 @@
 //! | --- | --- | --- |
 //! | `serde` | no | `Serialize` / `Deserialize` for [`Family`], [`Kind`], [`MetricSnapshot`] and [`Envelope`] (deserializing validates like [`MetricSnapshot::from_columns`]) |
 
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub mod codec;
 pub mod duration;
 pub mod edge;
