@@ -58,7 +58,7 @@ mod table;
 pub use pipetel_rows as store;
 
 pub use emit::{emit_stage_stat, emit_worker_stat};
-pub use keys::{CounterKey, KeyError};
+pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
 pub use metrics::METRICS;
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
 pub use shard::{Shard, ShardBuilder};

@@ -2,13 +2,13 @@
 //! hot-path cells, sample state and counters. The handles write them, the observable
 //! instruments and the sampler read them at collection / sample time.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::KeyValue;
 
-use super::keys::{self, CounterKey};
+use super::keys::{self, sum_into, CounterKey, CounterValue};
 use super::process::ProcessSampler;
 use super::row::{Namespaces, StageStat, StageStatus, WorkerStat, WorkerStatus};
 use super::sample::{SampleState, Taken};
@@ -47,8 +47,10 @@ pub(crate) struct ShardInner {
     pub(crate) tid: Option<i32>,
     /// Handle shards are sampled periodically; shards reported through `emit_worker_stat` are not.
     pub(crate) sampled: bool,
-    pub(crate) counters: Vec<(CounterKey, AtomicU64)>,
-    pub(crate) extra_counters: Mutex<Vec<(CounterKey, u64)>>,
+    /// Declared counters' integer parts (the atomic path).
+    pub(crate) counters: Vec<(CounterKey, AtomicI64)>,
+    /// Undeclared counters, and the float parts of declared ones (the locked path).
+    pub(crate) extra_counters: Mutex<Vec<(CounterKey, CounterValue)>>,
     pub(crate) sample: Mutex<SampleState>,
     pub(crate) span: Mutex<Option<tracing::Span>>,
 }
@@ -72,7 +74,7 @@ pub(crate) fn new_shard(stage: &StageInner, index: u32, tid: Option<i32>, sample
         started: Instant::now(),
         tid,
         sampled,
-        counters: stage.counters.iter().map(|k| (k.clone(), AtomicU64::new(0))).collect(),
+        counters: stage.counters.iter().map(|k| (k.clone(), AtomicI64::new(0))).collect(),
         extra_counters: Mutex::new(Vec::new()),
         sample: Mutex::new(SampleState::default()),
         span: Mutex::new(None),
@@ -88,12 +90,19 @@ impl ShardInner {
         self.cells.bytes.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn counters_snapshot(&self) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> =
-            self.counters.iter().map(|(k, v)| (k.name().to_string(), v.load(Ordering::Relaxed))).collect();
+    /// The shard's counters: declared ones first, in declaration order, then the others in
+    /// first-use order; a declared counter that also took floats is a float.
+    pub(crate) fn counters_snapshot(&self) -> Vec<(String, CounterValue)> {
+        let mut out: Vec<(String, CounterValue)> = self
+            .counters
+            .iter()
+            .map(|(k, v)| (k.name().to_string(), CounterValue::Int(v.load(Ordering::Relaxed))))
+            .collect();
         {
             let extra = crate::sync::lock(&self.extra_counters);
-            out.extend(extra.iter().map(|(k, v)| (k.name().to_string(), *v)));
+            for (k, v) in extra.iter() {
+                sum_into(&mut out, k.name(), *v);
+            }
         }
         out
     }
@@ -223,15 +232,13 @@ impl StageInner {
         let outcome = ShardOutcome::of(&shards);
         let mut items = 0u64;
         let mut bytes = 0u64;
-        let mut counters: Vec<(String, u64)> = self.counters.iter().map(|k| (k.name().to_string(), 0)).collect();
+        let mut counters: Vec<(String, CounterValue)> =
+            self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))).collect();
         for s in &shards {
             items = items.saturating_add(s.items());
             bytes = bytes.saturating_add(s.bytes());
             for (k, v) in s.counters_snapshot() {
-                match counters.iter_mut().find(|(name, _)| *name == k) {
-                    Some(slot) => slot.1 = slot.1.saturating_add(v),
-                    None => counters.push((k, v)),
-                }
+                sum_into(&mut counters, &k, v);
             }
         }
         StageStat {
@@ -257,6 +264,22 @@ impl StageInner {
             return f;
         }
         self.shards().iter().fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
+    }
+
+    /// The stage's counters: the given ones of an explicitly reported stage, else the sum over
+    /// its shards (declared counters first).
+    pub(crate) fn counter_totals(&self) -> Vec<(String, CounterValue)> {
+        if let Some(f) = crate::sync::lock(&self.fixed).as_ref().map(|s| s.counters.clone()) {
+            return f;
+        }
+        let mut counters: Vec<(String, CounterValue)> =
+            self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))).collect();
+        for s in self.shards() {
+            for (k, v) in s.counters_snapshot() {
+                sum_into(&mut counters, &k, v);
+            }
+        }
+        counters
     }
 
     /// Shards by the state of their last attempt: pending (declared but not started), running,
@@ -426,6 +449,14 @@ impl StageTable {
         };
         shard.cells.items.store(stat.items, Ordering::Relaxed);
         shard.cells.bytes.store(stat.bytes, Ordering::Relaxed);
+        {
+            let mut extra = crate::sync::lock(&shard.extra_counters);
+            *extra = stat
+                .counters
+                .iter()
+                .filter_map(|(k, v)| Some((CounterKey::new(k).ok()?, v.checked(k).ok()?)))
+                .collect();
+        }
         {
             let mut s = crate::sync::lock(&shard.sample);
             s.set_from_row(stat);
