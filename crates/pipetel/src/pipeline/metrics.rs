@@ -35,11 +35,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("pipeline.worker.memory.average", "By", "Mean resident memory over the shard's samples"),
     ("pipeline.worker.memory.peak", "By", "Peak resident memory over the shard's samples"),
     ("pipeline.worker.heartbeat", "s", "Time of the shard's last sample, seconds since the epoch"),
-    (
-        "pipeline.stage.counter",
-        "{value}",
-        "A stage's user counter summed over its shards, by pipeline.counter.name",
-    ),
+    ("pipeline.stage.counter", "{value}", "A stage's user counter summed over its shards, by pipeline.counter.name"),
     ("pipeline.rows.lost", "{row}", "Rows that did not reach the rows store (store failing, or emitted before init)"),
 ];
 

@@ -10,6 +10,7 @@ use opentelemetry::KeyValue;
 
 use super::keys::{self, sum_into, CounterKey, CounterValue};
 use super::process::ProcessSampler;
+use super::remote::RemoteShards;
 use super::row::{Namespaces, StageStat, StageStatus, WorkerStat, WorkerStatus};
 use super::sample::{SampleState, Taken};
 
@@ -195,6 +196,8 @@ pub(crate) struct StageInner {
     pub(crate) stage_errors: AtomicU64,
     /// Attribute sets of `pipeline.stage.shards`, one per state, built once.
     pub(crate) state_attrs: [Vec<KeyValue>; 4],
+    /// Shards run in other processes, as their reports gave them (see [`super::remote`]).
+    pub(crate) remote: Mutex<RemoteShards>,
 }
 
 impl StageInner {
@@ -215,6 +218,7 @@ impl StageInner {
             fixed: Mutex::new(None),
             stage_errors: AtomicU64::new(0),
             state_attrs,
+            remote: Mutex::new(RemoteShards::default()),
         }
     }
 
@@ -229,9 +233,8 @@ impl StageInner {
     /// The aggregate row of this stage as of now.
     pub(crate) fn aggregate(&self, status: StageStatus, reason: Option<String>) -> StageStat {
         let shards = self.shards();
-        let outcome = ShardOutcome::of(&shards);
-        let mut items = 0u64;
-        let mut bytes = 0u64;
+        let outcome = self.outcome(&shards);
+        let (mut items, mut bytes) = self.remote_totals();
         let mut counters: Vec<(String, CounterValue)> =
             self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))).collect();
         for s in &shards {
@@ -241,6 +244,7 @@ impl StageInner {
                 sum_into(&mut counters, &k, v);
             }
         }
+        self.add_remote_counters(&mut counters);
         StageStat {
             stage_name: self.meta.name.clone(),
             execution_id: self.meta.execution_id.clone(),
@@ -263,7 +267,32 @@ impl StageInner {
         if let Some(f) = crate::sync::lock(&self.fixed).as_ref().map(|s| (s.items, s.bytes)) {
             return f;
         }
-        self.shards().iter().fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
+        self.shards()
+            .iter()
+            .fold(self.remote_totals(), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
+    }
+
+    /// Items and bytes of the remote shards.
+    fn remote_totals(&self) -> (u64, u64) {
+        crate::sync::lock(&self.remote)
+            .shards
+            .values()
+            .fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items), b.saturating_add(s.bytes)))
+    }
+
+    fn add_remote_counters(&self, counters: &mut Vec<(String, CounterValue)>) {
+        let remote = crate::sync::lock(&self.remote);
+        for s in remote.shards.values() {
+            for (k, v) in &s.counters {
+                sum_into(counters, k, *v);
+            }
+        }
+    }
+
+    /// The outcome of local `attempts` and the remote shards together.
+    fn outcome(&self, attempts: &[Arc<ShardInner>]) -> ShardOutcome {
+        let remote = crate::sync::lock(&self.remote);
+        ShardOutcome::of_all(attempts, remote.shards.iter().map(|((_, i), s)| (*i, s.state, s.attempts)))
     }
 
     /// The stage's counters: the given ones of an explicitly reported stage, else the sum over
@@ -279,13 +308,14 @@ impl StageInner {
                 sum_into(&mut counters, &k, v);
             }
         }
+        self.add_remote_counters(&mut counters);
         counters
     }
 
     /// Shards by the state of their last attempt: pending (declared but not started), running,
     /// done, failed. A retried shard counts once.
     pub(crate) fn shard_counts(&self) -> [u64; 4] {
-        let o = ShardOutcome::of(&self.shards());
+        let o = self.outcome(&self.shards());
         let started = u64::from(o.running + o.succeeded + o.failed);
         [
             u64::from(self.total_shards).saturating_sub(started),
@@ -297,13 +327,15 @@ impl StageInner {
 
     /// Whether any shard's last attempt failed.
     pub(crate) fn any_shard_failed(&self) -> bool {
-        ShardOutcome::of(&self.shards()).failed > 0
+        self.outcome(&self.shards()).failed > 0
     }
 
     /// Failed shards plus failures of the stage itself.
     pub(crate) fn errors(&self) -> u64 {
         let failed_shards = self.shards().iter().filter(|s| s.state.load(Ordering::Acquire) == FAILED).count() as u64;
-        failed_shards + self.stage_errors.load(Ordering::Relaxed)
+        let failed_remote =
+            crate::sync::lock(&self.remote).shards.values().filter(|s| s.state == FAILED).count() as u64;
+        failed_shards + failed_remote + self.stage_errors.load(Ordering::Relaxed)
     }
 
     /// Mean over the shards of their average CPU %, when any shard was sampled.
@@ -323,13 +355,34 @@ pub(crate) struct ShardOutcome {
 
 impl ShardOutcome {
     /// `attempts` in start order (a stage's shard list): the last one of each index decides.
+    #[cfg(test)]
     pub(crate) fn of(attempts: &[Arc<ShardInner>]) -> Self {
+        Self::of_all(attempts, std::iter::empty())
+    }
+
+    /// Local `attempts` and `remote` shards (index, state of its last attempt in its process,
+    /// attempts there). An index run in several processes is succeeded when any of them
+    /// succeeded, else running when any runs, else failed.
+    pub(crate) fn of_all(attempts: &[Arc<ShardInner>], remote: impl Iterator<Item = (u32, u8, u32)>) -> Self {
         let mut last: std::collections::HashMap<u32, u8> = std::collections::HashMap::new();
+        let mut total_attempts = attempts.len() as u64;
         for a in attempts {
             last.insert(a.index, a.state.load(Ordering::Acquire));
         }
+        let rank = |s: u8| match s {
+            SUCCEEDED => 2,
+            RUNNING => 1,
+            _ => 0,
+        };
+        for (index, state, n) in remote {
+            total_attempts += u64::from(n.max(1));
+            let slot = last.entry(index).or_insert(state);
+            if rank(state) > rank(*slot) {
+                *slot = state;
+            }
+        }
         let mut o = ShardOutcome {
-            retried: u32::try_from(attempts.len() - last.len()).unwrap_or(u32::MAX),
+            retried: u32::try_from(total_attempts - last.len() as u64).unwrap_or(u32::MAX),
             ..ShardOutcome::default()
         };
         for state in last.values() {
