@@ -355,11 +355,6 @@ pub(crate) struct ShardOutcome {
 
 impl ShardOutcome {
     /// `attempts` in start order (a stage's shard list): the last one of each index decides.
-    #[cfg(test)]
-    pub(crate) fn of(attempts: &[Arc<ShardInner>]) -> Self {
-        Self::of_all(attempts, std::iter::empty())
-    }
-
     /// Local `attempts` and `remote` shards (index, state of its last attempt in its process,
     /// attempts there). An index run in several processes is succeeded when any of them
     /// succeeded, else running when any runs, else failed.
