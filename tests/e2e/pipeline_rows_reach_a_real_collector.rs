@@ -1,6 +1,6 @@
 //! The pipeline example pushing OTLP to a real collector: stage spans with their shard spans as
 //! children (shards run on other threads), end attributes and error status; log rows with event
-//! names, fields (the stage row's shard outcome counts included) and trace ids; periodic samples
+//! names, fields (the stage row's shard outcome counts and a `/`-keyed float counter included) and trace ids; periodic samples
 //! at the configured interval.
 
 use std::time::Duration;
@@ -66,6 +66,15 @@ fn spans_and_rows_of_every_stage_and_shard_arrive() {
         assert_eq!(r.field("pipeline.shards.succeeded"), succeeded, "{name}: {r:?}");
         assert_eq!(r.field("pipeline.shards.failed"), failed, "{name}: {r:?}");
         assert_eq!(r.field("pipeline.shards.retried"), "Int(0)", "{name}: {r:?}");
+        // A `/` key with a float value (0.25 per finished shard) arrives summed, as a double.
+        let share = r.field("pipeline.counter.zephyr/shard_share");
+        let value: f64 = share
+            .strip_prefix("Double(")
+            .and_then(|v| v.strip_suffix(')'))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{name}: a double counter, got {share}: {r:?}"));
+        let finished = if name == "tokenize" { 3.0 } else { 4.0 };
+        assert!((value - 0.25 * finished).abs() < 1e-9, "{name}: {value}: {r:?}");
     }
     let worker_rows: Vec<&Block> = logs.iter().filter(|l| l.get("EventName") == Some("pipeline.worker")).collect();
     let count = |status: &str| worker_rows.iter().filter(|r| r.get("pipeline.status") == Some(status)).count();

@@ -142,6 +142,10 @@ fn run_shard(
         }
         batch += 1;
     }
+    // A Zephyr-style counter: a `/` key with a float value; the stage row sums it over shards.
+    if let Ok(share) = CounterKey::new("zephyr/shard_share") {
+        shard.add(&share, 0.25);
+    }
     shard.finish();
     true
 }

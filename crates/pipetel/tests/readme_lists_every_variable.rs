@@ -24,6 +24,7 @@ fn the_readme_prometheus_names_are_the_exported_ones() {
     let stage = pipetel::stage("readme").shards(2).start();
     let shard = stage.shard(0).start();
     shard.record(1, 1);
+    shard.add(&pipetel::pipeline::CounterKey::new("readme/items").expect("key"), 1u64);
     pipetel::pipeline::__sample_now();
     std::thread::sleep(std::time::Duration::from_millis(20));
     pipetel::pipeline::__sample_now();

@@ -115,6 +115,7 @@ const ROWS: &[(&str, Apply)] = &[
     (PIPETEL_SPAN_METRICS_FILTER, to!(span_metrics_filter, SPAN_FILTER)),
     (PIPETEL_SPAN_METRICS_TIME, to!(span_metrics_time, SPAN_TIME)),
     (PIPETEL_STAGE_METRICS, to!(stage_metrics, BOOL)),
+    (PIPETEL_STAGE_COUNTER_METRICS, to!(stage_counter_metrics, BOOL)),
     (PIPETEL_QUEUE_METRICS, to!(queue_metrics, BOOL)),
     (PIPETEL_HTTP_METRICS, to!(http_metrics, BOOL)),
     (PIPETEL_SERVICE_PREFIX, to!(service_prefix, SERVICE_PREFIX)),

@@ -125,6 +125,7 @@ const KEYS: &[(&str, Kind, Apply)] = &[
     ("log.filter", Text, to!(log_filter, LOG_FILTER)),
     ("log.console", Bool, to!(console_log, BOOL)),
     ("pipeline.metrics", Bool, to!(stage_metrics, BOOL)),
+    ("pipeline.counter_metrics", Bool, to!(stage_counter_metrics, BOOL)),
     ("pipeline.namespace", Text, to!(namespace, NAMESPACE)),
     ("pipeline.sample_interval_ms", Duration, to!(sample_interval, SAMPLE_INTERVAL)),
     ("pipeline.retention_ms", Duration, to!(stage_retention, MILLIS)),

@@ -113,6 +113,7 @@ pub struct Config {
     rows_max_bytes: Option<Set<u64>>,
     rows_keep: Option<Set<u32>>,
     stage_metrics: Option<Set<bool>>,
+    stage_counter_metrics: Option<Set<bool>>,
     queue_metrics: Option<Set<bool>>,
     http_metrics: Option<Set<bool>>,
     service_prefix: Option<Set<String>>,
@@ -357,6 +358,9 @@ impl Config {
         }
         /// Registers the stage/worker metrics (or not; rows and spans flow either way).
         fn with_stage_metrics(enabled: bool) -> { stage_metrics = enabled, BOOL; }
+        /// Exports the stages' user counters as `pipeline.stage.counter` (or not; rows carry
+        /// them either way).
+        fn with_stage_counter_metrics(enabled: bool) -> { stage_counter_metrics = enabled, BOOL; }
         /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
         fn with_service_metrics(service: ServiceMetricsConfig) -> {
             queue_metrics = service.queue_metrics, BOOL;
@@ -508,6 +512,8 @@ impl Config {
         fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
         /// Whether the stage/worker metrics are registered.
         fn stage_metrics() -> bool = true;
+        /// Whether the stages' user counters are exported as `pipeline.stage.counter`.
+        fn stage_counter_metrics() -> bool = true;
         /// Whether rows are written at all.
         fn rows_enabled() -> bool = true;
         /// Size at which the rows file rotates (0: never).

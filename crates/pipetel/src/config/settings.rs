@@ -209,6 +209,8 @@ pub struct PipelineSettings {
     pub rows_file: Option<Sourced<PathBuf>>,
     /// Register the stage/worker metrics.
     pub metrics: bool,
+    /// Export user counters as `pipeline.stage.counter` (when `metrics` is on too).
+    pub counter_metrics: bool,
     /// Write rows at all (`PIPETEL_ROWS`).
     pub rows: bool,
     /// The directory of the local rows store, when set (`PIPETEL_ROWS_DIR`).
@@ -299,6 +301,7 @@ impl Config {
                     .as_ref()
                     .map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
                 metrics: self.stage_metrics(),
+                counter_metrics: self.stage_counter_metrics(),
                 rows: self.rows_enabled(),
                 rows_dir: self.rows_dir.as_ref().map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
                 rows_rotation: pipetel_rows::Rotation { max_bytes: self.rows_max_bytes(), keep: self.rows_keep() },
@@ -349,6 +352,7 @@ impl Config {
         self.rows_max_bytes.checked()?;
         self.rows_keep.checked()?;
         self.stage_metrics.checked()?;
+        self.stage_counter_metrics.checked()?;
         self.queue_metrics.checked()?;
         self.http_metrics.checked()?;
         self.service_prefix.checked()?;

@@ -258,6 +258,10 @@ variables! {
     /// `false` turns every stage metric off: the stage/worker metrics, `#[pipetel::measure]`'s
     /// and the stage contexts' (rows and spans still flow; default `true`).
     PIPETEL_STAGE_METRICS,
+    /// `false` keeps the stages' user counters out of the metrics (`pipeline.stage.counter`);
+    /// rows carry them either way. Default `true`; `PIPETEL_STAGE_METRICS=false` turns it off
+    /// too.
+    PIPETEL_STAGE_COUNTER_METRICS,
     /// `false` turns the service (task and queue) metrics off: [`crate::service_metrics`],
     /// [`ServiceMetrics::new`](crate::service::ServiceMetrics::new) and
     /// [`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config) give a

@@ -45,6 +45,7 @@ pub mod keys;
 mod metrics;
 mod overflow;
 mod process;
+mod remote;
 mod row;
 pub(crate) mod runtime;
 mod sample;
@@ -58,8 +59,9 @@ mod table;
 pub use pipetel_rows as store;
 
 pub use emit::{emit_stage_stat, emit_worker_stat};
-pub use keys::{CounterKey, KeyError};
+pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
 pub use metrics::METRICS;
+pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
 pub use shard::{Shard, ShardBuilder};
 pub use stage::{stage, RemoteStageError, Stage, StageBuilder};

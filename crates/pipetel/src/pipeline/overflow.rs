@@ -36,7 +36,12 @@ impl<M: Add<Output = M>> Series<M> {
     /// One collection of a worker instrument; the first overflow of any worker instrument is
     /// warned about once per process, naming the worker series as a whole.
     pub(crate) fn new(limit: usize, fold: Fold) -> Self {
-        Self { folder: Folder::with_limit(WORKER_SERIES, limit).advice(ADVICE), fold }
+        Self::named(limit, fold, WORKER_SERIES, ADVICE)
+    }
+
+    /// One collection of the instrument `metric`, warned about once with `advice`.
+    pub(crate) fn named(limit: usize, fold: Fold, metric: &'static str, advice: &'static str) -> Self {
+        Self { folder: Folder::with_limit(metric, limit).advice(advice), fold }
     }
 
     /// Observes `value` under `attrs`, or folds it once the room is used up.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use opentelemetry::Value;
 
-use super::keys;
+use super::keys::{self, CounterValue};
 
 /// The stream names rows carry (`<prefix>.stage`, `<prefix>.worker`).
 #[derive(Debug, Clone, Copy)]
@@ -106,8 +106,9 @@ pub struct StageStat {
     pub status: StageStatus,
     /// Mean of the shards' average CPU % (100 = one core), when any shard was sampled.
     pub cpu_percent_avg: Option<f64>,
-    /// User counters, summed over shards.
-    pub counters: Vec<(String, u64)>,
+    /// User counters, summed over shards (`Int + Int` stays `Int`, any `Float` makes a
+    /// `Float`); in rows as `pipeline.counter.<key>`.
+    pub counters: Vec<(String, CounterValue)>,
     /// Why it failed.
     pub reason: Option<String>,
 }
@@ -146,7 +147,7 @@ pub struct WorkerStat {
     /// Peak of sampled resident memory, bytes.
     pub memory_peak: u64,
     /// User counters so far.
-    pub counters: Vec<(String, u64)>,
+    pub counters: Vec<(String, CounterValue)>,
     /// Why it failed.
     pub reason: Option<String>,
 }
@@ -170,7 +171,7 @@ pub(crate) fn stage_fields(namespace: &str, s: &StageStat) -> Vec<(String, Value
         f.push((keys::CPU_PERCENT_AVG.into(), cpu.into()));
     }
     for (k, v) in &s.counters {
-        f.push((format!("{}{k}", keys::COUNTER_PREFIX), to_i64(*v).into()));
+        f.push((format!("{}{k}", keys::COUNTER_PREFIX), counter_value(*v)));
     }
     if let Some(r) = &s.reason {
         f.push((keys::REASON.into(), r.clone().into()));
@@ -201,12 +202,19 @@ pub(crate) fn worker_fields(namespace: &str, w: &WorkerStat) -> Vec<(String, Val
     f.push((keys::MEMORY_AVG.into(), to_i64(w.memory_avg).into()));
     f.push((keys::MEMORY_PEAK.into(), to_i64(w.memory_peak).into()));
     for (k, v) in &w.counters {
-        f.push((format!("{}{k}", keys::COUNTER_PREFIX), to_i64(*v).into()));
+        f.push((format!("{}{k}", keys::COUNTER_PREFIX), counter_value(*v)));
     }
     if let Some(r) = &w.reason {
         f.push((keys::REASON.into(), r.clone().into()));
     }
     f
+}
+
+fn counter_value(v: CounterValue) -> Value {
+    match v {
+        CounterValue::Int(i) => i.into(),
+        CounterValue::Float(f) => f.into(),
+    }
 }
 
 fn to_i64(v: u64) -> i64 {

@@ -123,6 +123,9 @@ pub(crate) fn install(
     let meter = &installed.meter;
     if settings.metrics {
         metrics::register(meter, installed.cardinality_limit);
+        if settings.counter_metrics {
+            metrics::register_counters(meter, installed.cardinality_limit);
+        }
     }
     metrics::register_rows_lost(meter);
     let rt = Runtime {

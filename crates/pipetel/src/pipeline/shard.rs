@@ -6,7 +6,7 @@ use std::sync::Arc;
 use opentelemetry::trace::Status;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use super::keys::CounterKey;
+use super::keys::{warn_refused_once, CounterKey, CounterValue, CounterValueError};
 use super::process::{current_tid, ProcessSampler};
 use super::row::{worker_fields, WorkerStat, WorkerStatus};
 use super::runtime::emit_worker_row;
@@ -103,22 +103,39 @@ impl Shard {
         cells.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
-    /// Adds to a user counter. Counters declared on the stage ([`StageBuilder::counter`]) take
-    /// an atomic add; others are kept too, on a slower locked path.
+    /// Adds to a user counter: an integer (`u64`, `i64`, `u32`, ...) or a float (`f64`).
+    /// Integers into a counter declared on the stage ([`StageBuilder::counter`]) take an
+    /// atomic add; floats and undeclared counters take a slower locked path. A NaN or infinite
+    /// value is refused: nothing is added and a warning naming the key is logged once per key
+    /// (use [`Shard::try_add`] to get the error).
     ///
     /// [`StageBuilder::counter`]: super::StageBuilder::counter
-    pub fn add(&self, key: &CounterKey, value: u64) {
-        if let Some((_, cell)) = self.inner.counters.iter().find(|(k, _)| k == key) {
-            cell.fetch_add(value, Ordering::Relaxed);
-            return;
+    pub fn add(&self, key: &CounterKey, value: impl Into<CounterValue>) {
+        if let Err(e) = self.try_add(key, value) {
+            warn_refused_once(key.name(), &e);
+        }
+    }
+
+    /// [`Shard::add`], returning the error for a NaN or infinite value.
+    ///
+    /// # Errors
+    /// [`CounterValueError`] naming the key and the value; nothing is added.
+    pub fn try_add(&self, key: &CounterKey, value: impl Into<CounterValue>) -> Result<(), CounterValueError> {
+        let value = value.into().checked(key.name())?;
+        if let CounterValue::Int(i) = value {
+            if let Some((_, cell)) = self.inner.counters.iter().find(|(k, _)| k == key) {
+                let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c.saturating_add(i)));
+                return Ok(());
+            }
         }
         {
             let mut extra = crate::sync::lock(&self.inner.extra_counters);
             match extra.iter_mut().find(|(k, _)| k == key) {
-                Some(slot) => slot.1 = slot.1.saturating_add(value),
+                Some(slot) => slot.1 = slot.1 + value,
                 None => extra.push((key.clone(), value)),
             }
         }
+        Ok(())
     }
 
     /// The shard index.

@@ -1,6 +1,6 @@
 //! The stage handle.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -9,6 +9,7 @@ use opentelemetry::trace::{Status, TraceContextExt as _};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::keys::CounterKey;
+use super::remote::{self, RemoteIngested, RemoteReportError};
 use super::row::{stage_fields, StageStat, StageStatus};
 use super::runtime::{emit_stage_row, namespaces, retention};
 use super::shard::{Parent, ShardBuilder};
@@ -83,7 +84,7 @@ impl StageBuilder {
         );
         let inner = Arc::new(StageInner::new(meta, self.shards, self.counters));
         table().add(inner.clone(), retention());
-        Stage { inner, parent: Parent::Local(span), remote: false }
+        Stage { inner, parent: Parent::Local(span), remote: false, reports: AtomicU64::new(0) }
     }
 }
 
@@ -94,6 +95,8 @@ pub struct Stage {
     inner: Arc<StageInner>,
     parent: Parent,
     remote: bool,
+    /// Sequence of this handle's remote reports.
+    reports: AtomicU64,
 }
 
 impl std::fmt::Debug for Stage {
@@ -110,7 +113,8 @@ impl Stage {
     /// Continues a stage started in another process, from the `traceparent` string its
     /// [`Stage::traceparent`] gave: shards started here are children of that stage's span and
     /// report under the same name and execution id. A remote view emits no stage row (the
-    /// owning process does).
+    /// owning process does): send its [`Stage::remote_report`] to the owner, whose
+    /// [`Stage::ingest_remote`] counts these shards in its row and metrics.
     ///
     /// # Errors
     /// [`RemoteStageError`] when `traceparent` is not a valid W3C `traceparent` value.
@@ -131,7 +135,49 @@ impl Stage {
         let (name, execution_id) = (name.into(), execution_id.into());
         let inner = Arc::new(StageInner::new(stage_meta(namespaces(), &name, &execution_id), 0, Vec::new()));
         table().add(inner.clone(), retention());
-        Ok(Stage { inner, parent: Parent::Remote(cx), remote: true })
+        Ok(Stage { inner, parent: Parent::Remote(cx), remote: true, reports: AtomicU64::new(0) })
+    }
+
+    /// A report of this process's shards of the stage, for the owning process's
+    /// [`Stage::ingest_remote`]: an [`Envelope`](pipetel_recorders::Envelope) from `source` (an
+    /// id unique to this process, e.g. `<host>-<pid>`) holding each shard index's cumulative
+    /// items, bytes, state, attempts and user counters. Send its bytes (`.encode()`, or a
+    /// [`FrameWriter`](pipetel_recorders::FrameWriter)) however you like — a pipe, a socket, a
+    /// file, the channel the snapshot hub reads — as often as you like, and once more after the
+    /// last shard ended: each report is cumulative and numbered, so the owner keeps the latest.
+    pub fn remote_report(&self, source: &str) -> pipetel_recorders::Envelope {
+        let sequence = self.reports.fetch_add(1, Ordering::Relaxed) + 1;
+        remote::report(&self.inner.meta.name, &self.inner.meta.execution_id, source, sequence, &self.inner.shards())
+    }
+
+    /// Takes a [`Stage::remote_report`] sent by another process: its shards count in this
+    /// stage's row (items, bytes, counters, `shards_succeeded` / `shards_failed` /
+    /// `shards_retried`) and stage metrics (`pipeline.stage.items`, `.bytes`, `.shards`,
+    /// `.errors`, `.counter`). Per (source, shard index) the report with the highest sequence
+    /// wins; an older or repeated one is [`RemoteIngested::Superseded`]. Worker rows and worker
+    /// metrics stay with the process that ran the shard.
+    ///
+    /// # Errors
+    /// [`RemoteReportError`] when the bytes do not decode, belong to another stage or execution,
+    /// hold other families or invalid series, or exceed the limits (4096 sources, 65,536 shards
+    /// per source); nothing of a refused report is kept.
+    pub fn ingest_remote(&self, bytes: &[u8]) -> Result<RemoteIngested, RemoteReportError> {
+        let envelope =
+            pipetel_recorders::Envelope::decode(bytes).map_err(|e| RemoteReportError::Decode(e.to_string()))?;
+        self.ingest_remote_envelope(&envelope)
+    }
+
+    /// [`Stage::ingest_remote`] for an envelope already decoded (from a
+    /// [`FrameReader`](pipetel_recorders::FrameReader) or a [`channel`](pipetel_recorders::channel)).
+    ///
+    /// # Errors
+    /// As [`Stage::ingest_remote`].
+    pub fn ingest_remote_envelope(
+        &self,
+        envelope: &pipetel_recorders::Envelope,
+    ) -> Result<RemoteIngested, RemoteReportError> {
+        let mut into = crate::sync::lock(&self.inner.remote);
+        remote::ingest(&self.inner.meta.name, &self.inner.meta.execution_id, envelope, &mut into)
     }
 
     /// The stage name.

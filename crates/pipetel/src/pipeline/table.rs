@@ -2,14 +2,15 @@
 //! hot-path cells, sample state and counters. The handles write them, the observable
 //! instruments and the sampler read them at collection / sample time.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::KeyValue;
 
-use super::keys::{self, CounterKey};
+use super::keys::{self, sum_into, CounterKey, CounterValue};
 use super::process::ProcessSampler;
+use super::remote::RemoteShards;
 use super::row::{Namespaces, StageStat, StageStatus, WorkerStat, WorkerStatus};
 use super::sample::{SampleState, Taken};
 
@@ -47,8 +48,10 @@ pub(crate) struct ShardInner {
     pub(crate) tid: Option<i32>,
     /// Handle shards are sampled periodically; shards reported through `emit_worker_stat` are not.
     pub(crate) sampled: bool,
-    pub(crate) counters: Vec<(CounterKey, AtomicU64)>,
-    pub(crate) extra_counters: Mutex<Vec<(CounterKey, u64)>>,
+    /// Declared counters' integer parts (the atomic path).
+    pub(crate) counters: Vec<(CounterKey, AtomicI64)>,
+    /// Undeclared counters, and the float parts of declared ones (the locked path).
+    pub(crate) extra_counters: Mutex<Vec<(CounterKey, CounterValue)>>,
     pub(crate) sample: Mutex<SampleState>,
     pub(crate) span: Mutex<Option<tracing::Span>>,
 }
@@ -72,7 +75,7 @@ pub(crate) fn new_shard(stage: &StageInner, index: u32, tid: Option<i32>, sample
         started: Instant::now(),
         tid,
         sampled,
-        counters: stage.counters.iter().map(|k| (k.clone(), AtomicU64::new(0))).collect(),
+        counters: stage.counters.iter().map(|k| (k.clone(), AtomicI64::new(0))).collect(),
         extra_counters: Mutex::new(Vec::new()),
         sample: Mutex::new(SampleState::default()),
         span: Mutex::new(None),
@@ -88,12 +91,19 @@ impl ShardInner {
         self.cells.bytes.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn counters_snapshot(&self) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> =
-            self.counters.iter().map(|(k, v)| (k.name().to_string(), v.load(Ordering::Relaxed))).collect();
+    /// The shard's counters: declared ones first, in declaration order, then the others in
+    /// first-use order; a declared counter that also took floats is a float.
+    pub(crate) fn counters_snapshot(&self) -> Vec<(String, CounterValue)> {
+        let mut out: Vec<(String, CounterValue)> = self
+            .counters
+            .iter()
+            .map(|(k, v)| (k.name().to_string(), CounterValue::Int(v.load(Ordering::Relaxed))))
+            .collect();
         {
             let extra = crate::sync::lock(&self.extra_counters);
-            out.extend(extra.iter().map(|(k, v)| (k.name().to_string(), *v)));
+            for (k, v) in extra.iter() {
+                sum_into(&mut out, k.name(), *v);
+            }
         }
         out
     }
@@ -186,6 +196,8 @@ pub(crate) struct StageInner {
     pub(crate) stage_errors: AtomicU64,
     /// Attribute sets of `pipeline.stage.shards`, one per state, built once.
     pub(crate) state_attrs: [Vec<KeyValue>; 4],
+    /// Shards run in other processes, as their reports gave them (see [`super::remote`]).
+    pub(crate) remote: Mutex<RemoteShards>,
 }
 
 impl StageInner {
@@ -206,6 +218,7 @@ impl StageInner {
             fixed: Mutex::new(None),
             stage_errors: AtomicU64::new(0),
             state_attrs,
+            remote: Mutex::new(RemoteShards::default()),
         }
     }
 
@@ -220,20 +233,18 @@ impl StageInner {
     /// The aggregate row of this stage as of now.
     pub(crate) fn aggregate(&self, status: StageStatus, reason: Option<String>) -> StageStat {
         let shards = self.shards();
-        let outcome = ShardOutcome::of(&shards);
-        let mut items = 0u64;
-        let mut bytes = 0u64;
-        let mut counters: Vec<(String, u64)> = self.counters.iter().map(|k| (k.name().to_string(), 0)).collect();
+        let outcome = self.outcome(&shards);
+        let (mut items, mut bytes) = self.remote_totals();
+        let mut counters: Vec<(String, CounterValue)> =
+            self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))).collect();
         for s in &shards {
             items = items.saturating_add(s.items());
             bytes = bytes.saturating_add(s.bytes());
             for (k, v) in s.counters_snapshot() {
-                match counters.iter_mut().find(|(name, _)| *name == k) {
-                    Some(slot) => slot.1 = slot.1.saturating_add(v),
-                    None => counters.push((k, v)),
-                }
+                sum_into(&mut counters, &k, v);
             }
         }
+        self.add_remote_counters(&mut counters);
         StageStat {
             stage_name: self.meta.name.clone(),
             execution_id: self.meta.execution_id.clone(),
@@ -256,13 +267,55 @@ impl StageInner {
         if let Some(f) = crate::sync::lock(&self.fixed).as_ref().map(|s| (s.items, s.bytes)) {
             return f;
         }
-        self.shards().iter().fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
+        self.shards()
+            .iter()
+            .fold(self.remote_totals(), |(i, b), s| (i.saturating_add(s.items()), b.saturating_add(s.bytes())))
+    }
+
+    /// Items and bytes of the remote shards.
+    fn remote_totals(&self) -> (u64, u64) {
+        crate::sync::lock(&self.remote)
+            .shards
+            .values()
+            .fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items), b.saturating_add(s.bytes)))
+    }
+
+    fn add_remote_counters(&self, counters: &mut Vec<(String, CounterValue)>) {
+        let remote = crate::sync::lock(&self.remote);
+        for s in remote.shards.values() {
+            for (k, v) in &s.counters {
+                sum_into(counters, k, *v);
+            }
+        }
+    }
+
+    /// The outcome of local `attempts` and the remote shards together.
+    fn outcome(&self, attempts: &[Arc<ShardInner>]) -> ShardOutcome {
+        let remote = crate::sync::lock(&self.remote);
+        ShardOutcome::of_all(attempts, remote.shards.iter().map(|((_, i), s)| (*i, s.state, s.attempts)))
+    }
+
+    /// The stage's counters: the given ones of an explicitly reported stage, else the sum over
+    /// its shards (declared counters first).
+    pub(crate) fn counter_totals(&self) -> Vec<(String, CounterValue)> {
+        if let Some(f) = crate::sync::lock(&self.fixed).as_ref().map(|s| s.counters.clone()) {
+            return f;
+        }
+        let mut counters: Vec<(String, CounterValue)> =
+            self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))).collect();
+        for s in self.shards() {
+            for (k, v) in s.counters_snapshot() {
+                sum_into(&mut counters, &k, v);
+            }
+        }
+        self.add_remote_counters(&mut counters);
+        counters
     }
 
     /// Shards by the state of their last attempt: pending (declared but not started), running,
     /// done, failed. A retried shard counts once.
     pub(crate) fn shard_counts(&self) -> [u64; 4] {
-        let o = ShardOutcome::of(&self.shards());
+        let o = self.outcome(&self.shards());
         let started = u64::from(o.running + o.succeeded + o.failed);
         [
             u64::from(self.total_shards).saturating_sub(started),
@@ -274,13 +327,15 @@ impl StageInner {
 
     /// Whether any shard's last attempt failed.
     pub(crate) fn any_shard_failed(&self) -> bool {
-        ShardOutcome::of(&self.shards()).failed > 0
+        self.outcome(&self.shards()).failed > 0
     }
 
     /// Failed shards plus failures of the stage itself.
     pub(crate) fn errors(&self) -> u64 {
         let failed_shards = self.shards().iter().filter(|s| s.state.load(Ordering::Acquire) == FAILED).count() as u64;
-        failed_shards + self.stage_errors.load(Ordering::Relaxed)
+        let failed_remote =
+            crate::sync::lock(&self.remote).shards.values().filter(|s| s.state == FAILED).count() as u64;
+        failed_shards + failed_remote + self.stage_errors.load(Ordering::Relaxed)
     }
 
     /// Mean over the shards of their average CPU %, when any shard was sampled.
@@ -300,13 +355,29 @@ pub(crate) struct ShardOutcome {
 
 impl ShardOutcome {
     /// `attempts` in start order (a stage's shard list): the last one of each index decides.
-    pub(crate) fn of(attempts: &[Arc<ShardInner>]) -> Self {
+    /// Local `attempts` and `remote` shards (index, state of its last attempt in its process,
+    /// attempts there). An index run in several processes is succeeded when any of them
+    /// succeeded, else running when any runs, else failed.
+    pub(crate) fn of_all(attempts: &[Arc<ShardInner>], remote: impl Iterator<Item = (u32, u8, u32)>) -> Self {
         let mut last: std::collections::HashMap<u32, u8> = std::collections::HashMap::new();
+        let mut total_attempts = attempts.len() as u64;
         for a in attempts {
             last.insert(a.index, a.state.load(Ordering::Acquire));
         }
+        let rank = |s: u8| match s {
+            SUCCEEDED => 2,
+            RUNNING => 1,
+            _ => 0,
+        };
+        for (index, state, n) in remote {
+            total_attempts += u64::from(n.max(1));
+            let slot = last.entry(index).or_insert(state);
+            if rank(state) > rank(*slot) {
+                *slot = state;
+            }
+        }
         let mut o = ShardOutcome {
-            retried: u32::try_from(attempts.len() - last.len()).unwrap_or(u32::MAX),
+            retried: u32::try_from(total_attempts - last.len() as u64).unwrap_or(u32::MAX),
             ..ShardOutcome::default()
         };
         for state in last.values() {
@@ -426,6 +497,14 @@ impl StageTable {
         };
         shard.cells.items.store(stat.items, Ordering::Relaxed);
         shard.cells.bytes.store(stat.bytes, Ordering::Relaxed);
+        {
+            let mut extra = crate::sync::lock(&shard.extra_counters);
+            *extra = stat
+                .counters
+                .iter()
+                .filter_map(|(k, v)| Some((CounterKey::new(k).ok()?, v.checked(k).ok()?)))
+                .collect();
+        }
         {
             let mut s = crate::sync::lock(&shard.sample);
             s.set_from_row(stat);
