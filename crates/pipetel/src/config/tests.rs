@@ -56,6 +56,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_SPAN_METRICS_FILTER, "info,hyper=loud"),
         (PIPETEL_SPAN_METRICS_TIME, "cpu"),
         (PIPETEL_STAGE_METRICS, "sure"),
+        (PIPETEL_PROGRESS, "sometimes"),
         (PIPETEL_QUEUE_METRICS, "nope"),
         (PIPETEL_HTTP_METRICS, "2"),
         (PIPETEL_SERVICE_PREFIX, "Bad-Prefix"),
