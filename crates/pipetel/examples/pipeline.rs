@@ -16,7 +16,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pipetel::pipeline::{CounterKey, StageStat};
+use pipetel::pipeline::CounterKey;
 
 const STAGES: [&str; 3] = ["download", "tokenize", "index"];
 /// Items in one batch: fixed, so tests can check exported totals exactly.

@@ -518,7 +518,10 @@ mod tests {
         ]);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert_eq!(lines[0], "stage        status          items        bytes   elapsed  shards  failed     cpu%  reason");
+        assert_eq!(
+            lines[0],
+            "stage        status          items        bytes   elapsed  shards  failed     cpu%  reason"
+        );
         assert_eq!(lines[1], "download     succeeded        1200        65536     6.25s       8       0     97.2");
         assert_eq!(
             lines[2],
@@ -547,18 +550,12 @@ mod tests {
         let erase = format!("\r{ERASE_LINE}{UP}{ERASE_LINE}");
         assert!(second.starts_with(&erase), "{second:?}");
         let rest = &second[erase.len()..];
-        let expected = format!(
-            "{}\n{}\nb 2",
-            stage_table_header(),
-            stage_table_line(&row("a", StageStatus::Succeeded, None))
-        );
+        let expected =
+            format!("{}\n{}\nb 2", stage_table_header(), stage_table_line(&row("a", StageStatus::Succeeded, None)));
         assert_eq!(rest, expected);
         assert!(header);
         // The header comes once; the last frame erases the live line and leaves the summaries.
         let last = frame(1, &mut header, &[row("b", StageStatus::Failed, Some("x"))], &[]);
-        assert_eq!(
-            last,
-            format!("\r{ERASE_LINE}{}\n", stage_table_line(&row("b", StageStatus::Failed, Some("x"))))
-        );
+        assert_eq!(last, format!("\r{ERASE_LINE}{}\n", stage_table_line(&row("b", StageStatus::Failed, Some("x")))));
     }
 }
