@@ -148,3 +148,45 @@ fn a_bad_progress_value_is_an_error_naming_the_variable() {
     assert!(err.contains("PIPETEL_PROGRESS") && err.contains("\"sometimes\""), "{err}");
     assert!(err.contains("always"), "the error lists the accepted values: {err}");
 }
+
+/// A stderr whose reader went away: the display turns itself off and the stage runs on.
+#[test]
+fn a_closed_stderr_turns_the_display_off() {
+    if std::env::var_os(CHILD).is_some() {
+        let config = pipetel::Config::from_env().expect("config");
+        let telemetry = pipetel::init(config).expect("init");
+        assert!(pipetel::pipeline::progress_is_on());
+        let stage = pipetel::stage("download").shards(1).start();
+        let shard = stage.shard(0).start();
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while pipetel::pipeline::progress_is_on() {
+            assert!(Instant::now() < give_up, "the display did not notice the closed stderr in 60 s");
+            shard.record(1, 1);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        shard.record(10, 100);
+        shard.finish();
+        let row = stage.finish();
+        println!("turned off; stage row items>10: {}", row.items > 10);
+        telemetry.shutdown().expect("shutdown");
+        println!("{DONE}");
+        return;
+    }
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = Command::new(exe)
+        .args(["--exact", "a_closed_stderr_turns_the_display_off", "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env_remove("RUST_LOG")
+        .env_remove("PIPETEL_CONFIG")
+        .envs(quiet_env("always"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn the scenario");
+    // Close the read end of the child's stderr: its next write fails with EPIPE.
+    drop(child.stderr.take());
+    let out = child.wait_with_output().expect("wait for the scenario");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the scenario failed: {stdout}");
+    assert!(stdout.contains("turned off; stage row items>10: true") && stdout.contains(DONE), "{stdout}");
+}
