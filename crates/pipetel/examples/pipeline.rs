@@ -1,6 +1,8 @@
 //! The main job: a synthetic pipeline of 3 stages × 8 shards on threads, one shard failing on
 //! purpose, with stage and worker telemetry served at `http://localhost:9464/metrics`. Prints a
-//! table of the stage rows at the end.
+//! table of the stage rows at the end (`pipetel::pipeline::stage_table`); with
+//! `PIPETEL_PROGRESS=1` on a terminal, a live line per running stage on stderr instead, and each
+//! stage's line of that table as it ends.
 //!
 //! ```text
 //! cargo run --example pipeline -- --seconds 20 --linger-seconds 30
@@ -14,7 +16,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use pipetel::pipeline::{CounterKey, StageStat};
+use pipetel::pipeline::CounterKey;
 
 const STAGES: [&str; 3] = ["download", "tokenize", "index"];
 /// Items in one batch: fixed, so tests can check exported totals exactly.
@@ -90,7 +92,9 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let row = if failed == 0 { stage.finish() } else { stage.fail(format!("{failed} shard(s) failed")) };
         rows.push(row);
     }
-    print_table(&rows);
+    if !pipetel::pipeline::progress_is_on() {
+        print!("{}", pipetel::pipeline::stage_table(&rows));
+    }
     let total: u64 = rows.iter().map(|r| r.items).sum();
     println!("done: stages={} items={total}", rows.len());
     std::thread::sleep(Duration::from_secs(args.linger));
@@ -169,24 +173,4 @@ fn peak_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.trim_start_matches("VmHWM:").trim().trim_end_matches("kB").trim().parse().ok()
-}
-
-fn print_table(rows: &[StageStat]) {
-    println!(
-        "{:<10} {:<10} {:>10} {:>12} {:>9} {:>7} {:>8}  reason",
-        "stage", "status", "items", "bytes", "elapsed", "shards", "cpu%"
-    );
-    for r in rows {
-        println!(
-            "{:<10} {:<10} {:>10} {:>12} {:>8.2}s {:>7} {:>8}  {}",
-            r.stage_name,
-            r.status.as_str(),
-            r.items,
-            r.bytes,
-            r.elapsed.as_secs_f64(),
-            r.total_shards,
-            r.cpu_percent_avg.map(|c| format!("{c:.1}")).unwrap_or_else(|| "-".into()),
-            r.reason.as_deref().unwrap_or("")
-        );
-    }
 }

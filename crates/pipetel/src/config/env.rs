@@ -110,6 +110,7 @@ const ROWS: &[(&str, Apply)] = &[
     (PIPETEL_ROWS_DIR, to!(rows_dir, FILE)),
     (PIPETEL_ROWS_MAX_BYTES, to!(rows_max_bytes, BYTE_SIZE)),
     (PIPETEL_ROWS_KEEP, to!(rows_keep, ROWS_KEEP)),
+    (PIPETEL_PROGRESS, to!(progress, PROGRESS)),
     (PIPETEL_SPAN_METRICS, to!(span_metrics_enabled, BOOL)),
     (PIPETEL_SPAN_METRICS_ALLOW, to!(span_metrics_allow, SPAN_ALLOW)),
     (PIPETEL_SPAN_METRICS_FILTER, to!(span_metrics_filter, SPAN_FILTER)),

@@ -26,6 +26,8 @@ enum Kind {
     Buckets,
     /// A table of strings.
     Table,
+    /// A boolean, or a string naming a mode (`"always"`).
+    Switch,
 }
 use Kind::*;
 
@@ -134,6 +136,7 @@ const KEYS: &[(&str, Kind, Apply)] = &[
     ("pipeline.rows_dir", Text, to!(rows_dir, FILE)),
     ("pipeline.rows_max_bytes", Scalar, to!(rows_max_bytes, BYTE_SIZE)),
     ("pipeline.rows_keep", Int, to!(rows_keep, ROWS_KEEP)),
+    ("pipeline.progress", Switch, to!(progress, PROGRESS)),
     ("span_metrics.enabled", Bool, to!(span_metrics_enabled, BOOL)),
     ("span_metrics.allow", List, to!(span_metrics_allow, SPAN_ALLOW)),
     ("span_metrics.filter", Text, to!(span_metrics_filter, SPAN_FILTER)),
@@ -256,6 +259,9 @@ fn as_text(value: &toml::Value, kind: Kind) -> Result<String, String> {
             pairs.map(|p| p.join(",")).ok_or_else(|| "expected a table of strings".into())
         }
         (Table, _) => Err("expected a table".into()),
+        (Switch, V::Boolean(b)) => Ok(b.to_string()),
+        (Switch, V::String(s)) => Ok(s.clone()),
+        (Switch, _) => Err("expected `true`, `false` or a string such as \"always\"".into()),
     }
 }
 

@@ -52,7 +52,7 @@ pub use settings::{
 };
 pub use values::{
     ExemplarFilter, HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, OtlpCompression,
-    OtlpProtocol, ParseValueError, Propagator, SamplerConfig, Signal, TraceExporter,
+    OtlpProtocol, ParseValueError, ProgressMode, Propagator, SamplerConfig, Signal, TraceExporter,
 };
 pub use vars::*;
 
@@ -112,6 +112,7 @@ pub struct Config {
     rows_dir: Option<Set<PathBuf>>,
     rows_max_bytes: Option<Set<u64>>,
     rows_keep: Option<Set<u32>>,
+    progress: Option<Set<ProgressMode>>,
     stage_metrics: Option<Set<bool>>,
     stage_counter_metrics: Option<Set<bool>>,
     queue_metrics: Option<Set<bool>>,
@@ -356,6 +357,14 @@ impl Config {
             rows_max_bytes = rotation.max_bytes, BYTE_SIZE;
             rows_keep = rotation.keep, ROWS_KEEP;
         }
+        /// Draws a live progress line per running stage on stderr, and each stage's summary line
+        /// when it ends (`true`: only when stderr is a terminal; see [`Config::with_progress_mode`]).
+        fn with_progress(enabled: bool) -> {
+            progress = if enabled { ProgressMode::Auto } else { ProgressMode::Off }, PROGRESS;
+        }
+        /// Sets the progress display's mode; [`ProgressMode::Always`] draws even when stderr is
+        /// not a terminal.
+        fn with_progress_mode(mode: ProgressMode) -> { progress = mode, PROGRESS; }
         /// Registers the stage/worker metrics (or not; rows and spans flow either way).
         fn with_stage_metrics(enabled: bool) -> { stage_metrics = enabled, BOOL; }
         /// Exports the stages' user counters as `pipeline.stage.counter` (or not; rows carry
@@ -520,6 +529,8 @@ impl Config {
         fn rows_max_bytes() -> u64 = pipetel_rows::DEFAULT_MAX_BYTES;
         /// Rotated rows files kept.
         fn rows_keep() -> u32 = pipetel_rows::DEFAULT_KEEP;
+        /// The progress display's mode.
+        fn progress() -> ProgressMode = ProgressMode::Off;
     }
     /// The global text-map propagators (default: W3C trace context, then W3C baggage).
     pub fn propagators(&self) -> Vec<Propagator> {

@@ -169,6 +169,7 @@ impl Show for super::values::OtlpProtocol {}
 impl Show for super::values::OtlpCompression {}
 impl Show for super::groups::SpanTime {}
 impl Show for super::values::ExemplarFilter {}
+impl Show for super::values::ProgressMode {}
 #[cfg(feature = "gpu")]
 impl Show for pipetel_gpu::GpuMode {}
 #[cfg(feature = "gpu")]
@@ -186,6 +187,8 @@ pub(crate) static TEXT: Rule<String> = Rule::new(text, any);
 pub(crate) static FILE: Rule<PathBuf> = Rule::new(file, any);
 /// A size in bytes: a whole number, optionally with a `KiB`, `MiB` or `GiB` suffix.
 pub(crate) static BYTE_SIZE: Rule<u64> = Rule::new(byte_size, any);
+/// The progress display: `true`, `false` or `always`.
+pub(crate) static PROGRESS: Rule<super::values::ProgressMode> = Rule::new(from_str, any);
 /// Rotated rows files kept.
 pub(crate) static ROWS_KEEP: Rule<u32> = Rule::new(rows_keep, any);
 /// Durations with no bound but a bare number in milliseconds (retention, OTLP timeouts).

@@ -217,6 +217,8 @@ pub struct PipelineSettings {
     pub rows_dir: Option<Sourced<PathBuf>>,
     /// Rotation of the rows file (`PIPETEL_ROWS_MAX_BYTES`, `PIPETEL_ROWS_KEEP`).
     pub rows_rotation: pipetel_rows::Rotation,
+    /// The live progress display on stderr (`PIPETEL_PROGRESS`).
+    pub progress: super::ProgressMode,
 }
 
 impl Config {
@@ -305,6 +307,7 @@ impl Config {
                 rows: self.rows_enabled(),
                 rows_dir: self.rows_dir.as_ref().map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
                 rows_rotation: pipetel_rows::Rotation { max_bytes: self.rows_max_bytes(), keep: self.rows_keep() },
+                progress: self.progress(),
             },
             service: self.service_metrics(),
             span_metrics: Sourced { value: self.span_metrics(), origin: self.span_metrics_filter.origin() },
@@ -351,6 +354,7 @@ impl Config {
         self.rows_dir.checked()?;
         self.rows_max_bytes.checked()?;
         self.rows_keep.checked()?;
+        self.progress.checked()?;
         self.stage_metrics.checked()?;
         self.stage_counter_metrics.checked()?;
         self.queue_metrics.checked()?;

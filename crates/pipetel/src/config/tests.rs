@@ -56,6 +56,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_SPAN_METRICS_FILTER, "info,hyper=loud"),
         (PIPETEL_SPAN_METRICS_TIME, "cpu"),
         (PIPETEL_STAGE_METRICS, "sure"),
+        (PIPETEL_PROGRESS, "sometimes"),
         (PIPETEL_QUEUE_METRICS, "nope"),
         (PIPETEL_HTTP_METRICS, "2"),
         (PIPETEL_SERVICE_PREFIX, "Bad-Prefix"),
@@ -239,6 +240,8 @@ fn bad_file_values_name_the_key() {
         ("[pipeline]\nnamespace = \"Bad Name\"", "pipeline.namespace"),
         ("[pipeline]\nsample_interval_ms = 10", "pipeline.sample_interval_ms"),
         ("[pipeline]\nretention_ms = \"long\"", "retention_ms"),
+        ("[pipeline]\nprogress = \"sometimes\"", "pipeline.progress"),
+        ("[pipeline]\nprogress = 2", "pipeline.progress"),
         ("[gpu]\nenabled = \"sometimes\"", "gpu.enabled"),
         ("[metrics]\nhistogram_buckets = [1.0, 0.5]", "metrics.histogram_buckets"),
         ("[service]\nprefix = \"Bad Prefix\"", "service.prefix"),
@@ -920,4 +923,28 @@ fn kubernetes_attributes_only_inside_a_cluster() {
             ("k8s.container.name", "worker"),
         ]
     );
+}
+
+/// `PIPETEL_PROGRESS`, `pipeline.progress` and the builder give the same modes; off by default.
+#[test]
+fn progress_modes_from_env_file_and_code() {
+    assert_eq!(from(&[]).expect("valid").progress(), ProgressMode::Off);
+    for (text, mode) in [
+        ("1", ProgressMode::Auto),
+        ("true", ProgressMode::Auto),
+        ("auto", ProgressMode::Auto),
+        ("ALWAYS", ProgressMode::Always),
+        ("false", ProgressMode::Off),
+        ("0", ProgressMode::Off),
+    ] {
+        let c = from(&[(PIPETEL_PROGRESS, text)]).expect(text);
+        assert_eq!(c.progress(), mode, "PIPETEL_PROGRESS={text}");
+        assert_eq!(c.resolve().expect("resolves").pipeline.progress, mode, "PIPETEL_PROGRESS={text}");
+    }
+    assert_eq!(file_config("[pipeline]\nprogress = true").progress(), ProgressMode::Auto);
+    assert_eq!(file_config("[pipeline]\nprogress = false").progress(), ProgressMode::Off);
+    assert_eq!(file_config("[pipeline]\nprogress = \"always\"").progress(), ProgressMode::Always);
+    assert_eq!(Config::default().with_progress(true).progress(), ProgressMode::Auto);
+    assert_eq!(Config::default().with_progress(false).progress(), ProgressMode::Off);
+    assert_eq!(Config::default().with_progress_mode(ProgressMode::Always).progress(), ProgressMode::Always);
 }

@@ -360,3 +360,32 @@ impl FromStr for Propagator {
         }
     }
 }
+
+/// The live progress display on stderr (`PIPETEL_PROGRESS`): a line per running stage, and each
+/// stage's summary line when it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ProgressMode {
+    /// No display (the default).
+    #[default]
+    Off,
+    /// On when stderr is a terminal, off otherwise (`true`, `1`, `yes`, `on`, `auto`).
+    Auto,
+    /// On even when stderr is not a terminal (`always`): for terminals the check misses, and tests.
+    Always,
+}
+
+impl FromStr for ProgressMode {
+    type Err = ParseValueError;
+
+    /// `true` / `1` / `yes` / `on` / `auto`, `false` / `0` / `no` / `off`, or `always`
+    /// (case-insensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "true" | "1" | "yes" | "on" | "auto" => Ok(Self::Auto),
+            "false" | "0" | "no" | "off" => Ok(Self::Off),
+            "always" => Ok(Self::Always),
+            _ => Err(ParseValueError::new("expected `true`, `false` or `always`")),
+        }
+    }
+}

@@ -229,6 +229,10 @@ variables! {
     PIPETEL_ROWS_MAX_BYTES,
     /// Rotated rows files kept besides the current one (default 3).
     PIPETEL_ROWS_KEEP,
+    /// A live progress line per running stage on stderr, and each stage's summary line when it
+    /// ends: `true` (on when stderr is a terminal), `always` (on even when it is not), `false`
+    /// (default).
+    PIPETEL_PROGRESS,
     /// GPU telemetry: `auto` (default: on when a GPU is found), `on` (required), `off`.
     PIPETEL_GPU = gpu::ENV_GPU_MODE,
     /// Path of the NVML library (default `libnvidia-ml.so.1` from the loader's search path).

@@ -37,6 +37,7 @@
 //             instruments and sampler read)
 //   out       sink (rows as log records and JSON lines), overflow (worker series past the
 //             cardinality limit), metrics (observable instruments over the table)
+//   progress  progress (the live display on stderr and the stage table's lines; reads the table)
 //   runtime   runtime (what `init` installs, the sampler thread, retention, row emission)
 //   handles   shard (Shard, ShardBuilder), stage (Stage, StageBuilder; uses shard),
 //             emit (emit_stage_stat, emit_worker_stat)
@@ -45,6 +46,7 @@ pub mod keys;
 mod metrics;
 mod overflow;
 mod process;
+mod progress;
 mod remote;
 mod row;
 pub(crate) mod runtime;
@@ -61,6 +63,7 @@ pub use pipetel_rows as store;
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
 pub use metrics::METRICS;
+pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
 pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
 pub use shard::{Shard, ShardBuilder};
@@ -70,6 +73,12 @@ pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
 /// Number of stage entries currently exported (finished ones until their retention ends).
 pub fn __exported_stage_count() -> usize {
     table::table().len()
+}
+
+#[doc(hidden)]
+/// Frames the progress display has drawn with a live line (tests wait on it instead of on time).
+pub fn __progress_redraws() -> u64 {
+    progress::redraws()
 }
 
 #[doc(hidden)]

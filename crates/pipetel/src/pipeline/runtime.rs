@@ -48,6 +48,7 @@ pub(crate) fn emit_stage_row(stat: &StageStat, span: Option<&SpanContext>) {
     let Some(rt) = runtime() else { return not_initialised() };
     rt.stage_runs.record(rt.ns, stat);
     rt.sink.stage(rt.ns.stage, stat, span);
+    super::progress::stage_ended(stat);
 }
 
 /// Emits a worker row: its log record and JSON line.
@@ -81,10 +82,14 @@ fn not_initialised() {
 pub(crate) struct PipelineGuard {
     stop: Arc<(Mutex<bool>, Condvar)>,
     sampler: Option<std::thread::JoinHandle<()>>,
+    /// The progress display, when `PIPETEL_PROGRESS` turned it on.
+    progress: Option<super::progress::ProgressGuard>,
 }
 
 impl Drop for PipelineGuard {
     fn drop(&mut self) {
+        // Its last frame prints the summary lines of the stages that ended by now.
+        drop(self.progress.take());
         let (lock, cvar) = &*self.stop;
         *crate::sync::lock(lock) = true;
         cvar.notify_all();
@@ -140,7 +145,8 @@ pub(crate) fn install(
     let interval = settings.sample_interval;
     let sampler =
         std::thread::Builder::new().name("pipetel-sampler".into()).spawn(move || sampler_loop(interval, &stop2))?;
-    Ok(PipelineGuard { stop, sampler: Some(sampler) })
+    let progress = super::progress::start(settings.progress);
+    Ok(PipelineGuard { stop, sampler: Some(sampler), progress })
 }
 
 // ----- the sampler -----
