@@ -181,7 +181,15 @@ const ROWS: &[Row] = &[
         ],
         absent: &["svc_task_duration_seconds_bucket{otel_scope_name=\"pipetel\",le=\"0.005\"}", "reg_latency_seconds_bucket{otel_scope_name=\"pipetel\",le=\"0.005\"}"],
     },
-    Row { name: "metrics exporter none", env: &[("OTEL_METRICS_EXPORTER", "none")], file: None, present: &[], absent: &[] },
+    // With the console log on, so an error the SDK logs (an observable instrument refused for
+    // want of a reader) would show.
+    Row {
+        name: "metrics exporter none",
+        env: &[("OTEL_METRICS_EXPORTER", "none"), ("PIPETEL_CONSOLE_LOG", "true")],
+        file: None,
+        present: &[],
+        absent: &[],
+    },
 ];
 
 /// Runs one row in a child process; returns its exposition, `None` when it had no pull endpoint.
@@ -220,6 +228,11 @@ fn run_row(index: usize, row: &Row) -> Option<String> {
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "row {:?} failed:\n{stdout}\n{stderr}", row.name);
+    assert!(
+        !stdout.contains("InstrumentCreationFailed") && !stderr.contains("InstrumentCreationFailed"),
+        "row {:?}: an instrument was refused:\n{stdout}\n{stderr}",
+        row.name
+    );
     let written = std::fs::read_to_string(&rows).unwrap_or_default();
     let _ = std::fs::remove_file(&rows);
     let stage_row = written.lines().find(|l| l.contains("\"pipeline.stage\"") && l.contains("switch_stage"));

@@ -371,7 +371,13 @@ fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError>
     inner.tracer_provider = traces::build(&settings.traces, &inner.resource, &mut inner.ledgers)?;
     inner.logger_provider = logs::build(&settings.logs, &inner.resource, &mut inner.ledgers)?;
     inner.endpoint = metrics::serve(&settings.metrics.prometheus, metrics.pull)?;
-    let installed = Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit);
+    let installed = if settings.metrics.exporters.is_empty() {
+        // No reader (`OTEL_METRICS_EXPORTER=none`): the SDK would refuse each observable
+        // instrument with an error line; pipetel's instruments record into a no-op meter instead.
+        Installed::new(&opentelemetry::metrics::noop::NoopMeterProvider::new(), false, settings.cardinality_limit)
+    } else {
+        Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit)
+    };
     let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(SCOPE_NAME));
     let rows = &settings.pipeline;
     inner.pipeline = Some(
