@@ -396,6 +396,11 @@ fn every_query_returns_real_series(route: Route) {
             );
         }
     }
+    // An XID error mid-run, as the GPU dashboard's XID panel shows it: the fake driver reports
+    // the event at the poller's next read.
+    fake.write_state(&FAKE_GPUS.replace("0.xids=", "0.xids=79")).expect("inject an XID");
+    let xid = "hw_gpu_xid_errors_total{job=\"pipeline-example\", hw_gpu_xid=\"79\"}";
+    assert!(prom.wait_for_series(xid, Duration::from_secs(40)), "{}: {xid} returned nothing within 40 s", route.name());
     std::thread::sleep(Duration::from_secs(2));
 
     // Prometheus loaded every rule of the file and evaluates them without error.
