@@ -7,7 +7,7 @@
 //!
 //! # Errors and panics
 //! Every Rust error becomes an exception of the `pipetel.PipetelError` hierarchy carrying the Rust
-//! error's message unchanged ([`errors`]). Every entry point runs under [`errors::guard`], so a
+//! error's message unchanged ([`errors`]). Every entry point runs under a panic guard, so a
 //! Rust panic becomes `pipetel.InternalError` instead of unwinding into Python.
 
 use pyo3::prelude::*;
