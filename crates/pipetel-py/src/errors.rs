@@ -1,0 +1,73 @@
+//! The `PipetelError` exception hierarchy and the mapping of Rust errors and panics onto it.
+//!
+//! | exception | raised for |
+//! | --- | --- |
+//! | `PipetelError` | base of every pipetel exception (subclass of `Exception`) |
+//! | `FamilyError` | an invalid metric family (name, labels, buckets) |
+//! | `RecordError` | a record rejected by a recorder (label arity, negative counter increment, NaN) |
+//! | `SnapshotError` | snapshot columns that do not form a valid snapshot |
+//! | `MergeError` | snapshots that cannot be merged (different family, reset) |
+//! | `DecodeError` | bytes that are not a valid envelope or frame |
+//! | `ThreadError` | a per-thread recorder used from another thread |
+//! | `InternalError` | a Rust panic caught at the boundary (a bug in pipetel: please report it) |
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::PyTypeInfo;
+
+create_exception!(pipetel, PipetelError, PyException, "Base class of every exception raised by pipetel.");
+create_exception!(pipetel, FamilyError, PipetelError, "An invalid metric family.");
+create_exception!(pipetel, RecordError, PipetelError, "A record rejected by a recorder.");
+create_exception!(pipetel, SnapshotError, PipetelError, "Snapshot columns that do not form a valid snapshot.");
+create_exception!(pipetel, MergeError, PipetelError, "Snapshots that cannot be merged.");
+create_exception!(pipetel, DecodeError, PipetelError, "Bytes that are not a valid envelope or frame.");
+create_exception!(
+    pipetel,
+    ThreadError,
+    PipetelError,
+    "A per-thread recorder used from a thread other than the one that created it."
+);
+create_exception!(
+    pipetel,
+    InternalError,
+    PipetelError,
+    "A Rust panic caught at the Python boundary: a bug in pipetel."
+);
+
+/// Adds the exception types to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("PipetelError", py.get_type::<PipetelError>())?;
+    m.add("FamilyError", py.get_type::<FamilyError>())?;
+    m.add("RecordError", py.get_type::<RecordError>())?;
+    m.add("SnapshotError", py.get_type::<SnapshotError>())?;
+    m.add("MergeError", py.get_type::<MergeError>())?;
+    m.add("DecodeError", py.get_type::<DecodeError>())?;
+    m.add("ThreadError", py.get_type::<ThreadError>())?;
+    m.add("InternalError", py.get_type::<InternalError>())?;
+    Ok(())
+}
+
+/// Runs `f`, turning a panic into `InternalError` (with the panic message) so that no panic
+/// unwinds across the boundary.
+pub(crate) fn guard<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_owned());
+            Err(InternalError::new_err(format!("pipetel panicked: {message}")))
+        }
+    }
+}
+
+/// Turns a Rust error into the exception type `E` with the error's own message.
+pub(crate) fn to_py<E: PyTypeInfo>(error: impl std::fmt::Display) -> PyErr {
+    PyErr::new::<E, _>(error.to_string())
+}

@@ -1,0 +1,25 @@
+//! The native module `pipetel._pipetel` behind the `pipetel` Python package.
+//!
+//! Everything Python sees is re-exported (and documented) by `python/pipetel/__init__.py`, with
+//! type stubs in `python/pipetel/_pipetel.pyi`. This crate binds the Rust crates; it adds no
+//! behaviour of its own beyond turning arguments into Rust values and Rust errors into Python
+//! exceptions.
+//!
+//! # Errors and panics
+//! Every Rust error becomes an exception of the `pipetel.PipetelError` hierarchy carrying the Rust
+//! error's message unchanged ([`errors`]). Every entry point runs under a panic guard, so a
+//! Rust panic becomes `pipetel.InternalError` instead of unwinding into Python.
+
+use pyo3::prelude::*;
+
+pub mod errors;
+pub mod recorders;
+
+/// The module initialiser: registers the exception types and classes.
+#[pymodule]
+fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    recorders::register(m)?;
+    Ok(())
+}

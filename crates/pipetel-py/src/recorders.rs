@@ -1,0 +1,434 @@
+//! Bindings of `pipetel-recorders`: the cumulative recorders a worker process keeps and sends
+//! to an exporting process (`Family`, `Counter`, `Gauge`, `Histogram`, `MetricSnapshot`,
+//! `merge`, `EdgeTransfers`, `Envelope`).
+//!
+//! Thread-safety follows the Rust recorders exactly: `Counter`, `Gauge`, `Histogram` and
+//! `EdgeTransfers` are per-thread (one recorder per thread: using one from a thread other than
+//! the one that created it raises `pipetel.ThreadError`; dropping it anywhere is fine);
+//! families, snapshots and envelopes are immutable and shared freely.
+
+use pipetel_recorders as rec;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use std::sync::{Mutex, PoisonError};
+use std::thread::ThreadId;
+
+use crate::errors::{guard, to_py, DecodeError, FamilyError, MergeError, RecordError, SnapshotError, ThreadError};
+
+/// A recorder owned by the thread that created it. The lock is never contended (only the owner
+/// gets past the thread check); it only makes the class `Sync`, as PyO3 requires, without
+/// `unsendable` (whose check panics).
+pub(crate) struct PerThread<T> {
+    owner: ThreadId,
+    what: &'static str,
+    inner: Mutex<T>,
+}
+
+impl<T> PerThread<T> {
+    fn new(what: &'static str, inner: T) -> Self {
+        PerThread { owner: std::thread::current().id(), what, inner: Mutex::new(inner) }
+    }
+
+    /// Runs `f` on the recorder if called on its owner thread.
+    fn with<R>(&self, f: impl FnOnce(&mut T) -> PyResult<R>) -> PyResult<R> {
+        let here = std::thread::current().id();
+        if here != self.owner {
+            return Err(ThreadError::new_err(format!(
+                "this {} was created on thread {:?} and used on thread {:?}: recorders are not \
+                 thread-safe; take one recorder per thread and merge their snapshots",
+                self.what, self.owner, here
+            )));
+        }
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        guard(|| f(&mut inner))
+    }
+}
+
+fn refs(labels: &[String]) -> Vec<&str> {
+    labels.iter().map(String::as_str).collect()
+}
+
+fn kind_from_str(kind: &str) -> PyResult<rec::Kind> {
+    match kind {
+        "counter" => Ok(rec::Kind::Counter),
+        "gauge" => Ok(rec::Kind::Gauge),
+        "histogram" => Ok(rec::Kind::Histogram),
+        other => {
+            Err(PyValueError::new_err(format!("kind must be \"counter\", \"gauge\" or \"histogram\", got {other:?}")))
+        }
+    }
+}
+
+/// A metric family: name, help, unit, kind, label names and (histograms) bucket bounds.
+#[pyclass(module = "pipetel", name = "Family", frozen, eq, from_py_object)]
+#[derive(Clone, PartialEq)]
+pub struct PyFamily(pub(crate) rec::Family);
+
+#[pymethods]
+impl PyFamily {
+    #[new]
+    #[pyo3(signature = (name, kind, help = "", unit = "", labels = Vec::new(), buckets = Vec::new()))]
+    fn new(name: &str, kind: &str, help: &str, unit: &str, labels: Vec<String>, buckets: Vec<f64>) -> PyResult<Self> {
+        guard(|| {
+            let kind = kind_from_str(kind)?;
+            rec::Family::new(name, help, unit, kind, &refs(&labels), &buckets)
+                .map(PyFamily)
+                .map_err(to_py::<FamilyError>)
+        })
+    }
+
+    /// A counter family.
+    #[staticmethod]
+    #[pyo3(signature = (name, help = "", unit = "", labels = Vec::new()))]
+    fn counter(name: &str, help: &str, unit: &str, labels: Vec<String>) -> PyResult<Self> {
+        PyFamily::new(name, "counter", help, unit, labels, Vec::new())
+    }
+
+    /// A gauge family.
+    #[staticmethod]
+    #[pyo3(signature = (name, help = "", unit = "", labels = Vec::new()))]
+    fn gauge(name: &str, help: &str, unit: &str, labels: Vec<String>) -> PyResult<Self> {
+        PyFamily::new(name, "gauge", help, unit, labels, Vec::new())
+    }
+
+    /// A histogram family with the given finite, increasing bucket bounds.
+    #[staticmethod]
+    #[pyo3(signature = (name, help = "", unit = "", labels = Vec::new(), buckets = Vec::new()))]
+    fn histogram(name: &str, help: &str, unit: &str, labels: Vec<String>, buckets: Vec<f64>) -> PyResult<Self> {
+        PyFamily::new(name, "histogram", help, unit, labels, buckets)
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    #[getter]
+    fn help(&self) -> &str {
+        self.0.help()
+    }
+    #[getter]
+    fn unit(&self) -> &str {
+        self.0.unit()
+    }
+    #[getter]
+    fn kind(&self) -> &'static str {
+        self.0.kind().as_str()
+    }
+    #[getter]
+    fn label_names(&self) -> Vec<String> {
+        self.0.label_names().to_vec()
+    }
+    #[getter]
+    fn buckets(&self) -> Vec<f64> {
+        self.0.bounds().to_vec()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Family(name={:?}, kind={:?}, labels={:?}, buckets={:?})",
+            self.0.name(),
+            self.0.kind().as_str(),
+            self.0.label_names(),
+            self.0.bounds()
+        )
+    }
+}
+
+/// A cumulative snapshot of one family, one row per label-value combination, sorted.
+#[pyclass(module = "pipetel", name = "MetricSnapshot", frozen, eq, from_py_object)]
+#[derive(Clone, PartialEq)]
+pub struct PySnapshot(pub(crate) rec::MetricSnapshot);
+
+#[pymethods]
+impl PySnapshot {
+    /// A snapshot from its columns, validated (the inverse of the getters).
+    #[new]
+    #[pyo3(signature = (family, label_values, values = Vec::new(), bucket_counts = Vec::new(), sums = Vec::new()))]
+    fn new(
+        family: PyFamily,
+        label_values: Vec<Vec<String>>,
+        values: Vec<f64>,
+        bucket_counts: Vec<Vec<u64>>,
+        sums: Vec<f64>,
+    ) -> PyResult<Self> {
+        guard(|| {
+            rec::MetricSnapshot::from_columns(
+                family.0,
+                label_values.into_iter().flatten().collect(),
+                values,
+                bucket_counts.into_iter().flatten().collect(),
+                sums,
+            )
+            .map(PySnapshot)
+            .map_err(to_py::<SnapshotError>)
+        })
+    }
+
+    /// The family's name.
+    #[getter]
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    /// The family.
+    #[getter]
+    fn family(&self) -> PyFamily {
+        PyFamily(self.0.family().clone())
+    }
+    /// One tuple of label values per series.
+    #[getter]
+    fn label_values(&self) -> Vec<Vec<String>> {
+        (0..self.0.len()).map(|i| self.0.row(i).to_vec()).collect()
+    }
+    /// Counter totals / gauge values, one per series (empty for histograms).
+    #[getter]
+    fn values(&self) -> Vec<f64> {
+        self.0.values().to_vec()
+    }
+    /// Cumulative bucket counts per series (histograms), `+Inf` (= count) last.
+    #[getter]
+    fn bucket_counts(&self) -> Vec<Vec<u64>> {
+        let width = self.0.family().buckets();
+        if width == 0 {
+            return Vec::new();
+        }
+        self.0.bucket_counts().chunks(width).map(<[u64]>::to_vec).collect()
+    }
+    /// Sum of observations per series (histograms).
+    #[getter]
+    fn sums(&self) -> Vec<f64> {
+        self.0.sums().to_vec()
+    }
+
+    /// The value of the series with these label values (a histogram's count), or `None`.
+    fn get(&self, labels: Vec<String>) -> Option<f64> {
+        self.0.get(&labels).map(|s| s.value)
+    }
+
+    /// Whether this snapshot is from a restarted source compared with `earlier`.
+    fn is_reset_from(&self, earlier: &PySnapshot) -> bool {
+        self.0.is_reset_from(&earlier.0)
+    }
+
+    fn __len__(&self) -> usize {
+        self.0.len()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("MetricSnapshot(name={:?}, series={})", self.0.name(), self.0.len())
+    }
+}
+
+macro_rules! recorder {
+    ($ty:ident, $rust:ty, { $($extra:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            $($extra)*
+
+            #[new]
+            fn new(family: PyFamily) -> PyResult<Self> {
+                guard(|| {
+                    <$rust>::new(family.0)
+                        .map(|r| $ty(PerThread::new(stringify!($ty), r)))
+                        .map_err(to_py::<FamilyError>)
+                })
+            }
+            /// The family this recorder records.
+            #[getter]
+            fn family(&self) -> PyResult<PyFamily> {
+                self.0.with(|r| Ok(PyFamily(r.family().clone())))
+            }
+            /// The number of series recorded so far.
+            #[getter]
+            fn series_count(&self) -> PyResult<usize> {
+                self.0.with(|r| Ok(r.series_count()))
+            }
+            /// A cumulative snapshot of everything recorded so far.
+            fn snapshot(&self) -> PyResult<PySnapshot> {
+                self.0.with(|r| Ok(PySnapshot(r.snapshot())))
+            }
+        }
+    };
+}
+
+/// A per-thread counter keyed by label values.
+#[pyclass(module = "pipetel", name = "Counter")]
+pub struct PyCounter(PerThread<rec::Counter>);
+recorder!(PyCounter, rec::Counter, {
+    /// Adds `amount` (finite, >= 0) to the series `labels`.
+    #[pyo3(signature = (labels = Vec::new(), amount = 1.0))]
+    fn inc(&self, labels: Vec<String>, amount: f64) -> PyResult<()> {
+        self.0.with(|r| r.add(&refs(&labels), amount).map_err(to_py::<RecordError>))
+    }
+});
+
+/// A per-thread gauge keyed by label values.
+#[pyclass(module = "pipetel", name = "Gauge")]
+pub struct PyGauge(PerThread<rec::Gauge>);
+recorder!(PyGauge, rec::Gauge, {
+    /// Sets the series `labels` to `value` (finite).
+    #[pyo3(signature = (labels, value))]
+    fn set(&self, labels: Vec<String>, value: f64) -> PyResult<()> {
+        self.0.with(|r| r.set(&refs(&labels), value).map_err(to_py::<RecordError>))
+    }
+    /// Adds `delta` (finite, any sign) to the series `labels`.
+    #[pyo3(signature = (labels, delta))]
+    fn add(&self, labels: Vec<String>, delta: f64) -> PyResult<()> {
+        self.0.with(|r| r.add(&refs(&labels), delta).map_err(to_py::<RecordError>))
+    }
+});
+
+/// A per-thread histogram keyed by label values.
+#[pyclass(module = "pipetel", name = "Histogram")]
+pub struct PyHistogram(PerThread<rec::Histogram>);
+recorder!(PyHistogram, rec::Histogram, {
+    /// Observes `value` (finite) in the series `labels`.
+    #[pyo3(signature = (labels, value))]
+    fn observe(&self, labels: Vec<String>, value: f64) -> PyResult<()> {
+        self.0.with(|r| r.observe(&refs(&labels), value).map_err(to_py::<RecordError>))
+    }
+});
+
+/// Sums snapshots of `family` from several sources into one.
+#[pyfunction]
+fn merge(family: PyFamily, snapshots: Vec<PySnapshot>) -> PyResult<PySnapshot> {
+    guard(|| {
+        let snapshots: Vec<rec::MetricSnapshot> = snapshots.into_iter().map(|s| s.0).collect();
+        rec::merge(&family.0, &snapshots).map(PySnapshot).map_err(to_py::<MergeError>)
+    })
+}
+
+/// Bytes, transfers, tensors and seconds per (src, dst) edge of one transport.
+#[pyclass(module = "pipetel", name = "EdgeTransfers")]
+pub struct PyEdgeTransfers {
+    inner: PerThread<rec::EdgeTransfers>,
+    reader: rec::EdgeReader,
+}
+
+#[pymethods]
+impl PyEdgeTransfers {
+    #[new]
+    #[pyo3(signature = (transport, namespace = None))]
+    fn new(transport: &str, namespace: Option<&str>) -> PyResult<Self> {
+        guard(|| {
+            let inner = match namespace {
+                None => rec::EdgeTransfers::new(transport),
+                Some(ns) => {
+                    let families = rec::EdgeFamilies::new(ns).map_err(to_py::<FamilyError>)?;
+                    rec::EdgeTransfers::with_families(transport, families, rec::edge::DEFAULT_COLUMN_CAPACITY)
+                }
+            };
+            let reader = inner.reader();
+            Ok(PyEdgeTransfers { inner: PerThread::new("EdgeTransfers", inner), reader })
+        })
+    }
+
+    /// The transport label value.
+    #[getter]
+    fn transport(&self) -> PyResult<String> {
+        self.inner.with(|e| Ok(e.transport().to_owned()))
+    }
+
+    /// Records one transfer of `nbytes` bytes in `tensors` tensors from `src` to `dst`.
+    #[pyo3(signature = (src, dst, nbytes, tensors = 1, seconds = 0.0))]
+    fn record(&self, src: &str, dst: &str, nbytes: u64, tensors: u64, seconds: f64) -> PyResult<()> {
+        self.inner.with(|e| {
+            let s = e.endpoint(src);
+            let d = e.endpoint(dst);
+            e.record(s, d, nbytes, tensors, seconds);
+            Ok(())
+        })
+    }
+
+    /// Cumulative snapshots: bytes, transfers, tensors, seconds.
+    fn snapshot(&self) -> PyResult<Vec<PySnapshot>> {
+        self.inner.with(|e| Ok(e.snapshot().into_iter().map(PySnapshot).collect()))
+    }
+
+    /// Takes a snapshot and makes it the `latest`; returns its generation (1, 2, ...).
+    fn publish(&self) -> PyResult<u64> {
+        self.inner.with(|e| Ok(e.publish()))
+    }
+
+    /// `(generation, snapshots)` of the last `publish()`, or `None` before the first.
+    #[getter]
+    fn latest(&self) -> Option<(u64, Vec<PySnapshot>)> {
+        self.reader.latest().map(|p| (p.generation, p.snapshots.iter().cloned().map(PySnapshot).collect()))
+    }
+}
+
+/// A source id, a sequence number and snapshots: what a worker sends to a hub.
+#[pyclass(module = "pipetel", name = "Envelope", frozen, eq, from_py_object)]
+#[derive(Clone, PartialEq)]
+pub struct PyEnvelope(rec::Envelope);
+
+#[pymethods]
+impl PyEnvelope {
+    #[new]
+    fn new(source: String, sequence: u64, snapshots: Vec<PySnapshot>) -> Self {
+        PyEnvelope(rec::Envelope::new(source, sequence, snapshots.into_iter().map(|s| s.0).collect()))
+    }
+
+    /// The sending source's id.
+    #[getter]
+    fn source(&self) -> &str {
+        &self.0.source
+    }
+    /// The source's sequence number of this envelope.
+    #[getter]
+    fn sequence(&self) -> u64 {
+        self.0.sequence
+    }
+    /// The snapshots carried.
+    #[getter]
+    fn snapshots(&self) -> Vec<PySnapshot> {
+        self.0.snapshots.iter().cloned().map(PySnapshot).collect()
+    }
+
+    /// The compact binary encoding (the same bytes the Rust `Envelope::encode` makes).
+    fn encode<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        guard(|| Ok(PyBytes::new(py, &self.0.encode())))
+    }
+
+    /// The encoding as one frame: a 4-byte little-endian length, then the encoding (what a
+    /// Rust `FrameWriter::send` writes and a `FrameReader` reads).
+    fn encode_frame<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        guard(|| {
+            let payload = self.0.encode();
+            let len = u32::try_from(payload.len())
+                .map_err(|_| PyValueError::new_err("envelope too large for one frame (over 4 GiB)"))?;
+            let mut frame = Vec::with_capacity(payload.len() + 4);
+            frame.extend_from_slice(&len.to_le_bytes());
+            frame.extend_from_slice(&payload);
+            Ok(PyBytes::new(py, &frame))
+        })
+    }
+
+    /// Decodes bytes made by `encode` (here or in Rust).
+    #[staticmethod]
+    fn decode(data: &[u8]) -> PyResult<Self> {
+        guard(|| rec::Envelope::decode(data).map(PyEnvelope).map_err(to_py::<DecodeError>))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Envelope(source={:?}, sequence={}, snapshots={})",
+            self.0.source,
+            self.0.sequence,
+            self.0.snapshots.len()
+        )
+    }
+}
+
+/// Adds the recorder classes and functions to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyFamily>()?;
+    m.add_class::<PySnapshot>()?;
+    m.add_class::<PyCounter>()?;
+    m.add_class::<PyGauge>()?;
+    m.add_class::<PyHistogram>()?;
+    m.add_class::<PyEdgeTransfers>()?;
+    m.add_class::<PyEnvelope>()?;
+    m.add_function(wrap_pyfunction!(merge, m)?)?;
+    Ok(())
+}

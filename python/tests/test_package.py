@@ -1,0 +1,44 @@
+"""The installed package: typed, stubs in step with the native module."""
+
+import ast
+import pathlib
+
+import pipetel
+from pipetel import _pipetel
+
+
+def test_installed_package_ships_py_typed_and_stubs():
+    root = pathlib.Path(pipetel.__file__).parent
+    assert (root / "py.typed").is_file()
+    assert (root / "_pipetel.pyi").is_file()
+    # The installed package, not the source tree.
+    assert "site-packages" in str(root)
+
+
+def test_stubs_name_every_public_native_name_and_nothing_else():
+    stub = ast.parse((pathlib.Path(pipetel.__file__).parent / "_pipetel.pyi").read_text())
+    stubbed = {
+        n.name for n in stub.body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and not n.name.startswith("_")
+    } | {n.target.id for n in stub.body if isinstance(n, ast.AnnAssign)}
+    native = {n for n in dir(_pipetel) if not n.startswith("_")} | {"__version__"}
+    assert stubbed | {"__version__"} == native
+    assert set(pipetel.__all__) == native
+
+
+def test_version_is_the_crate_version():
+    assert pipetel.__version__.count(".") == 2
+
+
+def test_readme_python_blocks_run():
+    import subprocess
+    import sys
+
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
+    assert blocks, "README has no ```python block"
+    for block in blocks:
+        run = subprocess.run([sys.executable, "-c", block], capture_output=True)
+        assert run.returncode == 0, run.stderr.decode()
+        # The quick start writes one frame: a 4-byte length, then that many bytes.
+        if b"encode_frame" in block.encode():
+            assert int.from_bytes(run.stdout[:4], "little") == len(run.stdout) - 4
