@@ -214,9 +214,10 @@ pub(crate) fn timeline(rows: &[Row]) -> String {
         let _ = writeln!(out, "{stage} {exec} ({status}, {:.3}s from {})", span_ms as f64 / 1000.0, iso(v.first_ms));
         let mut lines = Vec::new();
         for (i, s) in &v.shards {
-            let from = (s.first_ms - v.first_ms) as usize * BAR / span_ms as usize;
-            let to = ((s.last_ms - v.first_ms) as usize * BAR / span_ms as usize).clamp(from + 1, BAR);
-            let from = from.min(BAR - 1);
+            // A shard that starts at the very end of the span still gets one cell of bar.
+            let cell = |ms: u64| (ms.saturating_sub(v.first_ms) as usize * BAR / span_ms as usize).min(BAR);
+            let from = cell(s.first_ms).min(BAR - 1);
+            let to = cell(s.last_ms).clamp(from + 1, BAR);
             let bar: String = (0..BAR).map(|c| if c >= from && c < to { '=' } else { '.' }).collect();
             lines.push([
                 format!("  shard {i}"),
@@ -237,6 +238,24 @@ pub(crate) fn timeline(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A shard whose rows all fall at the last instant of its stage's span (a retry started as
+    /// the stage ended) still draws one cell, at the end of the bar.
+    #[test]
+    fn timeline_of_a_shard_at_the_end_of_the_span() {
+        let row = |shard: u32, status: &str, ms: u64| {
+            Row::parse(&format!(
+                r#"{{"event":"pipeline.worker","pipeline.namespace":"pipeline.worker","pipeline.stage.name":"s","pipeline.execution.id":"e","pipeline.shard.index":{shard},"pipeline.status":"{status}","pipeline.items":1,"timestamp_ms":{ms}}}"#
+            ))
+            .expect("row")
+        };
+        let rows = [row(0, "start", 1000), row(0, "end", 2000), row(1, "start", 2000), row(1, "end", 2000)];
+        let text = timeline(&rows);
+        let bars: Vec<&str> = text.lines().skip(1).map(|l| l.split('|').nth(1).expect("bar")).collect();
+        assert_eq!(bars.len(), 2, "{text}");
+        assert_eq!(bars[0], "=".repeat(BAR), "{text}");
+        assert_eq!(bars[1], format!("{}=", ".".repeat(BAR - 1)), "{text}");
+    }
 
     #[test]
     fn iso_dates() {
