@@ -1,6 +1,6 @@
 //! Stage counters as Zephyr uses them: `/`-separated keys, int and float values, summed over
 //! shards into the stage row (int + int stays int, any float makes a float), exported as
-//! `pipeline.stage.counter{pipeline.counter.name=<key>}` within the cardinality limit; NaN and
+//! `pipeline.stage.counters{pipeline.counter.name=<key>}` within the cardinality limit; NaN and
 //! infinity refused naming the counter; `emit_stage_stat` takes the same counters.
 
 use std::collections::BTreeMap;
@@ -9,11 +9,11 @@ use std::time::Duration;
 use pipetel::pipeline::{emit_stage_stat, CounterKey, CounterValue, StageStat, StageStatus};
 use serde_json::Value;
 
-/// The value of `pipeline_stage_counter` for `stage` and `key`, if exposed.
+/// The value of `pipeline_stage_counters` for `stage` and `key`, if exposed.
 fn exposed(text: &str, stage: &str, key: &str) -> Option<f64> {
     text.lines()
         .find(|l| {
-            l.starts_with("pipeline_stage_counter{")
+            l.starts_with("pipeline_stage_counters{")
                 && l.contains(&format!("pipeline_stage_name=\"{stage}\""))
                 && l.contains(&format!("pipeline_counter_name=\"{key}\""))
         })
@@ -107,7 +107,7 @@ fn counters_sum_into_the_stage_row_and_the_exposition() {
         shard.add(&CounterKey::new(&format!("flood/k{k}")).expect("key"), 1u64);
     }
     let text = telemetry.prometheus_render().expect("render").render();
-    let series = text.lines().filter(|l| l.starts_with("pipeline_stage_counter{")).count();
+    let series = text.lines().filter(|l| l.starts_with("pipeline_stage_counters{")).count();
     assert!((5..=10).contains(&series), "the counter series are bounded by the limit: {series}\n{text}");
     assert_eq!(exposed(&text, "tokenize", "zephyr/item_count"), Some(600.0), "earlier series are kept: {text}");
     shard.finish();

@@ -367,7 +367,7 @@ impl Config {
         fn with_progress_mode(mode: ProgressMode) -> { progress = mode, PROGRESS; }
         /// Registers the stage/worker metrics (or not; rows and spans flow either way).
         fn with_stage_metrics(enabled: bool) -> { stage_metrics = enabled, BOOL; }
-        /// Exports the stages' user counters as `pipeline.stage.counter` (or not; rows carry
+        /// Exports the stages' user counters as `pipeline.stage.counters` (or not; rows carry
         /// them either way).
         fn with_stage_counter_metrics(enabled: bool) -> { stage_counter_metrics = enabled, BOOL; }
         /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
@@ -521,7 +521,7 @@ impl Config {
         fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
         /// Whether the stage/worker metrics are registered.
         fn stage_metrics() -> bool = true;
-        /// Whether the stages' user counters are exported as `pipeline.stage.counter`.
+        /// Whether the stages' user counters are exported as `pipeline.stage.counters`.
         fn stage_counter_metrics() -> bool = true;
         /// Whether rows are written at all.
         fn rows_enabled() -> bool = true;

@@ -209,7 +209,7 @@ pub struct PipelineSettings {
     pub rows_file: Option<Sourced<PathBuf>>,
     /// Register the stage/worker metrics.
     pub metrics: bool,
-    /// Export user counters as `pipeline.stage.counter` (when `metrics` is on too).
+    /// Export user counters as `pipeline.stage.counters` (when `metrics` is on too).
     pub counter_metrics: bool,
     /// Write rows at all (`PIPETEL_ROWS`).
     pub rows: bool,

@@ -262,7 +262,7 @@ variables! {
     /// `false` turns every stage metric off: the stage/worker metrics, `#[pipetel::measure]`'s
     /// and the stage contexts' (rows and spans still flow; default `true`).
     PIPETEL_STAGE_METRICS,
-    /// `false` keeps the stages' user counters out of the metrics (`pipeline.stage.counter`);
+    /// `false` keeps the stages' user counters out of the metrics (`pipeline.stage.counters`);
     /// rows carry them either way. Default `true`; `PIPETEL_STAGE_METRICS=false` turns it off
     /// too.
     PIPETEL_STAGE_COUNTER_METRICS,

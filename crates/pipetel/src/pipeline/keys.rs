@@ -62,7 +62,7 @@ pub const MAX_COUNTER_KEY_LEN: usize = 128;
 /// most [`MAX_COUNTER_KEY_LEN`] bytes in all. In rows the key keeps its `/`:
 /// `pipeline.counter.zephyr/item_count` (an OTel attribute key may hold any string, and keeping
 /// the key as given means `a/b` and `a.b` never collide). In metrics it is the value of the
-/// `pipeline.counter.name` attribute of `pipeline.stage.counter`, never part of a name.
+/// `pipeline.counter.name` attribute of `pipeline.stage.counters`, never part of a name.
 ///
 /// ```
 /// use pipetel::pipeline::CounterKey;

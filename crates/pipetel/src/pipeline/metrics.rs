@@ -35,7 +35,7 @@ pub const METRICS: &[(&str, &str, &str)] = &[
     ("pipeline.worker.memory.average", "By", "Mean resident memory over the shard's samples"),
     ("pipeline.worker.memory.peak", "By", "Peak resident memory over the shard's samples"),
     ("pipeline.worker.heartbeat", "s", "Time of the shard's last sample, seconds since the epoch"),
-    ("pipeline.stage.counter", "{value}", "A stage's user counter summed over its shards, by pipeline.counter.name"),
+    ("pipeline.stage.counters", "{value}", "A stage's user counter summed over its shards, by pipeline.counter.name"),
     ("pipeline.rows.lost", "{row}", "Rows that did not reach the rows store (store failing, or emitted before init)"),
 ];
 
@@ -148,19 +148,19 @@ pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
         .build();
 }
 
-/// The attribute naming a user counter on `pipeline.stage.counter`.
+/// The attribute naming a user counter on `pipeline.stage.counters`.
 pub(crate) const COUNTER_NAME: &str = "pipeline.counter.name";
 
-/// Registers `pipeline.stage.counter`: per stage and counter key, the value summed over its
+/// Registers `pipeline.stage.counters`: per stage and counter key, the value summed over its
 /// shards. A gauge, since counters may hold floats such as averages; at most
 /// `cardinality_limit - 1` (stage, key) series, the rest dropped with one warning.
 pub(crate) fn register_counters(meter: &Meter, cardinality_limit: usize) {
-    let _ = described(meter.f64_observable_gauge("pipeline.stage.counter"))
+    let _ = described(meter.f64_observable_gauge("pipeline.stage.counters"))
         .with_callback(move |obs| {
             let mut series = Series::named(
                 cardinality_limit,
                 Fold::Drop,
-                "pipeline.stage.counter",
+                "pipeline.stage.counters",
                 "raise PIPETEL_CARDINALITY_LIMIT, use fewer counter keys, or set PIPETEL_STAGE_COUNTER_METRICS=false and read the counters from the stage rows",
             );
             for stage in table().stages() {
