@@ -89,7 +89,12 @@ fn hostile_label_values_round_trip_through_prometheus_promtool_and_python() {
         assert!(matches!(err, RegistryError::InvalidLabelName { .. }) && err.to_string().contains(bad), "{err}");
     }
     assert!(matches!(pipetel::Registry::new("Bad Prefix"), Err(RegistryError::InvalidName { .. })));
-    assert!(pipetel::pipeline::CounterKey::new("Bad-Key").is_err());
+    // Stage counter keys: `/`-separated segments of letters, digits, `_`, `-`, `.` (as Zephyr's
+    // `zephyr/item_count`); a space, an empty segment or a control character is refused.
+    for bad in ["bad key", "zephyr//items", "/leading", "tab\tkey"] {
+        assert!(pipetel::pipeline::CounterKey::new(bad).is_err(), "{bad:?} accepted as a counter key");
+    }
+    assert!(pipetel::pipeline::CounterKey::new("zephyr/item_count").is_ok());
 
     // Registry: value i carries i + 1.
     let counter = registry.counter_vec("values", "Hostile label values", &["v"]).expect("counter");
