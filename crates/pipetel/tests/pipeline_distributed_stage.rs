@@ -108,7 +108,10 @@ fn remote_shards_count_in_the_owners_row_and_metrics() {
     assert_eq!(value(&text, "pipeline_stage_shards{", "pipeline_shard_state=\"failed\""), 1.0, "{text}");
     assert_eq!(value(&text, "pipeline_stage_errors_total{", ""), 1.0, "{text}");
     assert_eq!(value(&text, "pipeline_stage_counters{", "pipeline_counter_name=\"zephyr/item_count\""), 6.0);
-    assert_eq!(value(&text, "pipeline_stage_counters{", "pipeline_counter_name=\"zephyr/worker/cpu_pct_average\""), 1.5);
+    assert_eq!(
+        value(&text, "pipeline_stage_counters{", "pipeline_counter_name=\"zephyr/worker/cpu_pct_average\""),
+        1.5
+    );
 
     let row = stage.finish();
     assert_eq!((row.items, row.bytes), (u64::from(items), u64::from(bytes)));
