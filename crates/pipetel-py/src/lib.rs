@@ -13,7 +13,9 @@
 use pyo3::prelude::*;
 
 pub mod errors;
+pub mod pipeline;
 pub mod recorders;
+pub mod telemetry;
 
 /// The module initialiser: registers the exception types and classes.
 #[pymodule]
@@ -21,5 +23,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     recorders::register(m)?;
+    telemetry::register(m)?;
+    pipeline::register(m)?;
     Ok(())
 }

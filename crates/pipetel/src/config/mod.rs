@@ -50,13 +50,13 @@ pub use settings::{
     BatchSettings, LogsSettings, MetricsSettings, PipelineSettings, PrometheusSettings, ResourceSettings, Settings,
     Sourced, SpanLimitsSettings, SubscriberSettings, TracesSettings,
 };
+/// The TOML crate whose values [`Config::with_setting`] takes (re-exported for version agreement).
+pub use toml;
 pub use values::{
     ExemplarFilter, HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, OtlpCompression,
     OtlpProtocol, ParseValueError, ProgressMode, Propagator, SamplerConfig, Signal, TraceExporter,
 };
 pub use vars::*;
-/// The TOML crate whose values [`Config::with_setting`] takes (re-exported for version agreement).
-pub use toml;
 
 use otlp::OtlpScope;
 use parse::{Set, Slot};

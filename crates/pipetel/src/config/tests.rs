@@ -983,7 +983,10 @@ fn bad_settings_by_file_key_name_the_key() {
     assert!(file::underscored_keys_are_unique());
     let unknown = Config::default().with_setting("prometheus_prot", Value::Integer(1)).expect_err("unknown");
     assert!(matches!(unknown, ConfigError::UnknownSetting { .. }), "{unknown:?}");
-    assert!(unknown.to_string().contains("`prometheus_prot`") && unknown.to_string().contains("prometheus"), "{unknown}");
+    assert!(
+        unknown.to_string().contains("`prometheus_prot`") && unknown.to_string().contains("prometheus"),
+        "{unknown}"
+    );
     let cases: &[(&str, Value)] = &[
         ("prometheus_port", Value::String("9464".into())),
         ("prometheus_port", Value::Integer(70000)),
@@ -994,10 +997,8 @@ fn bad_settings_by_file_key_name_the_key() {
         ("traces_sampler_arg", Value::Float(2.0)),
     ];
     for (key, value) in cases {
-        let err = Config::default()
-            .with_setting(key, value.clone())
-            .and_then(|c| c.validate().map(|()| c))
-            .expect_err(key);
+        let err =
+            Config::default().with_setting(key, value.clone()).and_then(|c| c.validate().map(|()| c)).expect_err(key);
         assert!(err.to_string().contains(&format!("setting `{key}`")), "{key}: {err}");
     }
 }
