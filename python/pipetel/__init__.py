@@ -53,3 +53,9 @@ __all__ = [
     "__version__",
     "merge",
 ]
+
+# --- mstar recorders and the snapshot hub (py-peers) ---
+from . import mstar  # noqa: E402
+from ._pipetel import HubError, SnapshotHub, SourceStatus, StreamReader, TransportReport  # noqa: E402
+
+__all__ += ["HubError", "SnapshotHub", "SourceStatus", "StreamReader", "TransportReport"]

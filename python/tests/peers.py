@@ -707,3 +707,57 @@ def run_example(
             f"{script.name} exited with {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
         )
     return done
+
+
+def spawn_example(
+    path: "str | os.PathLike[str]", env: Optional[Mapping[str, str]] = None, *, args: Sequence[str] = ()
+) -> "subprocess.Popen[str]":
+    """Starts ``python/examples/<path>`` with ``sys.executable`` and returns it running, with
+    text pipes on stdin, stdout and stderr: for a program that keeps exporting while the test
+    asks the peers (close its stdin or terminate it when done; :func:`read_until` reads its
+    output up to a marker line)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    return subprocess.Popen(
+        [sys.executable, str(example_path(path)), *args],
+        env=full_env,
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_until(proc: "subprocess.Popen[str]", marker: str, timeout: float = 60.0) -> List[str]:
+    """The stdout lines of ``proc`` up to the line ``marker`` (excluded).
+
+    Raises ``AssertionError`` with the program's output if it exits first or ``timeout`` passes.
+    """
+    lines: List[str] = []
+    found = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.rstrip("\n") == marker:
+                found.set()
+                return
+            lines.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while not found.is_set() and reader.is_alive() and time.monotonic() < deadline:
+        found.wait(0.1)
+    if not found.is_set():
+        proc.kill()
+        proc.wait()
+        err = proc.stderr.read() if proc.stderr else ""
+        out = "\n".join(lines)
+        raise AssertionError(
+            f"the program did not print {marker!r} (exit {proc.returncode}, {timeout:g} s at most)\n"
+            f"stdout:\n{out}\nstderr:\n{err}"
+        )
+    return lines

@@ -12,7 +12,9 @@
 
 use pyo3::prelude::*;
 
+pub mod bench;
 pub mod errors;
+pub mod hub;
 pub mod recorders;
 
 /// The module initialiser: registers the exception types and classes.
@@ -21,5 +23,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     recorders::register(m)?;
+    hub::register(m)?;
+    bench::register(m)?;
     Ok(())
 }
