@@ -222,3 +222,47 @@ class _StatsWriterCore:
         mem_avg_bytes: int,
         mem_peak_bytes: int,
     ) -> None: ...
+# --- snapshot hub and benchmark baseline (py-peers) ---
+
+from typing import Any, Union
+
+class HubError(PipetelError): ...
+
+class TransportReport:
+    received: int
+    accepted: int
+    restarts: int
+    ignored: int
+    refused: int
+    error: Optional[str]
+
+class SourceStatus:
+    source: str
+    sequence: int
+    silent_for: float
+    stale: bool
+    restarts: int
+
+class StreamReader:
+    def join(self) -> TransportReport: ...
+    def is_finished(self) -> bool: ...
+
+class SnapshotHub:
+    def __init__(
+        self,
+        *,
+        stale_after: float = 60.0,
+        max_sources: Optional[int] = None,
+        max_families: Optional[int] = None,
+        histograms: str = "counters",
+    ) -> None: ...
+    def ingest_bytes(self, data: bytes) -> str: ...
+    def ingest(self, envelope: Envelope, *, new_stream: bool = False) -> str: ...
+    def read_stream(self, stream: Union[bytes, int, Any]) -> TransportReport: ...
+    def spawn_reader(self, stream: Union[int, Any]) -> StreamReader: ...
+    def snapshot(self) -> List[MetricSnapshot]: ...
+    def sources(self) -> List[SourceStatus]: ...
+
+class _BenchNoOp:
+    def noop(self) -> None: ...
+    def noop2(self, a: int, b: int) -> None: ...
