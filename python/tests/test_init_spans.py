@@ -325,3 +325,39 @@ def test_a_child_forked_after_init_works_and_shuts_down_at_once():
         """
     )
     assert out.strip() == "child exit 0"
+
+
+# ----- end to end: spans reach the real collector with the right parents -----
+
+
+def test_spans_reach_the_collector_with_their_parents_across_a_subprocess(collector, run_example):
+    import peers
+
+    env = {**collector.env("grpc"), "OTEL_METRICS_EXPORTER": "none", "OTEL_TRACES_EXPORTER": "otlp"}
+    done = run_example("spans_across_processes", env)
+    root_tp = next(l.split()[1] for l in done.stdout.splitlines() if l.startswith("root "))
+    _, trace_id, root_id, _ = root_tp.split("-")
+    names = {"root", "in thread", "fetch", "stage tokenize", "shard 0 of tokenize", "in shard", "child process", "child work"}
+
+    def arrived(r: peers.Received) -> bool:
+        return names <= {s.name for s in r.spans if s.trace_id == trace_id}
+
+    got = collector.wait_for(arrived, timeout=30)
+    spans = [s for s in got.spans if s.trace_id == trace_id]
+    by_name = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    (root,) = by_name["root"]
+    assert root.span_id == root_id and root.parent_span_id == "" and root.attributes["job"] == "example"
+    assert root.resource["service.name"] == "spans-parent"
+    assert by_name["in thread"][0].parent_span_id == root_id
+    assert len(by_name["fetch"]) == 3
+    assert all(s.parent_span_id == root_id and s.attributes["kind"] == "async" for s in by_name["fetch"])
+    (stage,) = by_name["stage tokenize"]
+    assert stage.parent_span_id == root_id
+    (shard,) = by_name["shard 0 of tokenize"]
+    assert shard.parent_span_id == stage.span_id
+    assert by_name["in shard"][0].parent_span_id == shard.span_id
+    (child,) = by_name["child process"]
+    assert child.parent_span_id == root_id and child.resource["service.name"] == "spans-child"
+    assert by_name["child work"][0].parent_span_id == child.span_id

@@ -252,3 +252,85 @@ def test_the_example_writes_zephyr_rows_with_every_field(tmp_path):
     assert stage["pipeline.bytes"] == 8_000_000 and stage["pipeline.elapsed_seconds"] == 4.25
     assert stage["pipeline.shards.total"] == 2 and stage["pipeline.cpu.percent_avg"] == 87.5
     assert stage["pipeline.counter.zephyr/worker/mem_peak_bytes"] == 130_000_000
+
+
+# ----- end to end: the example's rows reach the real collector, its metrics real Prometheus -----
+
+
+def test_zephyr_example_reaches_the_collector_and_prometheus(collector, prometheus, tmp_path):
+    import peers
+
+    port = peers.free_port()
+    prometheus.scrape(f"127.0.0.1:{port}")
+    env = {
+        **collector.env("grpc"),
+        "OTEL_SERVICE_NAME": "zephyr-coordinator",
+        "OTEL_METRICS_EXPORTER": "prometheus,otlp",
+        "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+        "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
+        "OTEL_METRIC_EXPORT_INTERVAL": "500",
+        "PIPETEL_ROWS_FILE": str(tmp_path / "rows.jsonl"),
+    }
+    proc = peers.spawn_example("zephyr_stats", env, args=["--hold"])
+    try:
+        peers.read_until(proc, "emitted", timeout=60)
+        sel = 'pipeline_stage_name="tokenize",job="pipetel"'
+        prometheus.wait_for_value(f'pipeline_stage_items_total{{{sel},pipeline_namespace="zephyr.stage"}}', 2000, 30)
+        prometheus.wait_for_value(f"pipeline_stage_bytes_total{{{sel}}}", 8_000_000, 20)
+        prometheus.wait_for_value(f'pipeline_stage_runs_total{{{sel},pipeline_status="succeeded"}}', 1, 20)
+        prometheus.wait_for_value(
+            f'pipeline_stage_counters{{{sel},pipeline_counter_name="zephyr/worker/mem_peak_bytes"}}', 130_000_000, 20
+        )
+        worker = f'{sel},pipeline_namespace="zephyr.worker"'
+        prometheus.wait_for_value(f'pipeline_worker_items_total{{{worker},pipeline_shard_index="0"}}', 1200, 20)
+        prometheus.wait_for_value(f'pipeline_worker_bytes_total{{{worker},pipeline_shard_index="1"}}', 3_200_000, 20)
+        prometheus.wait_for_value(f'pipeline_worker_cpu_time_seconds_total{{{worker},pipeline_shard_index="1"}}', 3.5, 20)
+    finally:
+        if proc.stdin:
+            proc.stdin.close()
+        proc.wait(timeout=60)
+    assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+
+    def arrived(r: peers.Received) -> bool:
+        return len(r.events("zephyr.worker")) == 4 and len(r.events("zephyr.stage")) == 1
+
+    got = collector.wait_for(arrived, timeout=30)
+    (stage,) = got.events("zephyr.stage")
+    a = stage.attributes
+    assert stage.resource["service.name"] == "zephyr-coordinator"
+    assert (a["pipeline.namespace"], a["pipeline.stage.name"], a["pipeline.status"]) == ("zephyr.stage", "tokenize", "succeeded")
+    assert a["pipeline.execution.id"] == "tokenize-2026-12-01"
+    assert (a["pipeline.items"], a["pipeline.bytes"], a["pipeline.shards.total"]) == (2000, 8_000_000, 2)
+    assert a["pipeline.elapsed_seconds"] == 4.25 and a["pipeline.cpu.percent_avg"] == 87.5
+    for key, value in {
+        "zephyr/item_count": 2000,
+        "zephyr/bytes_processed": 8_000_000,
+        "zephyr/worker/cpu_pct_average": 87.5,
+        "zephyr/worker/cpu_time": 7.0,
+        "zephyr/worker/mem_average_bytes": 100_000_000,
+        "zephyr/worker/mem_peak_bytes": 130_000_000,
+    }.items():
+        assert a[f"pipeline.counter.{key}"] == value, key
+    end = next(
+        r.attributes
+        for r in got.events("zephyr.worker")
+        if r.attributes["pipeline.status"] == "end" and r.attributes["pipeline.shard.index"] == 1
+    )
+    assert end == {
+        **end,
+        "pipeline.namespace": "zephyr.worker",
+        "pipeline.stage.name": "tokenize",
+        "pipeline.execution.id": "tokenize-2026-12-01",
+        "pipeline.items": 800,
+        "pipeline.bytes": 3_200_000,
+        "pipeline.item_rate": 200.0,
+        "pipeline.byte_rate": 800_000.0,
+        "pipeline.cpu.time_seconds": 3.5,
+        "pipeline.cpu.percent": 95.0,
+        "pipeline.cpu.percent_avg": 87.5,
+        "pipeline.memory.current_bytes": 120_000_000,
+        "pipeline.memory.avg_bytes": 100_000_000,
+        "pipeline.memory.peak_bytes": 130_000_000,
+    }
+    starts = [r for r in got.events("zephyr.worker") if r.attributes["pipeline.status"] == "start"]
+    assert sorted(r.attributes["pipeline.shard.index"] for r in starts) == [0, 1]
