@@ -443,6 +443,7 @@ impl PyStatsWriter {
     /// also in the row as `pipeline.counter.<key>`. `status` END is `succeeded`, FAILED
     /// `failed`, START and RUNNING `running`.
     #[pyo3(signature = (stage_counters, stage_name, execution_id, elapsed, total_shards, status))]
+    #[allow(clippy::too_many_arguments)]
     fn emit_stage_stat(
         &self,
         py: Python<'_>,
@@ -499,7 +500,12 @@ impl PyStatsWriter {
             counters,
             reason: None,
         };
-        py.detach(|| guard(|| Ok(pipetel::emit_stage_stat(&stat))))
+        py.detach(|| {
+            guard(|| {
+                pipetel::emit_stage_stat(&stat);
+                Ok(())
+            })
+        })
     }
 
     /// One worker row (a shard's START, a RUNNING sample, its END or FAILED) with the runner's
@@ -549,7 +555,12 @@ impl PyStatsWriter {
             counters: Vec::new(),
             reason: None,
         };
-        py.detach(|| guard(|| Ok(pipetel::emit_worker_stat(&stat))))
+        py.detach(|| {
+            guard(|| {
+                pipetel::emit_worker_stat(&stat);
+                Ok(())
+            })
+        })
     }
 }
 
