@@ -29,6 +29,7 @@ mod otlp_reaches_a_real_collector;
 mod pipeline_rows_reach_a_real_collector;
 mod pipeline_stages_in_prometheus;
 mod prometheus_scrapes_the_pull_endpoint;
+mod python_workers_feed_a_rust_hub;
 mod ratio_sampling_keeps_whole_traces;
 mod registry_and_service_in_prometheus;
 mod reliability_collector_outage_recovers_totals;

@@ -11,6 +11,7 @@ use pipetel_recorders as rec;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
 
@@ -21,19 +22,30 @@ use crate::errors::{guard, to_py, DecodeError, FamilyError, MergeError, RecordEr
 /// `unsendable` (whose check panics).
 pub(crate) struct PerThread<T> {
     owner: ThreadId,
+    owner_key: u64,
     what: &'static str,
     inner: Mutex<T>,
 }
 
+/// A cheap per-thread key: `std::thread::current()` clones an `Arc` on every call, too slow for
+/// the check on each record; this is one thread-local read.
+fn thread_key() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static KEY: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    KEY.with(|k| *k)
+}
+
 impl<T> PerThread<T> {
     fn new(what: &'static str, inner: T) -> Self {
-        PerThread { owner: std::thread::current().id(), what, inner: Mutex::new(inner) }
+        PerThread { owner: std::thread::current().id(), owner_key: thread_key(), what, inner: Mutex::new(inner) }
     }
 
     /// Runs `f` on the recorder if called on its owner thread.
     fn with<R>(&self, f: impl FnOnce(&mut T) -> PyResult<R>) -> PyResult<R> {
-        let here = std::thread::current().id();
-        if here != self.owner {
+        if thread_key() != self.owner_key {
+            let here = std::thread::current().id();
             return Err(ThreadError::new_err(format!(
                 "this {} was created on thread {:?} and used on thread {:?}: recorders are not \
                  thread-safe; take one recorder per thread and merge their snapshots",
@@ -252,7 +264,7 @@ macro_rules! recorder {
 }
 
 /// A per-thread counter keyed by label values.
-#[pyclass(module = "pipetel", name = "Counter")]
+#[pyclass(module = "pipetel", name = "Counter", frozen)]
 pub struct PyCounter(PerThread<rec::Counter>);
 recorder!(PyCounter, rec::Counter, {
     /// Adds `amount` (finite, >= 0) to the series `labels`.
@@ -263,7 +275,7 @@ recorder!(PyCounter, rec::Counter, {
 });
 
 /// A per-thread gauge keyed by label values.
-#[pyclass(module = "pipetel", name = "Gauge")]
+#[pyclass(module = "pipetel", name = "Gauge", frozen)]
 pub struct PyGauge(PerThread<rec::Gauge>);
 recorder!(PyGauge, rec::Gauge, {
     /// Sets the series `labels` to `value` (finite).
@@ -279,7 +291,7 @@ recorder!(PyGauge, rec::Gauge, {
 });
 
 /// A per-thread histogram keyed by label values.
-#[pyclass(module = "pipetel", name = "Histogram")]
+#[pyclass(module = "pipetel", name = "Histogram", frozen)]
 pub struct PyHistogram(PerThread<rec::Histogram>);
 recorder!(PyHistogram, rec::Histogram, {
     /// Observes `value` (finite) in the series `labels`.
@@ -299,7 +311,7 @@ fn merge(family: PyFamily, snapshots: Vec<PySnapshot>) -> PyResult<PySnapshot> {
 }
 
 /// Bytes, transfers, tensors and seconds per (src, dst) edge of one transport.
-#[pyclass(module = "pipetel", name = "EdgeTransfers")]
+#[pyclass(module = "pipetel", name = "EdgeTransfers", frozen)]
 pub struct PyEdgeTransfers {
     inner: PerThread<rec::EdgeTransfers>,
     reader: rec::EdgeReader,
