@@ -53,3 +53,21 @@ __all__ = [
     "__version__",
     "merge",
 ]
+
+# TeleFuser's metrics API (`telefuser.metrics`): `pipetel.telefuser`, and its exceptions.
+from . import telefuser  # noqa: E402
+from ._pipetel import (  # noqa: E402
+    InvalidMetricError,
+    InvalidValueError,
+    MetricAlreadyRegisteredError,
+    MetricNotFoundError,
+    UnsupportedOperationError,
+)
+
+__all__ += [
+    "InvalidMetricError",
+    "InvalidValueError",
+    "MetricAlreadyRegisteredError",
+    "MetricNotFoundError",
+    "UnsupportedOperationError",
+]

@@ -14,6 +14,8 @@ use pyo3::prelude::*;
 
 pub mod errors;
 pub mod recorders;
+pub mod registry;
+pub mod service;
 
 /// The module initialiser: registers the exception types and classes.
 #[pymodule]
@@ -21,5 +23,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     recorders::register(m)?;
+    registry::register(m)?;
+    service::register(m)?;
     Ok(())
 }
