@@ -71,3 +71,9 @@ __all__ += [
     "MetricNotFoundError",
     "UnsupportedOperationError",
 ]
+
+# --- mstar recorders and the snapshot hub (py-peers) ---
+from . import mstar  # noqa: E402
+from ._pipetel import HubError, SnapshotHub, SourceStatus, StreamReader, TransportReport  # noqa: E402
+
+__all__ += ["HubError", "SnapshotHub", "SourceStatus", "StreamReader", "TransportReport"]

@@ -12,7 +12,9 @@
 
 use pyo3::prelude::*;
 
+pub mod bench;
 pub mod errors;
+pub mod hub;
 pub mod recorders;
 pub mod registry;
 pub mod service;
@@ -25,5 +27,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     recorders::register(m)?;
     registry::register(m)?;
     service::register(m)?;
+    hub::register(m)?;
+    bench::register(m)?;
     Ok(())
 }

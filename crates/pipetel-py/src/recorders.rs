@@ -362,6 +362,13 @@ impl PyEdgeTransfers {
 #[derive(Clone, PartialEq)]
 pub struct PyEnvelope(rec::Envelope);
 
+impl PyEnvelope {
+    /// The Rust envelope.
+    pub(crate) fn into_inner(self) -> rec::Envelope {
+        self.0
+    }
+}
+
 #[pymethods]
 impl PyEnvelope {
     #[new]

@@ -1,0 +1,763 @@
+"""Real peers for the Python end-to-end tests: an OpenTelemetry Collector and Prometheus.
+
+The Python counterpart of the Rust end-to-end harness (``tests/support/``): each peer is the
+real binary, started on free loopback ports with a temporary folder of its own, waited on until
+it is ready, and stopped (terminate, then kill) when the test ends. ``conftest.py`` turns them
+into the fixtures ``collector`` and ``prometheus`` and adds ``run_example``.
+
+Binaries:
+
+* ``PIPETEL_OTELCOL_BIN``: the collector ``scripts/build-collector`` builds (``otelcol-pipetel``;
+  any contrib build with the ``otlp`` receiver, the ``file`` exporter and the ``health_check``
+  extension works);
+* ``PIPETEL_PROMETHEUS_BIN``: Prometheus (default: ``prometheus`` on ``PATH``).
+
+When a binary is missing the tests that need it are skipped, unless ``PIPETEL_REQUIRE_PEERS=1``
+(``scripts/test`` sets it), where they fail saying which variable to set.
+
+What a peer received is decoded from its own output: the collector writes every OTLP request it
+gets as a JSON line (its ``file`` exporter), read back here as :class:`MetricPoint`,
+:class:`LogRecord` and :class:`Span`; Prometheus is asked through its HTTP API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, TypeVar
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "python" / "examples"
+
+T = TypeVar("T")
+
+
+class PeerMissing(Exception):
+    """A peer binary is not available (the fixtures skip, or fail under PIPETEL_REQUIRE_PEERS=1)."""
+
+
+def peers_required() -> bool:
+    """Whether a missing peer is a failure (``PIPETEL_REQUIRE_PEERS=1``) rather than a skip."""
+    return os.environ.get("PIPETEL_REQUIRE_PEERS", "") not in ("", "0", "false", "no")
+
+
+def peer_binary(var: str, default: Optional[str]) -> str:
+    """The binary named by ``var``, else ``default`` on ``PATH``; raises :class:`PeerMissing`."""
+    value = os.environ.get(var)
+    if value:
+        if Path(value).is_file() and os.access(value, os.X_OK):
+            return value
+        raise PeerMissing(f"{var}={value} is not an executable file")
+    if default is not None:
+        found = shutil.which(default)
+        if found:
+            return found
+    how = "run `export PIPETEL_OTELCOL_BIN=$(scripts/build-collector | tail -1)`" if var == "PIPETEL_OTELCOL_BIN" else f"install {default} or set {var}"
+    raise PeerMissing(f"{var} is not set and no default binary was found: {how}")
+
+
+_handed_out: set = set()
+_ports_lock = threading.Lock()
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago and never handed out before by this process."""
+    with _ports_lock:
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
+
+
+def http(method: str, url: str, body: Optional[bytes] = None, timeout: float = 5.0) -> "tuple[int, str]":
+    """One HTTP request; returns ``(status, body)``. Connection errors raise ``OSError``."""
+    req = urllib.request.Request(url, data=body, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode("utf-8", "replace")
+
+
+def wait_until(what: str, check: Callable[[], Optional[T]], timeout: float, describe: Callable[[], str] = lambda: "") -> T:
+    """Polls ``check`` every 200 ms until it returns something other than ``None``/``False``.
+
+    Raises ``AssertionError`` naming ``what`` (and ``describe()``) after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value is not None and value is not False:
+            return value
+        if time.monotonic() > deadline:
+            extra = describe()
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}" + (f"\n{extra}" if extra else ""))
+        time.sleep(0.2)
+
+
+class PeerProcess:
+    """A child process whose stdout and stderr go to a log file; stopped by :meth:`stop`."""
+
+    def __init__(self, name: str, argv: Sequence[str], workdir: Path, env: Optional[Mapping[str, str]] = None):
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = workdir / f"{name}.log"
+        self._log = open(self.log_path, "wb")
+        full_env = dict(os.environ)
+        if env:
+            full_env.update(env)
+        self.popen = subprocess.Popen(
+            self.argv, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=full_env, cwd=workdir
+        )
+
+    def output(self, last_lines: Optional[int] = None) -> str:
+        """What the process printed so far (its last ``last_lines`` lines when given)."""
+        try:
+            text = self.log_path.read_text("utf-8", "replace")
+        except OSError:
+            return ""
+        if last_lines is not None:
+            text = "\n".join(text.splitlines()[-last_lines:])
+        return text
+
+    def exited(self) -> Optional[int]:
+        """The exit code once the process has exited, ``None`` while it runs."""
+        return self.popen.poll()
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 5 s; waits for the process either way."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=5)
+        self._log.close()
+
+
+# --- OTLP JSON, as the collector's file exporter writes it -------------------------------------
+
+
+def _any_value(v: Mapping[str, Any]) -> Any:
+    if "stringValue" in v:
+        return v["stringValue"]
+    if "intValue" in v:
+        return int(v["intValue"])
+    if "doubleValue" in v:
+        return float(v["doubleValue"])
+    if "boolValue" in v:
+        return bool(v["boolValue"])
+    if "arrayValue" in v:
+        return [_any_value(x) for x in v["arrayValue"].get("values", [])]
+    if "kvlistValue" in v:
+        return attributes(v["kvlistValue"].get("values", []))
+    if "bytesValue" in v:
+        return v["bytesValue"]
+    return None
+
+
+def attributes(kvs: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
+    """An OTLP ``[{key, value}]`` list as a plain dict (``intValue`` as int, ...)."""
+    return {kv["key"]: _any_value(kv.get("value", {})) for kv in kvs or []}
+
+
+@dataclass
+class MetricPoint:
+    """One data point of one metric, with its resource and scope."""
+
+    name: str
+    kind: str  # "sum", "gauge", "histogram", "exponentialHistogram" or "summary"
+    unit: str
+    description: str
+    resource: Dict[str, Any]
+    scope: str
+    attributes: Dict[str, Any]
+    time_unix_nano: int
+    value: Optional[float] = None  # sums and gauges
+    count: Optional[int] = None  # histograms and summaries
+    sum: Optional[float] = None
+    bucket_counts: List[int] = field(default_factory=list)  # histograms: per bucket, not cumulative
+    bounds: List[float] = field(default_factory=list)
+    is_monotonic: Optional[bool] = None
+    temporality: Optional[str] = None
+
+
+@dataclass
+class LogRecord:
+    """One log record, with its resource and scope."""
+
+    resource: Dict[str, Any]
+    scope: str
+    event_name: str
+    body: Any
+    attributes: Dict[str, Any]
+    severity_text: str
+    time_unix_nano: int
+    trace_id: str
+    span_id: str
+
+
+@dataclass
+class Span:
+    """One span, with its resource and scope."""
+
+    resource: Dict[str, Any]
+    scope: str
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    kind: int
+    status_code: int
+    attributes: Dict[str, Any]
+
+
+def _lines(path: Path) -> Iterable[Dict[str, Any]]:
+    try:
+        text = path.read_text("utf-8", "replace")
+    except OSError:
+        return
+    for line in text.splitlines():
+        try:
+            yield json.loads(line)
+        except ValueError:
+            continue  # a line still being written
+
+
+def _number(p: Mapping[str, Any]) -> Optional[float]:
+    if "asDouble" in p:
+        return float(p["asDouble"])
+    if "asInt" in p:
+        return float(int(p["asInt"]))
+    return None
+
+
+def metric_points(path: Path) -> List[MetricPoint]:
+    """Every metric data point in a file of OTLP JSON metric requests."""
+    out: List[MetricPoint] = []
+    for req in _lines(path):
+        for rm in req.get("resourceMetrics", []):
+            resource = attributes(rm.get("resource", {}).get("attributes", []))
+            for sm in rm.get("scopeMetrics", []):
+                scope = sm.get("scope", {}).get("name", "")
+                for m in sm.get("metrics", []):
+                    for kind in ("sum", "gauge", "histogram", "exponentialHistogram", "summary"):
+                        if kind in m:
+                            break
+                    else:
+                        continue
+                    data = m[kind]
+                    for p in data.get("dataPoints", []):
+                        point = MetricPoint(
+                            name=m.get("name", ""),
+                            kind=kind,
+                            unit=m.get("unit", ""),
+                            description=m.get("description", ""),
+                            resource=resource,
+                            scope=scope,
+                            attributes=attributes(p.get("attributes", [])),
+                            time_unix_nano=int(p.get("timeUnixNano", 0)),
+                            is_monotonic=data.get("isMonotonic") if kind == "sum" else None,
+                            temporality=data.get("aggregationTemporality"),
+                        )
+                        if kind in ("sum", "gauge"):
+                            point.value = _number(p)
+                        else:
+                            point.count = int(p.get("count", 0))
+                            point.sum = float(p["sum"]) if "sum" in p else None
+                            point.bucket_counts = [int(c) for c in p.get("bucketCounts", [])]
+                            point.bounds = [float(b) for b in p.get("explicitBounds", [])]
+                        out.append(point)
+    return out
+
+
+def log_records(path: Path) -> List[LogRecord]:
+    """Every log record in a file of OTLP JSON log requests."""
+    out: List[LogRecord] = []
+    for req in _lines(path):
+        for rl in req.get("resourceLogs", []):
+            resource = attributes(rl.get("resource", {}).get("attributes", []))
+            for sl in rl.get("scopeLogs", []):
+                scope = sl.get("scope", {}).get("name", "")
+                for r in sl.get("logRecords", []):
+                    out.append(
+                        LogRecord(
+                            resource=resource,
+                            scope=scope,
+                            event_name=r.get("eventName", ""),
+                            body=_any_value(r.get("body", {})),
+                            attributes=attributes(r.get("attributes", [])),
+                            severity_text=r.get("severityText", ""),
+                            time_unix_nano=int(r.get("timeUnixNano", 0)),
+                            trace_id=r.get("traceId", ""),
+                            span_id=r.get("spanId", ""),
+                        )
+                    )
+    return out
+
+
+def spans(path: Path) -> List[Span]:
+    """Every span in a file of OTLP JSON trace requests."""
+    out: List[Span] = []
+    for req in _lines(path):
+        for rs in req.get("resourceSpans", []):
+            resource = attributes(rs.get("resource", {}).get("attributes", []))
+            for ss in rs.get("scopeSpans", []):
+                scope = ss.get("scope", {}).get("name", "")
+                for s in ss.get("spans", []):
+                    out.append(
+                        Span(
+                            resource=resource,
+                            scope=scope,
+                            name=s.get("name", ""),
+                            trace_id=s.get("traceId", ""),
+                            span_id=s.get("spanId", ""),
+                            parent_span_id=s.get("parentSpanId", ""),
+                            kind=int(s.get("kind", 0)),
+                            status_code=int(s.get("status", {}).get("code", 0)),
+                            attributes=attributes(s.get("attributes", [])),
+                        )
+                    )
+    return out
+
+
+@dataclass
+class Received:
+    """Everything a :class:`Collector` received so far, decoded."""
+
+    metrics: List[MetricPoint]
+    logs: List[LogRecord]
+    spans: List[Span]
+
+    def points(self, name: str, **attrs: Any) -> List[MetricPoint]:
+        """The data points of metric ``name`` whose attributes include ``attrs``."""
+        return [p for p in self.metrics if p.name == name and all(p.attributes.get(k) == v for k, v in attrs.items())]
+
+    def latest(self, name: str, **attrs: Any) -> Optional[MetricPoint]:
+        """The newest data point of ``name`` with ``attrs`` (cumulative sums: the current total)."""
+        points = self.points(name, **attrs)
+        return max(points, key=lambda p: p.time_unix_nano) if points else None
+
+    def events(self, event_name: str) -> List[LogRecord]:
+        """The log records with this event name."""
+        return [r for r in self.logs if r.event_name == event_name]
+
+
+_COLLECTOR_CONFIG = """\
+# Written by python/tests/peers.py: OTLP in, every request out as a JSON line.
+extensions:
+  health_check:
+    endpoint: 127.0.0.1:{health}
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:{grpc}
+      http:
+        endpoint: 127.0.0.1:{http}
+exporters:
+  file/metrics:
+    path: {dir}/metrics.jsonl
+    flush_interval: 100ms
+  file/logs:
+    path: {dir}/logs.jsonl
+    flush_interval: 100ms
+  file/traces:
+    path: {dir}/traces.jsonl
+    flush_interval: 100ms
+service:
+  extensions: [health_check]
+  pipelines:
+    metrics:
+      receivers: [otlp]
+      exporters: [file/metrics]
+    logs:
+      receivers: [otlp]
+      exporters: [file/logs]
+    traces:
+      receivers: [otlp]
+      exporters: [file/traces]
+  telemetry:
+    metrics:
+      level: none
+"""
+
+
+class Collector:
+    """A real OpenTelemetry Collector with an OTLP gRPC + HTTP receiver and file exporters."""
+
+    def __init__(self, binary: str, workdir: Path):
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.grpc_port, self.http_port, self.health_port = free_port(), free_port(), free_port()
+        self.config_path = self.dir / "otelcol.yaml"
+        self.config_path.write_text(
+            _COLLECTOR_CONFIG.format(health=self.health_port, grpc=self.grpc_port, http=self.http_port, dir=self.dir)
+        )
+        self.process = PeerProcess("otelcol", [binary, "--config", str(self.config_path)], self.dir)
+        try:
+            wait_until("the collector to be healthy", self._healthy, 30.0, self._describe)
+        except BaseException:
+            self.process.stop()
+            raise
+
+    def _healthy(self) -> bool:
+        code = self.process.exited()
+        if code is not None:
+            raise AssertionError(f"the collector exited ({code}) before it was healthy:\n{self.process.output()}")
+        try:
+            return http("GET", f"http://127.0.0.1:{self.health_port}/", timeout=1.0)[0] == 200
+        except OSError:
+            return False
+
+    def _describe(self) -> str:
+        return f"collector output (last 40 lines):\n{self.process.output(40)}"
+
+    @property
+    def otlp_grpc_endpoint(self) -> str:
+        """``http://127.0.0.1:<port>`` of the OTLP gRPC receiver."""
+        return f"http://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def otlp_http_endpoint(self) -> str:
+        """``http://127.0.0.1:<port>`` of the OTLP HTTP receiver (``/v1/metrics`` etc. appended by clients)."""
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def env(self, protocol: str = "grpc") -> Dict[str, str]:
+        """``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``_PROTOCOL`` for a program to push here
+        (``protocol``: ``grpc`` or ``http/protobuf``)."""
+        endpoint = self.otlp_grpc_endpoint if protocol == "grpc" else self.otlp_http_endpoint
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint, "OTEL_EXPORTER_OTLP_PROTOCOL": protocol}
+
+    def received(self) -> Received:
+        """Everything received so far."""
+        return Received(
+            metrics=metric_points(self.dir / "metrics.jsonl"),
+            logs=log_records(self.dir / "logs.jsonl"),
+            spans=spans(self.dir / "traces.jsonl"),
+        )
+
+    def wait_for(self, predicate: Callable[[Received], Any], timeout: float = 30.0) -> Received:
+        """Waits until ``predicate(received)`` is truthy; returns what was received then.
+
+        Raises ``AssertionError`` after ``timeout`` seconds with a summary of what did arrive and
+        the collector's output.
+        """
+
+        def check() -> Optional[Received]:
+            r = self.received()
+            return r if predicate(r) else None
+
+        def describe() -> str:
+            r = self.received()
+            names = sorted({p.name for p in r.metrics})
+            events = sorted({x.event_name for x in r.logs})
+            return (
+                f"received {len(r.metrics)} metric points ({names}), {len(r.logs)} log records (events {events}), "
+                f"{len(r.spans)} spans\n{self._describe()}"
+            )
+
+        return wait_until("the collector to receive what the test expects", check, timeout, describe)
+
+    def output(self) -> str:
+        """Everything the collector printed."""
+        return self.process.output()
+
+    def stop(self) -> None:
+        """Stops the collector."""
+        self.process.stop()
+
+
+class Sample(NamedTuple):
+    """One series of a PromQL instant vector."""
+
+    labels: Dict[str, str]
+    value: float
+
+
+class Prometheus:
+    """A real Prometheus with its own storage, scraping every second; targets added by :meth:`scrape`."""
+
+    def __init__(self, binary: str, workdir: Path):
+        self.dir = workdir
+        (self.dir / "data").mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.config_path = self.dir / "prometheus.yml"
+        self._jobs: Dict[str, List[str]] = {}
+        self._paths: Dict[str, str] = {}
+        self._write_config()
+        self.process = PeerProcess(
+            "prometheus",
+            [
+                binary,
+                f"--config.file={self.config_path}",
+                f"--storage.tsdb.path={self.dir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--web.enable-lifecycle",
+                "--log.level=warn",
+            ],
+            self.dir,
+        )
+        try:
+            wait_until("Prometheus to be ready", self._ready, 30.0, self._describe)
+        except BaseException:
+            self.process.stop()
+            raise
+
+    def _write_config(self) -> None:
+        lines = [
+            "global:",
+            "  scrape_interval: 1s",
+            "  scrape_timeout: 1s",
+            "  evaluation_interval: 1s",
+            "scrape_configs:" + ("" if self._jobs else " []"),
+        ]
+        for job, targets in self._jobs.items():
+            lines += [
+                f"  - job_name: {json.dumps(job)}",
+                f"    metrics_path: {json.dumps(self._paths[job])}",
+                "    static_configs:",
+                f"      - targets: {json.dumps(targets)}",
+            ]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    def _ready(self) -> bool:
+        code = self.process.exited()
+        if code is not None:
+            raise AssertionError(f"Prometheus exited ({code}) before it was ready:\n{self.process.output()}")
+        try:
+            return http("GET", f"{self.url}/-/ready", timeout=1.0)[0] == 200
+        except OSError:
+            return False
+
+    def _describe(self) -> str:
+        try:
+            targets = json.dumps(self.targets())
+        except (OSError, ValueError) as e:
+            targets = f"(targets unavailable: {e})"
+        return f"targets: {targets}\nprometheus output (last 40 lines):\n{self.process.output(40)}"
+
+    def scrape(self, target: str, path: str = "/metrics", job: str = "pipetel") -> None:
+        """Scrapes ``target`` (``host:port``) at ``path`` every second under ``job`` (default ``pipetel``).
+
+        Rewrites the config, reloads Prometheus and returns once the target is active (its first
+        scrape may still fail while the program is starting: see :meth:`wait_until_up`).
+        """
+        self._jobs.setdefault(job, [])
+        if target not in self._jobs[job]:
+            self._jobs[job].append(target)
+        self._paths[job] = path
+        self._write_config()
+        status, body = http("POST", f"{self.url}/-/reload")
+        if status != 200:
+            raise AssertionError(f"Prometheus refused the reload ({status}): {body}\n{self._describe()}")
+
+        def active() -> bool:
+            t = self.targets()
+            return any(
+                a.get("scrapePool") == job and a.get("labels", {}).get("instance") == target
+                for a in t.get("activeTargets", [])
+            )
+
+        wait_until(f"Prometheus to pick up the target {target}", active, 15.0, self._describe)
+
+    def targets(self) -> Dict[str, Any]:
+        """``/api/v1/targets``' ``data``."""
+        status, body = http("GET", f"{self.url}/api/v1/targets")
+        return json.loads(body).get("data", {})
+
+    def wait_until_up(self, timeout: float = 20.0) -> List[Dict[str, Any]]:
+        """Waits until every active target was scraped with ``health == "up"``; returns the targets."""
+
+        def up() -> Optional[List[Dict[str, Any]]]:
+            active = self.targets().get("activeTargets", [])
+            return active if active and all(a.get("health") == "up" for a in active) else None
+
+        return wait_until("every target up", up, timeout, self._describe)
+
+    def query_raw(self, promql: str) -> List[Dict[str, Any]]:
+        """An instant query's raw ``result`` list; raises ``AssertionError`` with Prometheus' error."""
+        url = f"{self.url}/api/v1/query?query={urllib.parse.quote(promql, safe='')}"
+        status, body = http("GET", url)
+        try:
+            v = json.loads(body)
+        except ValueError:
+            raise AssertionError(f"query {promql!r}: HTTP {status}: {body}") from None
+        if status != 200 or v.get("status") != "success":
+            raise AssertionError(f"query {promql!r} failed (HTTP {status}): {v.get('error', body)}")
+        return v["data"]["result"]
+
+    def query(self, promql: str) -> List[Sample]:
+        """Runs an instant query; returns the result vector as :class:`Sample` ``(labels, value)``."""
+        out = []
+        for s in self.query_raw(promql):
+            value = s.get("value", [0, "NaN"])[1]
+            out.append(Sample(dict(s.get("metric", {})), float(value)))
+        return out
+
+    def wait_for_series(self, promql: str, timeout: float = 30.0) -> List[Sample]:
+        """Waits until ``promql`` returns at least one series; returns the result vector."""
+
+        def check() -> Optional[List[Sample]]:
+            try:
+                r = self.query(promql)
+            except (OSError, AssertionError):
+                return None
+            return r or None
+
+        return wait_until(f"a series for {promql!r}", check, timeout, self._describe)
+
+    def wait_for_value(self, promql: str, value: float, timeout: float = 30.0) -> List[Sample]:
+        """Waits until ``promql`` returns series that all equal ``value``; returns them."""
+        last: List[Any] = []
+
+        def check() -> Optional[List[Sample]]:
+            try:
+                r = self.query(promql)
+            except (OSError, AssertionError):
+                return None
+            last[:] = r
+            return r if r and all(s.value == value for s in r) else None
+
+        return wait_until(f"{promql!r} == {value}", check, timeout, lambda: f"last result: {last}\n{self._describe()}")
+
+    def output(self) -> str:
+        """Everything Prometheus printed."""
+        return self.process.output()
+
+    def stop(self) -> None:
+        """Stops Prometheus."""
+        self.process.stop()
+
+
+def start_collector(workdir: Optional[Path] = None) -> Collector:
+    """Starts a collector (binary from ``PIPETEL_OTELCOL_BIN``); raises :class:`PeerMissing` without one."""
+    binary = peer_binary("PIPETEL_OTELCOL_BIN", None)
+    return Collector(binary, workdir or Path(tempfile.mkdtemp(prefix="pipetel-otelcol-")))
+
+
+def start_prometheus(workdir: Optional[Path] = None) -> Prometheus:
+    """Starts Prometheus (``PIPETEL_PROMETHEUS_BIN`` or ``prometheus`` on ``PATH``)."""
+    binary = peer_binary("PIPETEL_PROMETHEUS_BIN", "prometheus")
+    return Prometheus(binary, workdir or Path(tempfile.mkdtemp(prefix="pipetel-prom-")))
+
+
+def example_path(path: "str | os.PathLike[str]") -> Path:
+    """An example's path: absolute as given, else relative to ``python/examples/``."""
+    p = Path(path)
+    if p.is_absolute():
+        return p
+    if not p.suffix:
+        p = p.with_suffix(".py")
+    return EXAMPLES / p
+
+
+def run_example(
+    path: "str | os.PathLike[str]",
+    env: Optional[Mapping[str, str]] = None,
+    *,
+    args: Sequence[str] = (),
+    timeout: float = 120.0,
+    check: bool = True,
+) -> "subprocess.CompletedProcess[str]":
+    """Runs a Python program (``python/examples/<path>``) with ``sys.executable`` and returns it.
+
+    ``env`` is laid over this process's environment. With ``check`` (the default) a non-zero
+    exit raises ``AssertionError`` showing the program's output; stdout and stderr are captured
+    as text either way.
+    """
+    script = example_path(path)
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script), *args],
+            env=full_env,
+            cwd=REPO,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired as e:
+        out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = (e.stderr or b"").decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        raise AssertionError(f"{script.name} did not finish within {timeout:g} s\nstdout:\n{out}\nstderr:\n{err}") from None
+    if check and done.returncode != 0:
+        raise AssertionError(
+            f"{script.name} exited with {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        )
+    return done
+
+
+def spawn_example(
+    path: "str | os.PathLike[str]", env: Optional[Mapping[str, str]] = None, *, args: Sequence[str] = ()
+) -> "subprocess.Popen[str]":
+    """Starts ``python/examples/<path>`` with ``sys.executable`` and returns it running, with
+    text pipes on stdin, stdout and stderr: for a program that keeps exporting while the test
+    asks the peers (close its stdin or terminate it when done; :func:`read_until` reads its
+    output up to a marker line)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    full_env.setdefault("PYTHONUNBUFFERED", "1")
+    return subprocess.Popen(
+        [sys.executable, str(example_path(path)), *args],
+        env=full_env,
+        cwd=REPO,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def read_until(proc: "subprocess.Popen[str]", marker: str, timeout: float = 60.0) -> List[str]:
+    """The stdout lines of ``proc`` up to the line ``marker`` (excluded).
+
+    Raises ``AssertionError`` with the program's output if it exits first or ``timeout`` passes.
+    """
+    lines: List[str] = []
+    found = threading.Event()
+
+    def pump() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.rstrip("\n") == marker:
+                found.set()
+                return
+            lines.append(line.rstrip("\n"))
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    while not found.is_set() and reader.is_alive() and time.monotonic() < deadline:
+        found.wait(0.1)
+    if not found.is_set():
+        proc.kill()
+        proc.wait()
+        err = proc.stderr.read() if proc.stderr else ""
+        out = "\n".join(lines)
+        raise AssertionError(
+            f"the program did not print {marker!r} (exit {proc.returncode}, {timeout:g} s at most)\n"
+            f"stdout:\n{out}\nstderr:\n{err}"
+        )
+    return lines
