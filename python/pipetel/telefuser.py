@@ -21,11 +21,11 @@ What is deliberately different from TeleFuser (see the README, "TeleFuser metric
 * Bad values raise instead of being stored: NaN anywhere, a negative counter increment
   (:class:`InvalidValueError`, a ``ValueError``); a counter's ``dec``/``set`` raise
   :class:`UnsupportedOperationError` (a ``RuntimeError``), as in TeleFuser.
-* The stage context's ``total``, ``errors``, ``active`` and ``duration`` are read-only views
-  (``.value``, ``.count``, ``.sum``, ``.average``); executions are recorded through
-  ``record_execution``, ``start()`` or the decorators, so the counts always agree. Stage metrics
-  are ``#[pipetel::measure]``'s instruments with the attribute ``stage``
-  (``function_calls_total{stage="..."}``...), not one family per stage name.
+* The stage context's ``total``, ``errors``, ``active`` and ``duration`` are views of the Rust
+  stage context (``.value``; ``.count``, ``.sum``, ``.average``) that can also be moved by hand
+  (``total.inc()``, ``errors.inc()``, ``active.inc()``/``dec()``, ``duration.observe(s)``), as
+  TeleFuser's docs show. Stage metrics are ``#[pipetel::measure]``'s instruments with the
+  attribute ``stage`` (``function_calls_total{stage="..."}``...), not one family per stage name.
 * GPU metrics come from the Rust poller that ``init`` starts (``gpu_mode``,
   ``gpu_poll_interval_ms``): ``collect_gpu_metrics()`` reads its latest sample, and
   ``start_periodic_collection()`` only keeps the ``asyncio`` task alive.

@@ -507,6 +507,23 @@ def test_record_execution_and_start_guard():
         ctx.record_execution(0.1, sucess=True)
 
 
+def test_stage_counts_moved_by_hand_as_telefusers_docs_show():
+    ctx = tf.enable_stage_metrics(stage())
+    ctx.duration.observe(0.5)
+    ctx.total.inc()
+    ctx.errors.inc()
+    ctx.active.inc()
+    assert (ctx.total.value, ctx.errors.value, ctx.active.value) == (1, 1, 1)
+    assert (ctx.duration.count, ctx.duration.sum) == (1, 0.5)
+    ctx.active.dec()
+    ctx.total.inc(3)
+    assert (ctx.total.value, ctx.active.value) == (4, 0)
+    with pytest.raises(tf.InvalidValueError, match="amount"):
+        ctx.total.inc(-1)
+    with pytest.raises(tf.InvalidValueError, match="duration"):
+        ctx.duration.observe(math.nan)
+
+
 def test_stage_mistakes_are_reported():
     with pytest.raises(ValueError, match="'name' attribute"):
         tf.enable_stage_metrics(object())

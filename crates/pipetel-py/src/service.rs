@@ -278,6 +278,18 @@ impl PyStageCount {
             self.stage.total().value()
         }
     }
+    /// Adds `amount` (default 1) by hand, for code that records executions itself
+    /// (TeleFuser's `context.total.inc()`); an int >= 0.
+    #[pyo3(signature = (amount = 1))]
+    fn inc(&self, amount: i64) -> PyResult<()> {
+        let n = count(amount, "amount")?;
+        if self.errors {
+            self.stage.errors().inc_by(n);
+        } else {
+            self.stage.total().inc_by(n);
+        }
+        Ok(())
+    }
     fn __int__(&self) -> u64 {
         self.value()
     }
@@ -298,6 +310,16 @@ impl PyStageActive {
     #[getter]
     fn value(&self) -> i64 {
         self.stage.active().value()
+    }
+    /// One more execution in flight, by hand (TeleFuser's `context.active.inc()`).
+    #[pyo3(signature = (amount = 1))]
+    fn inc(&self, amount: i64) {
+        self.stage.active().add(amount);
+    }
+    /// One execution fewer in flight, by hand.
+    #[pyo3(signature = (amount = 1))]
+    fn dec(&self, amount: i64) {
+        self.stage.active().add(amount.saturating_neg());
     }
     fn __int__(&self) -> i64 {
         self.value()
@@ -329,6 +351,13 @@ impl PyStageDuration {
     #[getter]
     fn average(&self) -> f64 {
         self.stage.duration().average().map_or(0.0, |d| d.as_secs_f64())
+    }
+    /// Records one duration (seconds) by hand, without counting an execution (TeleFuser's
+    /// `context.duration.observe(0.5)`).
+    fn observe(&self, value: f64) -> PyResult<()> {
+        let d = seconds(value, "the duration")?;
+        self.stage.duration().observe(d);
+        Ok(())
     }
     fn __repr__(&self) -> String {
         format!("StageDuration(count={}, sum={})", self.count(), self.sum())
