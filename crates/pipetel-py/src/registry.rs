@@ -635,12 +635,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[pymethods]
 impl PyMetricRegistry {
     /// A registry whose metric names start with `namespace_` (TeleFuser's default `telefuser`;
-    /// an empty namespace adds nothing).
+    /// an empty namespace adds nothing). Registries of one namespace share their metrics (and
+    /// share them with the service metrics of that prefix).
     #[new]
     #[pyo3(signature = (namespace = "telefuser"))]
     fn new(namespace: &str) -> PyResult<Self> {
         guard(|| {
-            let inner = Registry::new(namespace).map_err(registry_error)?;
+            // One Rust registry per namespace and process, shared with the service metrics of
+            // that prefix: two metrics of one name are never exported twice.
+            let inner = pipetel::service::registry_of(namespace).map_err(registry_error)?;
             Ok(PyMetricRegistry {
                 inner,
                 namespace: namespace.to_owned(),
