@@ -9,6 +9,10 @@
 //! | `MergeError` | snapshots that cannot be merged (different family, reset) |
 //! | `DecodeError` | bytes that are not a valid envelope or frame |
 //! | `ThreadError` | a per-thread recorder used from another thread |
+//! | `ConfigError` | a bad setting: unknown `init` keyword, wrong type, refused value, bad variable or file key |
+//! | `InitError` | `init` could not install pipetel (port in use, exporter not buildable, ...) |
+//! | `AlreadyInitialized` | a second `init` in this process (subclass of `InitError`) |
+//! | `ShutdownError` | flush or shutdown timed out, or exports lost data |
 //! | `InternalError` | a Rust panic caught at the boundary (a bug in pipetel: please report it) |
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -32,6 +36,15 @@ create_exception!(
 );
 create_exception!(
     pipetel,
+    ConfigError,
+    PipetelError,
+    "A bad setting: an unknown init keyword, a value of the wrong type or refused, a bad variable or file key."
+);
+create_exception!(pipetel, InitError, PipetelError, "init could not install pipetel.");
+create_exception!(pipetel, AlreadyInitialized, InitError, "init was already called in this process.");
+create_exception!(pipetel, ShutdownError, PipetelError, "Flush or shutdown timed out, or exports lost data.");
+create_exception!(
+    pipetel,
     InternalError,
     PipetelError,
     "A Rust panic caught at the Python boundary: a bug in pipetel."
@@ -47,6 +60,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("MergeError", py.get_type::<MergeError>())?;
     m.add("DecodeError", py.get_type::<DecodeError>())?;
     m.add("ThreadError", py.get_type::<ThreadError>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("InitError", py.get_type::<InitError>())?;
+    m.add("AlreadyInitialized", py.get_type::<AlreadyInitialized>())?;
+    m.add("ShutdownError", py.get_type::<ShutdownError>())?;
     m.add("InternalError", py.get_type::<InternalError>())?;
     Ok(())
 }

@@ -15,9 +15,11 @@ use pyo3::prelude::*;
 pub mod bench;
 pub mod errors;
 pub mod hub;
+pub mod pipeline;
 pub mod recorders;
 pub mod registry;
 pub mod service;
+pub mod telemetry;
 
 /// The module initialiser: registers the exception types and classes.
 #[pymodule]
@@ -27,6 +29,8 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     recorders::register(m)?;
     registry::register(m)?;
     service::register(m)?;
+    telemetry::register(m)?;
+    pipeline::register(m)?;
     hub::register(m)?;
     bench::register(m)?;
     Ok(())

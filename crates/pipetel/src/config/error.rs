@@ -22,6 +22,9 @@ pub enum Origin {
         /// The dotted key, e.g. `otlp.traces.endpoint`.
         key: String,
     },
+    /// A setting given in code by its file key ([`Config::with_setting`](super::Config::with_setting)),
+    /// e.g. a keyword argument of the Python package's `init`.
+    Setting(String),
 }
 
 impl fmt::Display for Origin {
@@ -31,6 +34,7 @@ impl fmt::Display for Origin {
             Origin::Code(setter) => write!(f, "Config::{setter}"),
             Origin::Env(name) => write!(f, "environment variable {name}"),
             Origin::File { path, key } => write!(f, "key `{key}` in {}", path.display()),
+            Origin::Setting(key) => write!(f, "setting `{key}`"),
         }
     }
 }
@@ -65,6 +69,15 @@ pub enum ConfigError {
         path: PathBuf,
         /// The parser's message, naming the key (and the position when the TOML is malformed).
         message: String,
+    },
+    /// [`Config::with_setting`](super::Config::with_setting) was given a key the configuration
+    /// file does not have.
+    #[error("unknown setting `{key}`: expected a configuration file key, dotted or with each `.` written `_` (`prometheus_port`); its sections and keys: {expected}")]
+    UnknownSetting {
+        /// The key as given.
+        key: String,
+        /// The file's top-level keys and sections.
+        expected: String,
     },
 }
 

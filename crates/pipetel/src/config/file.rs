@@ -188,6 +188,25 @@ pub(super) fn apply(config: &mut Config, text: &str, path: &Path) -> Result<(), 
     Ok(())
 }
 
+/// Lays one setting given in code over `config` ([`Config::with_setting`]): `key` is a file key,
+/// dotted or with each `.` written `_`; the value is checked as the file's would be, and errors
+/// name the key as written.
+pub(super) fn apply_setting(config: &mut Config, key: &str, value: &toml::Value) -> Result<(), ConfigError> {
+    let found = KEYS.iter().find(|(k, _, _)| *k == key || underscored(k) == key);
+    let Some((_, kind, apply)) = found else {
+        return Err(ConfigError::UnknownSetting { key: key.to_string(), expected: section_keys("") });
+    };
+    let origin = Origin::Setting(key.to_string());
+    let text =
+        as_text(value, *kind).map_err(|reason| ConfigError::invalid(origin.clone(), value.to_string(), reason))?;
+    apply(config, &text, origin)
+}
+
+/// A file key with each `.` written `_` (`prometheus.port` -> `prometheus_port`).
+fn underscored(key: &str) -> String {
+    key.replace('.', "_")
+}
+
 /// The dotted keys and their values; a table is a section unless a key takes it whole.
 fn flatten<'a>(table: &'a toml::Table, prefix: &str, out: &mut Vec<(String, &'a toml::Value)>) -> Result<(), String> {
     for (name, value) in table {
@@ -263,6 +282,13 @@ fn as_text(value: &toml::Value, kind: Kind) -> Result<String, String> {
         (Switch, V::String(s)) => Ok(s.clone()),
         (Switch, _) => Err("expected `true`, `false` or a string such as \"always\"".into()),
     }
+}
+
+/// No two keys have the same `_` spelling, so [`apply_setting`] finds at most one.
+#[cfg(test)]
+pub(super) fn underscored_keys_are_unique() -> bool {
+    let spelled: std::collections::BTreeSet<String> = KEYS.iter().map(|(k, _, _)| underscored(k)).collect();
+    spelled.len() == KEYS.len()
 }
 
 /// The keys with a row, for the test that the README's table names only real keys.

@@ -50,6 +50,8 @@ pub use settings::{
     BatchSettings, LogsSettings, MetricsSettings, PipelineSettings, PrometheusSettings, ResourceSettings, Settings,
     Sourced, SpanLimitsSettings, SubscriberSettings, TracesSettings,
 };
+/// The TOML crate whose values [`Config::with_setting`] takes (re-exported for version agreement).
+pub use toml;
 pub use values::{
     ExemplarFilter, HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, OtlpCompression,
     OtlpProtocol, ParseValueError, ProgressMode, Propagator, SamplerConfig, Signal, TraceExporter,
@@ -396,6 +398,30 @@ impl Config {
         /// Sets the GPU poll interval (at least 1 s; checked at `init`).
         #[cfg(feature = "gpu")]
         fn with_gpu_poll_interval(interval: Duration) -> { gpu.poll_interval = interval, GPU_POLL_SECONDS; }
+    }
+
+    /// Sets one setting by its configuration-file key, at code level (it beats the environment
+    /// and the file, as the `with_*` setters do). `key` is a key of the file (README,
+    /// "Configuration file"), dotted (`prometheus.port`) or with each `.` written `_`
+    /// (`prometheus_port`, the spelling of the Python package's `init` keywords); `value` has
+    /// the TOML type the key takes and is checked by the same rule as the file's value.
+    ///
+    /// ```
+    /// let config = pipetel::Config::default()
+    ///     .with_setting("prometheus_port", 0.into())?
+    ///     .with_setting("exporters.metrics", pipetel::config::toml::Value::Array(vec!["prometheus".into()]))?;
+    /// assert_eq!(config.prometheus_port(), 0);
+    /// assert!(pipetel::Config::default().with_setting("prometheus_prot", 0.into()).is_err());
+    /// # Ok::<(), pipetel::config::ConfigError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConfigError::UnknownSetting`] for a key the file does not have;
+    /// [`ConfigError::InvalidValue`] naming the key as given for a value of the wrong type or
+    /// one its rule refuses.
+    pub fn with_setting(mut self, key: &str, value: toml::Value) -> Result<Self, ConfigError> {
+        file::apply_setting(&mut self, key, &value)?;
+        Ok(self)
     }
 
     /// Adds (or replaces) one resource attribute.

@@ -948,3 +948,57 @@ fn progress_modes_from_env_file_and_code() {
     assert_eq!(Config::default().with_progress(false).progress(), ProgressMode::Off);
     assert_eq!(Config::default().with_progress_mode(ProgressMode::Always).progress(), ProgressMode::Always);
 }
+
+/// A setting given by its file key in code beats the environment and the file, in either
+/// spelling; a table or list takes the TOML type the file's key takes.
+#[test]
+fn settings_by_file_key_beat_env_and_file() {
+    use toml::Value;
+    let (path, p) = write_file("[prometheus]\nport = 1111\npath = \"/file\"\n[pipeline]\nnamespace = \"file\"\n");
+    let c = from(&[(PIPETEL_CONFIG, &p), (OTEL_EXPORTER_PROMETHEUS_PORT, "2222"), (PIPETEL_NAMESPACE, "env")])
+        .expect("valid")
+        .with_setting("prometheus_port", Value::Integer(3333))
+        .and_then(|c| c.with_setting("pipeline.namespace", "zephyr".into()))
+        .and_then(|c| c.with_setting("exporters_metrics", Value::Array(vec!["prometheus".into(), "otlp".into()])))
+        .and_then(|c| {
+            let mut resource = toml::Table::new();
+            resource.insert("team".into(), "data".into());
+            c.with_setting("resource", Value::Table(resource))
+        })
+        .expect("valid settings");
+    assert_eq!(c.prometheus_port(), 3333);
+    assert_eq!(c.prometheus_path(), "/file");
+    assert_eq!(c.namespace(), "zephyr");
+    assert_eq!(c.metrics_exporters(), vec![MetricExporter::Prometheus, MetricExporter::Otlp]);
+    assert!(c.resource_attributes().contains(&("team".to_string(), "data".to_string())));
+    c.validate().expect("valid");
+    let _ = std::fs::remove_file(path);
+}
+
+/// An unknown key, a value of the wrong type and a value the rule refuses are errors naming the
+/// key as given.
+#[test]
+fn bad_settings_by_file_key_name_the_key() {
+    use toml::Value;
+    assert!(file::underscored_keys_are_unique());
+    let unknown = Config::default().with_setting("prometheus_prot", Value::Integer(1)).expect_err("unknown");
+    assert!(matches!(unknown, ConfigError::UnknownSetting { .. }), "{unknown:?}");
+    assert!(
+        unknown.to_string().contains("`prometheus_prot`") && unknown.to_string().contains("prometheus"),
+        "{unknown}"
+    );
+    let cases: &[(&str, Value)] = &[
+        ("prometheus_port", Value::String("9464".into())),
+        ("prometheus_port", Value::Integer(70000)),
+        ("exporters_metrics", Value::String("prometheus".into())),
+        ("exporters_metrics", Value::Array(vec!["carrier-pigeon".into()])),
+        ("pipeline_namespace", Value::String("Zephyr".into())),
+        ("log.console", Value::Integer(1)),
+        ("traces_sampler_arg", Value::Float(2.0)),
+    ];
+    for (key, value) in cases {
+        let err =
+            Config::default().with_setting(key, value.clone()).and_then(|c| c.validate().map(|()| c)).expect_err(key);
+        assert!(err.to_string().contains(&format!("setting `{key}`")), "{key}: {err}");
+    }
+}

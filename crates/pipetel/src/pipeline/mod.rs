@@ -66,7 +66,7 @@ pub use metrics::METRICS;
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
 pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
-pub use shard::{Shard, ShardBuilder};
+pub use shard::{Shard, ShardBuilder, ShardRecorder};
 pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
 
 #[doc(hidden)]

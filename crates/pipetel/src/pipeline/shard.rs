@@ -103,6 +103,23 @@ impl Shard {
         cells.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
+    /// A handle that records into this shard from wherever it is moved or cloned to (a binding
+    /// that must not lock on the hot path, a helper thread): [`ShardRecorder::record`] is
+    /// [`Shard::record`]. It does not end the shard; records made after the shard ended still
+    /// count in the stage's totals and metrics, but in no row of the shard.
+    ///
+    /// ```
+    /// let stage = pipetel::stage("copy").shards(1).start();
+    /// let shard = stage.shard(0).start();
+    /// let recorder = shard.recorder();
+    /// std::thread::spawn(move || recorder.record(10, 640)).join().expect("recorded");
+    /// let row = shard.finish();
+    /// assert_eq!((row.items, row.bytes), (10, 640));
+    /// ```
+    pub fn recorder(&self) -> ShardRecorder {
+        ShardRecorder { inner: self.inner.clone() }
+    }
+
     /// Adds to a user counter: an integer (`u64`, `i64`, `u32`, ...) or a float (`f64`).
     /// Integers into a counter declared on the stage ([`StageBuilder::counter`]) take an
     /// atomic add; floats and undeclared counters take a slower locked path. A NaN or infinite
@@ -191,6 +208,22 @@ impl Shard {
         emit_worker_row(&row, span_context(&self.span).as_ref());
         *emission = None;
         row
+    }
+}
+
+/// Records into a running [`Shard`] ([`Shard::recorder`]): `Clone + Send + Sync`, lock-free.
+#[derive(Debug, Clone)]
+pub struct ShardRecorder {
+    inner: Arc<ShardInner>,
+}
+
+impl ShardRecorder {
+    /// [`Shard::record`]: two relaxed atomic adds on the shard's own cache line.
+    #[inline]
+    pub fn record(&self, items: u64, bytes: u64) {
+        let cells = &self.inner.cells;
+        cells.items.fetch_add(items, Ordering::Relaxed);
+        cells.bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 }
 
