@@ -127,7 +127,11 @@ def get_metrics_registry(namespace: str = "telefuser") -> MetricRegistry:
 
 
 def reset_global_registry() -> None:
-    """Clears the process-wide registry; the next :func:`get_metrics_registry` makes a new one."""
+    """Clears the process-wide registry; the next :func:`get_metrics_registry` makes a new one.
+
+    The registry of a namespace is shared in the process (with the service metrics of that
+    prefix too): clearing it unregisters those metrics as well; their handles keep recording
+    but are no longer exported."""
     global _global_registry
     with _registry_lock:
         if _global_registry is not None:
