@@ -151,6 +151,24 @@ __all__ = [
     "traced",
 ]
 
+# TeleFuser's metrics API (`telefuser.metrics`): `pipetel.telefuser`, and its exceptions.
+from . import telefuser  # noqa: E402
+from ._pipetel import (  # noqa: E402
+    InvalidMetricError,
+    InvalidValueError,
+    MetricAlreadyRegisteredError,
+    MetricNotFoundError,
+    UnsupportedOperationError,
+)
+
+__all__ += [
+    "InvalidMetricError",
+    "InvalidValueError",
+    "MetricAlreadyRegisteredError",
+    "MetricNotFoundError",
+    "UnsupportedOperationError",
+]
+
 # --- mstar recorders and the snapshot hub (py-peers) ---
 from . import mstar  # noqa: E402
 from ._pipetel import HubError, SnapshotHub, SourceStatus, StreamReader, TransportReport  # noqa: E402

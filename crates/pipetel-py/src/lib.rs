@@ -17,6 +17,8 @@ pub mod errors;
 pub mod hub;
 pub mod pipeline;
 pub mod recorders;
+pub mod registry;
+pub mod service;
 pub mod telemetry;
 
 /// The module initialiser: registers the exception types and classes.
@@ -25,6 +27,8 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     recorders::register(m)?;
+    registry::register(m)?;
+    service::register(m)?;
     telemetry::register(m)?;
     pipeline::register(m)?;
     hub::register(m)?;

@@ -395,6 +395,32 @@ pub mod __private {
             true
         }
 
+        /// Moves a stage context's counts by hand (TeleFuser's `context.total.inc()`,
+        /// `errors.inc()`, `active.inc()`): calls, errors (as `error.type=err`) and calls in
+        /// flight. Returns false when stage metrics are off (nothing recorded).
+        pub(crate) fn adjust(&'static self, calls: u64, errors: u64, in_flight: i64) -> bool {
+            if !self.handles().enabled {
+                return false;
+            }
+            self.cells.calls.fetch_add(calls, Ordering::Relaxed);
+            self.cells.errors_err.fetch_add(errors, Ordering::Relaxed);
+            self.cells.in_flight.fetch_add(in_flight, Ordering::Relaxed);
+            true
+        }
+
+        /// Records one duration without counting a call (TeleFuser's
+        /// `context.duration.observe(seconds)`). Returns false when stage metrics are off.
+        pub(crate) fn record_duration(&'static self, seconds: f64) -> bool {
+            let handles = self.handles();
+            if !handles.enabled {
+                return false;
+            }
+            if let Some(duration) = &handles.duration {
+                duration.record(seconds);
+            }
+            true
+        }
+
         /// `(calls, errors, in flight)` so far.
         pub(crate) fn counts(&self) -> (u64, u64, i64) {
             let c = &self.cells;

@@ -92,6 +92,17 @@ fn registry_for(prefix: &str) -> Result<Registry, RegistryError> {
     Ok(r)
 }
 
+/// The process-wide registry of `prefix`: the one the service metrics of that prefix live in,
+/// for code that registers its own metrics beside them (TeleFuser's global registry holds its
+/// service metrics). Registries share the OTel meter, so one registry per prefix also keeps two
+/// metrics of one name from being exported twice.
+///
+/// # Errors
+/// [`RegistryError::InvalidName`] when the prefix is not snake_case.
+pub fn registry_of(prefix: &str) -> Result<Registry, RegistryError> {
+    registry_for(prefix)
+}
+
 impl ServiceMetrics {
     /// The service metrics under `prefix` (`service` gives `service_tasks_created_total`, ...),
     /// with the configured histogram buckets (`PIPETEL_HISTOGRAM_BUCKETS`); a handle that records

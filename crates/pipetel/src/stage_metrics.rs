@@ -220,6 +220,18 @@ impl StageCounter {
     }
 }
 
+impl StageCounter {
+    /// Adds `n` by hand (TeleFuser's `context.total.inc()` / `context.errors.inc()`), for code
+    /// that records executions itself; an error counts as `error.type=err`. Nothing while the
+    /// stage is off.
+    pub fn inc_by(&self, n: u64) {
+        if self.entry.enabled.load(Ordering::Relaxed) {
+            let (calls, errors) = if self.errors { (0, n) } else { (n, 0) };
+            self.entry.site.adjust(calls, errors, 0);
+        }
+    }
+}
+
 impl std::fmt::Debug for StageCounter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StageCounter").field("value", &self.value()).finish()
@@ -236,6 +248,16 @@ impl StageGauge {
     /// Executions in flight now.
     pub fn value(&self) -> i64 {
         self.entry.site.counts().2
+    }
+}
+
+impl StageGauge {
+    /// Moves the executions in flight by `n` by hand (TeleFuser's `context.active.inc()` /
+    /// `dec()`). Nothing while the stage is off.
+    pub fn add(&self, n: i64) {
+        if self.entry.enabled.load(Ordering::Relaxed) {
+            self.entry.site.adjust(0, 0, n);
+        }
     }
 }
 
@@ -267,6 +289,16 @@ impl StageDuration {
     pub fn average(&self) -> Option<Duration> {
         let count = self.count();
         (count > 0).then(|| self.sum() / u32::try_from(count).unwrap_or(u32::MAX))
+    }
+}
+
+impl StageDuration {
+    /// Records one duration by hand, without counting an execution (TeleFuser's
+    /// `context.duration.observe(seconds)`). Nothing while the stage is off.
+    pub fn observe(&self, duration: Duration) {
+        if self.entry.enabled.load(Ordering::Relaxed) && self.entry.site.record_duration(duration.as_secs_f64()) {
+            self.entry.add_duration(duration);
+        }
     }
 }
 
@@ -405,5 +437,21 @@ mod tests {
         again.record_execution(Duration::from_millis(1), true, None, None);
         assert_eq!(ctx.total().value(), 2, "counts on from where it stopped");
         assert!(stage_metrics("unit_disable").is_some());
+    }
+
+    #[test]
+    fn counts_moved_by_hand_as_telefuser_code_does() {
+        let ctx = enable_stage_metrics("unit_by_hand");
+        ctx.total().inc_by(2);
+        ctx.errors().inc_by(1);
+        ctx.active().add(1);
+        ctx.duration().observe(Duration::from_millis(250));
+        assert_eq!((ctx.total().value(), ctx.errors().value(), ctx.active().value()), (2, 1, 1));
+        assert_eq!((ctx.duration().count(), ctx.duration().sum()), (1, Duration::from_millis(250)));
+        ctx.active().add(-1);
+        disable_stage_metrics("unit_by_hand");
+        ctx.total().inc_by(5);
+        ctx.duration().observe(Duration::from_millis(1));
+        assert_eq!((ctx.total().value(), ctx.active().value(), ctx.duration().count()), (2, 0, 1));
     }
 }

@@ -1,0 +1,562 @@
+//! Bindings of `pipetel::service` (TeleFuser's `ServiceMetrics`), `pipetel::stage_metrics`
+//! (TeleFuser's `enable_stage_metrics` / `StageMetricContext`) and `pipetel::gpu_snapshot`
+//! (TeleFuser's `collect_gpu_metrics`), for `pipetel.telefuser`.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use pipetel::registry::Opts;
+use pipetel::service::ServiceMetricsConfig;
+use pipetel::stage_metrics::{self, StageMetrics};
+use pipetel::ServiceMetrics;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::guard;
+use crate::registry::{invalid_value, registry_error, PyCounter, PyGauge, PyHistogram};
+
+/// Seconds as a `Duration`: finite and non-negative, else `InvalidValueError` naming `what`.
+fn seconds(value: f64, what: &str) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(value)
+        .map_err(|_| invalid_value(format!("{what} must be a finite, non-negative number of seconds, got {value}")))
+}
+
+/// A count: an int >= 0, else `InvalidValueError` naming `what`.
+fn count(value: i64, what: &str) -> PyResult<u64> {
+    u64::try_from(value).map_err(|_| invalid_value(format!("{what} must be >= 0, got {value}")))
+}
+
+/// The task and queue metrics of a service (TeleFuser's `ServiceMetrics`).
+///
+/// Made without `config`, it follows the settings `pipetel.init` resolved (prefix
+/// `service.prefix`, buckets `metrics.histogram_buckets`, switch `service.queue_metrics`),
+/// resolved at each call; with a `MetricsConfig`, from its `namespace`, `histogram_buckets` and
+/// `enable_queue_metrics`.
+#[pyclass(module = "pipetel.telefuser", name = "ServiceMetrics", frozen, subclass)]
+pub struct PyServiceMetrics {
+    fixed: Option<ServiceMetrics>,
+}
+
+impl PyServiceMetrics {
+    fn metrics(&self) -> ServiceMetrics {
+        self.fixed.clone().unwrap_or_else(pipetel::service_metrics)
+    }
+
+    fn read_config(config: &Bound<'_, PyAny>) -> PyResult<ServiceMetricsConfig> {
+        let mut out = ServiceMetricsConfig::default();
+        let attr = |name: &str| {
+            config.getattr(name).map_err(|_| {
+                PyTypeError::new_err(format!("config must be a MetricsConfig (it has no attribute {name:?})"))
+            })
+        };
+        out.prefix = attr("namespace")?.extract()?;
+        out.queue_metrics = attr("enable_queue_metrics")?.extract()?;
+        out.http_metrics = attr("enable_http_metrics")?.extract()?;
+        let buckets: Option<Vec<f64>> = attr("histogram_buckets")?.extract()?;
+        if let Some(mut buckets) = buckets {
+            buckets.retain(|b| *b != f64::INFINITY);
+            buckets.sort_by(f64::total_cmp);
+            out.histogram_buckets = buckets;
+        }
+        Ok(out)
+    }
+}
+
+#[pymethods]
+impl PyServiceMetrics {
+    /// `registry` is accepted for TeleFuser's signature and not used: the service metrics live
+    /// in a registry of their own, named by the prefix.
+    #[new]
+    #[pyo3(signature = (registry = None, config = None))]
+    fn new(registry: Option<&Bound<'_, PyAny>>, config: Option<&Bound<'_, PyAny>>) -> PyResult<Self> {
+        let _ = registry;
+        let Some(config) = config.filter(|c| !c.is_none()) else { return Ok(PyServiceMetrics { fixed: None }) };
+        let config = Self::read_config(config)?;
+        guard(|| Ok(PyServiceMetrics { fixed: Some(ServiceMetrics::from_config(&config).map_err(registry_error)?) }))
+    }
+
+    /// Counts a task created.
+    fn record_task_created(&self) {
+        self.metrics().record_task_created();
+    }
+
+    /// Counts a completed task and records its duration (seconds).
+    fn record_task_completed(&self, duration: f64) -> PyResult<()> {
+        let duration = seconds(duration, "duration")?;
+        self.metrics().record_task_completed(duration);
+        Ok(())
+    }
+
+    /// Counts a failed task; with `duration` (seconds) also records it.
+    #[pyo3(signature = (duration = None))]
+    fn record_task_failed(&self, duration: Option<f64>) -> PyResult<()> {
+        match duration {
+            None => self.metrics().record_task_failed(),
+            Some(d) => {
+                let d = seconds(d, "duration")?;
+                self.metrics().record_task_failed_after(d);
+            }
+        }
+        Ok(())
+    }
+
+    /// Counts a cancelled task.
+    fn record_task_cancelled(&self) {
+        self.metrics().record_task_cancelled();
+    }
+
+    /// Records a queue wait (seconds).
+    fn record_queue_wait(&self, wait_time: f64) -> PyResult<()> {
+        let wait = seconds(wait_time, "wait_time")?;
+        self.metrics().record_queue_wait(wait);
+        Ok(())
+    }
+
+    /// Sets the queue gauges.
+    fn update_queue_metrics(&self, size: i64, pending: i64, processing: i64) -> PyResult<()> {
+        let (size, pending, processing) =
+            (count(size, "size")?, count(pending, "pending")?, count(processing, "processing")?);
+        let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        self.metrics().update_queue_metrics(as_usize(size), as_usize(pending), as_usize(processing));
+        Ok(())
+    }
+
+    /// Whether the metrics record (false with `service.queue_metrics` / `enable_queue_metrics` off).
+    #[getter]
+    fn enabled(&self) -> bool {
+        self.metrics().is_enabled()
+    }
+
+    /// The name prefix (`namespace`) of the metrics, None when disabled.
+    #[getter]
+    fn prefix(&self) -> Option<String> {
+        self.metrics().registry().map(|r| r.prefix().to_owned())
+    }
+
+    /// `(created, completed, failed, cancelled)` so far.
+    fn task_counts(&self) -> (u64, u64, u64, u64) {
+        self.metrics().task_counts()
+    }
+
+    /// The exposition of the service metrics' registry ("" when disabled).
+    fn get_prometheus_format(&self, py: Python<'_>) -> String {
+        let metrics = self.metrics();
+        py.detach(move || metrics.registry().map(|r| r.prometheus_text()).unwrap_or_default())
+    }
+
+    /// The counter of tasks created (None when disabled).
+    #[getter]
+    fn tasks_created(&self) -> PyResult<Option<PyCounter>> {
+        self.counter("tasks_created")
+    }
+    /// The counter of tasks completed.
+    #[getter]
+    fn tasks_completed(&self) -> PyResult<Option<PyCounter>> {
+        self.counter("tasks_completed")
+    }
+    /// The counter of tasks failed.
+    #[getter]
+    fn tasks_failed(&self) -> PyResult<Option<PyCounter>> {
+        self.counter("tasks_failed")
+    }
+    /// The counter of tasks cancelled.
+    #[getter]
+    fn tasks_cancelled(&self) -> PyResult<Option<PyCounter>> {
+        self.counter("tasks_cancelled")
+    }
+    /// The queue size gauge.
+    #[getter]
+    fn queue_size(&self) -> PyResult<Option<PyGauge>> {
+        self.gauge("queue_size")
+    }
+    /// The pending tasks gauge.
+    #[getter]
+    fn queue_pending(&self) -> PyResult<Option<PyGauge>> {
+        self.gauge("queue_pending")
+    }
+    /// The tasks-in-progress gauge.
+    #[getter]
+    fn queue_processing(&self) -> PyResult<Option<PyGauge>> {
+        self.gauge("queue_processing")
+    }
+    /// The task duration histogram.
+    #[getter]
+    fn task_duration(&self) -> PyResult<Option<PyHistogram>> {
+        self.histogram("task_duration_seconds", |m| m.task_duration())
+    }
+    /// The queue wait histogram.
+    #[getter]
+    fn task_queue_wait(&self) -> PyResult<Option<PyHistogram>> {
+        self.histogram("task_queue_wait_seconds", |m| m.task_queue_wait())
+    }
+
+    /// The latest sample of the GPU poller `pipetel.init` started, one dict per device with
+    /// TeleFuser's keys (`device_id`, `name`, `memory_used`, `memory_total`, `utilization` in
+    /// percent, `temperature`) plus `uuid` and `power_watts`; [] when there is none (no GPU,
+    /// GPU telemetry off, before the first poll, or no `init`). The poller itself exports the
+    /// GPU gauges; this only reads its latest sample.
+    fn collect_gpu_metrics<'py>(&self, py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+        gpu_devices(py)
+    }
+
+    /// Whether the GPU poller has a sample.
+    #[getter]
+    fn gpu_available(&self) -> bool {
+        pipetel::gpu_snapshot().is_some_and(|s| !s.devices.is_empty())
+    }
+}
+
+impl PyServiceMetrics {
+    fn counter(&self, name: &str) -> PyResult<Option<PyCounter>> {
+        let metrics = self.metrics();
+        let Some(registry) = metrics.registry() else { return Ok(None) };
+        let counter = registry.counter(name, "").map_err(registry_error)?;
+        Ok(Some(PyCounter::wrap(counter, "")))
+    }
+
+    fn gauge(&self, name: &str) -> PyResult<Option<PyGauge>> {
+        let metrics = self.metrics();
+        let Some(registry) = metrics.registry() else { return Ok(None) };
+        let gauge = registry.gauge(name, "").map_err(registry_error)?;
+        Ok(Some(PyGauge::wrap(gauge, "")))
+    }
+
+    fn histogram(
+        &self,
+        name: &str,
+        value: impl Fn(&ServiceMetrics) -> Option<pipetel::registry::HistogramValue>,
+    ) -> PyResult<Option<PyHistogram>> {
+        let metrics = self.metrics();
+        let (Some(registry), Some(value)) = (metrics.registry(), value(&metrics)) else { return Ok(None) };
+        let bounds: Vec<f64> = value.buckets.iter().map(|(b, _)| *b).collect();
+        let histogram = registry.histogram_with(name, "", Opts::new().buckets(bounds)).map_err(registry_error)?;
+        Ok(Some(PyHistogram::wrap(histogram, "")))
+    }
+}
+
+/// The GPU poller's latest sample as TeleFuser's per-device dicts.
+fn gpu_devices(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    let Some(sample) = pipetel::gpu_snapshot() else { return Ok(Vec::new()) };
+    let mut out = Vec::with_capacity(sample.devices.len());
+    for device in &sample.devices {
+        let d = PyDict::new(py);
+        d.set_item("device_id", device.info.index)?;
+        d.set_item("uuid", &device.info.id)?;
+        d.set_item("name", &device.info.name)?;
+        d.set_item("memory_used", device.memory_used_bytes)?;
+        d.set_item("memory_total", device.memory_total_bytes)?;
+        d.set_item("utilization", device.utilization.map(|u| u * 100.0))?;
+        d.set_item("temperature", device.temperature_celsius)?;
+        d.set_item("power_watts", device.power_watts)?;
+        out.push(d);
+    }
+    Ok(out)
+}
+
+/// The GPU poller's latest sample (see `ServiceMetrics.collect_gpu_metrics`).
+#[pyfunction]
+fn gpu_snapshot(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
+    gpu_devices(py)
+}
+
+/// A count of a stage's executions or errors (read-only: the context records).
+#[pyclass(module = "pipetel.telefuser", name = "StageCount", frozen)]
+pub struct PyStageCount {
+    stage: StageMetrics,
+    errors: bool,
+}
+
+#[pymethods]
+impl PyStageCount {
+    /// The count so far.
+    #[getter]
+    fn value(&self) -> u64 {
+        if self.errors {
+            self.stage.errors().value()
+        } else {
+            self.stage.total().value()
+        }
+    }
+    /// Adds `amount` (default 1) by hand, for code that records executions itself
+    /// (TeleFuser's `context.total.inc()`); an int >= 0.
+    #[pyo3(signature = (amount = 1))]
+    fn inc(&self, amount: i64) -> PyResult<()> {
+        let n = count(amount, "amount")?;
+        if self.errors {
+            self.stage.errors().inc_by(n);
+        } else {
+            self.stage.total().inc_by(n);
+        }
+        Ok(())
+    }
+    fn __int__(&self) -> u64 {
+        self.value()
+    }
+    fn __repr__(&self) -> String {
+        format!("StageCount(value={})", self.value())
+    }
+}
+
+/// A stage's executions in flight.
+#[pyclass(module = "pipetel.telefuser", name = "StageActive", frozen)]
+pub struct PyStageActive {
+    stage: StageMetrics,
+}
+
+#[pymethods]
+impl PyStageActive {
+    /// Executions in flight now.
+    #[getter]
+    fn value(&self) -> i64 {
+        self.stage.active().value()
+    }
+    /// One more execution in flight, by hand (TeleFuser's `context.active.inc()`).
+    #[pyo3(signature = (amount = 1))]
+    fn inc(&self, amount: i64) {
+        self.stage.active().add(amount);
+    }
+    /// One execution fewer in flight, by hand.
+    #[pyo3(signature = (amount = 1))]
+    fn dec(&self, amount: i64) {
+        self.stage.active().add(amount.saturating_neg());
+    }
+    fn __int__(&self) -> i64 {
+        self.value()
+    }
+    fn __repr__(&self) -> String {
+        format!("StageActive(value={})", self.value())
+    }
+}
+
+/// A stage's recorded durations: count, sum and average, in seconds.
+#[pyclass(module = "pipetel.telefuser", name = "StageDuration", frozen)]
+pub struct PyStageDuration {
+    stage: StageMetrics,
+}
+
+#[pymethods]
+impl PyStageDuration {
+    /// Durations recorded.
+    #[getter]
+    fn count(&self) -> u64 {
+        self.stage.duration().count()
+    }
+    /// Their sum, seconds.
+    #[getter]
+    fn sum(&self) -> f64 {
+        self.stage.duration().sum().as_secs_f64()
+    }
+    /// Their mean, seconds; 0.0 before the first (as TeleFuser's histogram).
+    #[getter]
+    fn average(&self) -> f64 {
+        self.stage.duration().average().map_or(0.0, |d| d.as_secs_f64())
+    }
+    /// Records one duration (seconds) by hand, without counting an execution (TeleFuser's
+    /// `context.duration.observe(0.5)`).
+    fn observe(&self, value: f64) -> PyResult<()> {
+        let d = seconds(value, "the duration")?;
+        self.stage.duration().observe(d);
+        Ok(())
+    }
+    fn __repr__(&self) -> String {
+        format!("StageDuration(count={}, sum={})", self.count(), self.sum())
+    }
+}
+
+/// The metrics of one stage (TeleFuser's `StageMetricContext`), on the Rust stage context.
+#[pyclass(module = "pipetel.telefuser", name = "StageMetricContext", frozen)]
+pub struct PyStageMetricContext {
+    stage: StageMetrics,
+}
+
+#[pymethods]
+impl PyStageMetricContext {
+    /// Turns metrics on for the stage `stage_name` and returns its context (the same counts for
+    /// the same name).
+    #[new]
+    fn new(stage_name: &str) -> PyResult<Self> {
+        if stage_name.is_empty() {
+            return Err(pyo3::exceptions::PyValueError::new_err("the stage name is empty"));
+        }
+        guard(|| Ok(PyStageMetricContext { stage: stage_metrics::enable_stage_metrics(stage_name) }))
+    }
+
+    /// The stage's name.
+    #[getter]
+    fn stage_name(&self) -> &str {
+        self.stage.name()
+    }
+    /// Whether the stage records (false after `disable_stage_metrics`).
+    #[getter]
+    fn enabled(&self) -> bool {
+        self.stage.is_enabled()
+    }
+    /// Executions so far.
+    #[getter]
+    fn total(&self) -> PyStageCount {
+        PyStageCount { stage: self.stage.clone(), errors: false }
+    }
+    /// Failed executions so far.
+    #[getter]
+    fn errors(&self) -> PyStageCount {
+        PyStageCount { stage: self.stage.clone(), errors: true }
+    }
+    /// Executions in flight.
+    #[getter]
+    fn active(&self) -> PyStageActive {
+        PyStageActive { stage: self.stage.clone() }
+    }
+    /// Durations recorded.
+    #[getter]
+    fn duration(&self) -> PyStageDuration {
+        PyStageDuration { stage: self.stage.clone() }
+    }
+
+    /// Records one execution measured elsewhere: `duration` seconds, whether it succeeded,
+    /// and its input and output sizes in bytes when known.
+    #[pyo3(signature = (duration, success = true, input_size = None, output_size = None))]
+    fn record_execution(
+        &self,
+        duration: f64,
+        success: bool,
+        input_size: Option<i64>,
+        output_size: Option<i64>,
+    ) -> PyResult<()> {
+        let duration = seconds(duration, "duration")?;
+        let input = input_size.map(|n| count(n, "input_size")).transpose()?;
+        let output = output_size.map(|n| count(n, "output_size")).transpose()?;
+        guard(|| {
+            self.stage.record_execution(duration, success, input, output);
+            Ok(())
+        })
+    }
+
+    /// Starts one execution: counted now (total and active); `succeed()` or `fail()` ends it
+    /// and records its duration. Also a context manager: an exception inside ends it as failed.
+    fn start(&self) -> PyStageRun {
+        PyStageRun { run: Mutex::new(Some(self.stage.start())) }
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "StageMetricContext(stage_name={:?}, total={}, errors={}, active={})",
+            self.stage.name(),
+            self.stage.total().value(),
+            self.stage.errors().value(),
+            self.stage.active().value()
+        )
+    }
+}
+
+/// One execution of a stage, from `StageMetricContext.start()`.
+#[pyclass(module = "pipetel.telefuser", name = "StageRun", frozen)]
+pub struct PyStageRun {
+    run: Mutex<Option<pipetel::stage_metrics::StageRun>>,
+}
+
+impl PyStageRun {
+    fn take(&self) -> PyResult<pipetel::stage_metrics::StageRun> {
+        self.run
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .ok_or_else(|| PyRuntimeError::new_err("this stage execution has already ended"))
+    }
+
+    fn with(&self, f: impl FnOnce(&pipetel::stage_metrics::StageRun)) -> PyResult<()> {
+        let run = self.run.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let run = run.as_ref().ok_or_else(|| PyRuntimeError::new_err("this stage execution has already ended"))?;
+        f(run);
+        Ok(())
+    }
+}
+
+#[pymethods]
+impl PyStageRun {
+    /// Records the size of the input, in bytes.
+    fn input_size(&self, nbytes: i64) -> PyResult<()> {
+        let n = count(nbytes, "input_size")?;
+        self.with(|r| r.input_size(n))
+    }
+    /// Records the size of the output, in bytes.
+    fn output_size(&self, nbytes: i64) -> PyResult<()> {
+        let n = count(nbytes, "output_size")?;
+        self.with(|r| r.output_size(n))
+    }
+    /// Ends the execution as a success.
+    fn succeed(&self) -> PyResult<()> {
+        let run = self.take()?;
+        guard(|| {
+            run.succeed();
+            Ok(())
+        })
+    }
+    /// Ends the execution as a failure.
+    fn fail(&self) -> PyResult<()> {
+        let run = self.take()?;
+        guard(|| {
+            run.fail();
+            Ok(())
+        })
+    }
+    /// Whether the execution is still in flight.
+    #[getter]
+    fn active(&self) -> bool {
+        self.run.lock().unwrap_or_else(std::sync::PoisonError::into_inner).is_some()
+    }
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+    #[pyo3(signature = (exc_type = None, exc = None, tb = None))]
+    fn __exit__(
+        &self,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        exc: Option<&Bound<'_, PyAny>>,
+        tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let _ = (exc, tb);
+        let failed = exc_type.is_some_and(|t| !t.is_none());
+        if self.active() {
+            if failed {
+                self.fail()?;
+            } else {
+                self.succeed()?;
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Turns metrics on for `stage_name` and returns its context.
+#[pyfunction]
+fn enable_stage_metrics_by_name(stage_name: &str) -> PyResult<PyStageMetricContext> {
+    PyStageMetricContext::new(stage_name)
+}
+
+/// Turns metrics off for `stage_name` (nothing for a stage never enabled).
+#[pyfunction]
+fn disable_stage_metrics_by_name(stage_name: &str) {
+    stage_metrics::disable_stage_metrics(stage_name);
+}
+
+/// The names of the stages whose metrics are on, sorted.
+#[pyfunction]
+fn enabled_stages() -> Vec<String> {
+    stage_metrics::enabled_stages()
+}
+
+/// Adds the classes and functions to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("_TfServiceMetrics", m.py().get_type::<PyServiceMetrics>())?;
+    m.add("_TfStageMetricContext", m.py().get_type::<PyStageMetricContext>())?;
+    m.add("_TfStageCount", m.py().get_type::<PyStageCount>())?;
+    m.add("_TfStageActive", m.py().get_type::<PyStageActive>())?;
+    m.add("_TfStageDuration", m.py().get_type::<PyStageDuration>())?;
+    m.add("_TfStageRun", m.py().get_type::<PyStageRun>())?;
+    m.add("_tf_gpu_snapshot", wrap_pyfunction!(gpu_snapshot, m)?)?;
+    m.add("_tf_enable_stage", wrap_pyfunction!(enable_stage_metrics_by_name, m)?)?;
+    m.add("_tf_disable_stage", wrap_pyfunction!(disable_stage_metrics_by_name, m)?)?;
+    m.add("_tf_enabled_stages", wrap_pyfunction!(enabled_stages, m)?)?;
+    Ok(())
+}
