@@ -19,10 +19,33 @@
 //! stage and worker rows) reads the marker and hands on the unsampled parent's context, so the
 //! next process learns that the trace is not sampled.
 //!
-//! Root spans still go to the bridge whole: their decision must wait for a possible
-//! `set_parent`.
+//! # Roots decided at creation
+//! A root span under a ratio sampler (`traceidratio`, `parentbased_traceidratio`, and
+//! `parentbased_always_off`, ratio 0) is decided at creation too, when the gate is built with
+//! [`SamplingGate::deciding_roots`] (what `init` installs): the gate draws the root's trace id
+//! and applies the ratio to it exactly as the SDK's `TraceIdRatioBased` does. A dropped root is
+//! held back like a child of a dropped span (its marker holds a context of its own, with that
+//! trace id, not sampled), so a dropped trace costs the bridge nothing. A kept root goes to the
+//! bridge with its trace id pinned: [`GateTracer`] and [`PinnedTraceIds`] make the SDK start it
+//! with that id, so the decision stays a function of the trace id and agrees with the ratio
+//! samplers of other processes.
+//!
+//! What that changes: `set_parent` on a root created under a ratio sampler works only when the
+//! root was kept at creation (the SDK then decides again with the new parent, as before); on a
+//! dropped root it is ignored and the span stays in its own unsampled trace. To continue a remote
+//! trace, give the parent before the span exists: attach the extracted context while creating
+//! the span (`let _in_remote = cx.attach(); let span = info_span!(..)`), or create it inside
+//! [`with_remote_parent`], which decides with that parent and calls `set_parent` itself. Both
+//! keep `set_parent`'s result under every sampler. Samplers that keep roots (`always_on`,
+//! `parentbased_always_on`) hold no root back, and `set_parent` works there as it always did.
 
-use opentelemetry::trace::{SpanContext, TraceContextExt as _};
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+
+use opentelemetry::trace::{
+    Link, SpanBuilder, SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, Tracer,
+};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracer};
 use tracing::span::{Attributes, Id, Record};
 use tracing::subscriber::Interest;
 use tracing::{Event, Metadata, Subscriber};
@@ -30,9 +53,41 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-/// Marks a span held back from the bridge; holds the span context of its unsampled parent.
+/// Marks a span held back from the bridge; holds the span context of its unsampled parent (a
+/// context of its own for a dropped root).
 #[derive(Debug, Clone)]
 pub(crate) struct Unsampled(pub(crate) SpanContext);
+
+thread_local! {
+    /// The trace id of the root the gate is handing to the bridge, for [`GateTracer::span_builder`].
+    static CREATING: Cell<Option<TraceId>> = const { Cell::new(None) };
+    /// The trace id the SDK must give the root it is starting, for [`PinnedTraceIds`].
+    static STARTING: Cell<Option<TraceId>> = const { Cell::new(None) };
+    /// The parent given to [`with_remote_parent`] while its span is created.
+    static REMOTE: RefCell<Option<SpanContext>> = const { RefCell::new(None) };
+}
+
+/// The SDK's `TraceIdRatioBased` bound: a trace id is kept when its low 64 bits, shifted right
+/// once, are below it.
+fn ratio_bound(ratio: f64) -> u64 {
+    (ratio.max(0.0) * (1u64 << 63) as f64) as u64
+}
+
+/// The SDK's `TraceIdRatioBased` decision on `trace_id` for the bound of [`ratio_bound`].
+fn ratio_keeps(bound: u64, trace_id: TraceId) -> bool {
+    let low = u128::from_be_bytes(trace_id.to_bytes()) as u64;
+    (low >> 1) < bound
+}
+
+/// What the gate does with a new span.
+enum Decision {
+    /// Hold it back with this context (its unsampled parent's, or its own for a dropped root).
+    Held(SpanContext),
+    /// A root the ratio kept: to the bridge with this trace id.
+    KeptRoot(TraceId),
+    /// To the bridge, which decides when it starts the span.
+    Bridge,
+}
 
 /// Wraps the OTel bridge layer (`tracing_opentelemetry::layer()`); see the
 /// [module documentation](self). `init` installs it; use it directly only when composing a
@@ -57,6 +112,9 @@ pub struct SamplingGate<L> {
     active: bool,
     /// The sampler follows a remote parent's decision (parent-based samplers).
     follow_remote: bool,
+    /// Roots are decided at creation with this `TraceIdRatioBased` bound
+    /// ([`SamplingGate::deciding_roots`]); `None`: the bridge decides them.
+    root_bound: Option<u64>,
 }
 
 impl<L> SamplingGate<L> {
@@ -67,38 +125,110 @@ impl<L> SamplingGate<L> {
     /// Only for samplers that keep a span exactly when its local parent was kept (parent-based
     /// samplers, trace-id-ratio, always-on, always-off).
     pub fn new(bridge: L, follow_remote: bool) -> Self {
-        SamplingGate { inner: bridge, active: true, follow_remote }
+        SamplingGate { inner: bridge, active: true, follow_remote, root_bound: None }
+    }
+
+    /// Also decides root spans at creation, keeping a root when its trace id passes `ratio` as
+    /// the SDK's `TraceIdRatioBased(ratio)` would (0 for `parentbased_always_off`); see
+    /// [roots decided at creation](self#roots-decided-at-creation). The bridge must use a
+    /// [`GateTracer`] of a provider built with [`PinnedTraceIds`], or the SDK draws a kept root's
+    /// trace id again and decides afresh (keeping `ratio²` of the roots).
+    ///
+    /// ```
+    /// use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+    /// use pipetel::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
+    /// use tracing_subscriber::layer::SubscriberExt as _;
+    ///
+    /// let ratio = 0.01;
+    /// let provider = SdkTracerProvider::builder()
+    ///     .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))))
+    ///     .with_id_generator(PinnedTraceIds::default())
+    ///     .build();
+    /// let bridge = tracing_opentelemetry::layer().with_tracer(GateTracer::new(&provider, "app"));
+    /// let subscriber = tracing_subscriber::registry()
+    ///     .with(SamplingGate::new(bridge, true).deciding_roots(ratio));
+    /// # drop(subscriber);
+    /// ```
+    #[must_use]
+    pub fn deciding_roots(mut self, ratio: f64) -> Self {
+        self.root_bound = (ratio < 1.0).then(|| ratio_bound(ratio));
+        self
     }
 
     /// Wraps `bridge` without holding anything back (for samplers that keep every span).
     pub(crate) fn passthrough(bridge: L) -> Self {
-        SamplingGate { inner: bridge, active: false, follow_remote: false }
+        SamplingGate { inner: bridge, active: false, follow_remote: false, root_bound: None }
     }
 
-    /// The unsampled context the new span inherits, `None` when the bridge must see it.
-    fn unsampled_parent<S>(&self, attrs: &Attributes<'_>, ctx: &Context<'_, S>) -> Option<SpanContext>
+    /// What to do with a new span.
+    fn decide<S>(&self, attrs: &Attributes<'_>, ctx: &Context<'_, S>) -> Decision
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
+        if let Some(remote) = REMOTE.with(|r| r.borrow_mut().take()) {
+            return self.with_remote(remote);
+        }
         if let Some(parent) = attrs.parent() {
-            return ctx.span(parent).and_then(|p| p.extensions().get::<Unsampled>().map(|u| u.0.clone()));
+            return match ctx.span(parent).and_then(|p| p.extensions().get::<Unsampled>().map(|u| u.0.clone())) {
+                Some(sc) => Decision::Held(sc),
+                None => Decision::Bridge,
+            };
         }
         if !attrs.is_contextual() {
-            return None;
+            return self.root();
         }
         // The bridge takes a contextual span's parent from the current OTel context, which
         // entering a span it tracks makes current: one thread-local read decides the common case.
         let current = opentelemetry::Context::map_current(|cx| {
             let span = cx.span();
             let sc = span.span_context();
-            sc.is_valid().then(|| (!sc.is_sampled() && (!sc.is_remote() || self.follow_remote)).then(|| sc.clone()))
+            sc.is_valid().then(|| {
+                if !sc.is_sampled() && (!sc.is_remote() || self.follow_remote) {
+                    Decision::Held(sc.clone())
+                } else {
+                    Decision::Bridge
+                }
+            })
         });
         match current {
             Some(decided) => decided,
             // No OTel span is current: a root, or a span held back here and entered where its
             // parent's context is not current.
-            None => ctx.lookup_current().and_then(|p| p.extensions().get::<Unsampled>().map(|u| u.0.clone())),
+            None => match ctx.lookup_current().and_then(|p| p.extensions().get::<Unsampled>().map(|u| u.0.clone())) {
+                Some(sc) => Decision::Held(sc),
+                None => self.root(),
+            },
         }
+    }
+
+    /// A span whose parent is the remote `parent` ([`with_remote_parent`]).
+    fn with_remote(&self, parent: SpanContext) -> Decision {
+        let kept = match self.root_bound {
+            _ if self.follow_remote => parent.is_sampled(),
+            Some(bound) => ratio_keeps(bound, parent.trace_id()),
+            None => true,
+        };
+        if kept {
+            return Decision::Bridge;
+        }
+        Decision::Held(SpanContext::new(
+            parent.trace_id(),
+            parent.span_id(),
+            parent.trace_flags().with_sampled(false),
+            true,
+            parent.trace_state().clone(),
+        ))
+    }
+
+    /// A root span: decided here with a trace id drawn now when the gate decides roots.
+    fn root(&self) -> Decision {
+        let Some(bound) = self.root_bound else { return Decision::Bridge };
+        let ids = RandomIdGenerator::default();
+        let trace_id = ids.new_trace_id();
+        if ratio_keeps(bound, trace_id) {
+            return Decision::KeptRoot(trace_id);
+        }
+        Decision::Held(SpanContext::new(trace_id, ids.new_span_id(), TraceFlags::default(), false, TraceState::NONE))
     }
 }
 
@@ -125,11 +255,20 @@ where
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         if self.active {
-            if let Some(parent) = self.unsampled_parent(attrs, &ctx) {
-                if let Some(span) = ctx.span(id) {
-                    span.extensions_mut().replace(Unsampled(parent));
+            match self.decide(attrs, &ctx) {
+                Decision::Held(sc) => {
+                    if let Some(span) = ctx.span(id) {
+                        span.extensions_mut().replace(Unsampled(sc));
+                    }
+                    return;
                 }
-                return;
+                Decision::KeptRoot(trace_id) => {
+                    CREATING.set(Some(trace_id));
+                    self.inner.on_new_span(attrs, id, ctx);
+                    CREATING.set(None);
+                    return;
+                }
+                Decision::Bridge => {}
             }
         }
         self.inner.on_new_span(attrs, id, ctx);
@@ -169,6 +308,115 @@ where
     }
 
     crate::sync::forward_downcast_raw!(inner);
+}
+
+/// The SDK tracer behind the bridge of a [`SamplingGate::deciding_roots`] gate: a root the gate
+/// kept is started with the trace id the gate drew for it (carried from creation to start in the
+/// span builder, handed to [`PinnedTraceIds`] while the SDK starts the span). Every other span
+/// starts exactly as with the wrapped tracer.
+#[derive(Debug, Clone)]
+pub struct GateTracer(SdkTracer);
+
+impl GateTracer {
+    /// The tracer `name` of `provider`, which must be built with [`PinnedTraceIds`].
+    pub fn new(provider: &opentelemetry_sdk::trace::SdkTracerProvider, name: &'static str) -> Self {
+        use opentelemetry::trace::TracerProvider as _;
+        GateTracer(provider.tracer(name))
+    }
+}
+
+impl Tracer for GateTracer {
+    type Span = opentelemetry_sdk::trace::Span;
+
+    fn span_builder<T>(&self, name: T) -> SpanBuilder
+    where
+        T: Into<Cow<'static, str>>,
+    {
+        let mut builder = SpanBuilder::from_name(name);
+        if let Some(trace_id) = CREATING.take() {
+            // The builder has no trace id field: a first link with no span id carries it to
+            // `build_with_context`, which removes it (the bridge adds only valid links).
+            let marker = SpanContext::new(trace_id, SpanId::INVALID, TraceFlags::default(), false, TraceState::NONE);
+            builder.links = Some(vec![Link::with_context(marker)]);
+        }
+        builder
+    }
+
+    fn build_with_context(&self, mut builder: SpanBuilder, parent_cx: &opentelemetry::Context) -> Self::Span {
+        let pinned = match builder.links.as_mut() {
+            Some(links) if links.first().is_some_and(|l| l.span_context.span_id() == SpanId::INVALID) => {
+                let trace_id = links.remove(0).span_context.trace_id();
+                if links.is_empty() {
+                    builder.links = None;
+                }
+                Some(trace_id)
+            }
+            _ => None,
+        };
+        // After a `set_parent`, the parent's trace id wins, as for any span.
+        match pinned.filter(|_| !parent_cx.span().span_context().is_valid()) {
+            Some(trace_id) => {
+                STARTING.set(Some(trace_id));
+                let span = self.0.build_with_context(builder, parent_cx);
+                STARTING.set(None);
+                span
+            }
+            None => self.0.build_with_context(builder, parent_cx),
+        }
+    }
+}
+
+/// The SDK id generator for a [`GateTracer`]: random ids like the SDK's `RandomIdGenerator`,
+/// except the trace id of a root the gate kept, which is the one it drew.
+#[derive(Debug, Clone, Default)]
+pub struct PinnedTraceIds(RandomIdGenerator);
+
+impl IdGenerator for PinnedTraceIds {
+    fn new_trace_id(&self) -> TraceId {
+        STARTING.take().unwrap_or_else(|| self.0.new_trace_id())
+    }
+
+    fn new_span_id(&self) -> SpanId {
+        self.0.new_span_id()
+    }
+}
+
+/// Creates a span with `make` as a child of the remote span in `parent` (a context extracted
+/// from a request's headers): the gate decides it with that parent, then `set_parent` makes it
+/// the span's parent. Use it instead of calling `set_parent` on a span created as a root when a
+/// ratio sampler is configured: such a root may already have been dropped at creation (see
+/// [roots decided at creation](self#roots-decided-at-creation)). Only the first span `make`
+/// creates is concerned.
+///
+/// ```
+/// use opentelemetry::propagation::TextMapPropagator as _;
+///
+/// let headers = std::collections::HashMap::from([(
+///     "traceparent".to_string(),
+///     "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string(),
+/// )]);
+/// let parent = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&headers);
+/// let span = pipetel::sampling::with_remote_parent(&parent, || tracing::info_span!("request"));
+/// # drop(span);
+/// ```
+pub fn with_remote_parent(parent: &opentelemetry::Context, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    /// Clears the pending parent even when `make` panics or creates no span.
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            REMOTE.with(|r| r.borrow_mut().take());
+        }
+    }
+    let sc = parent.span().span_context().clone();
+    let span = {
+        let _clear = Clear;
+        REMOTE.with(|r| *r.borrow_mut() = sc.is_valid().then_some(sc));
+        make()
+    };
+    // Ignored where no bridge tracks the span (held back, traces off): nothing to reparent.
+    let _ = span.set_parent(parent.clone());
+    span
 }
 
 /// The OTel span context of a `tracing` span: its own when the bridge tracks it, its unsampled
@@ -213,6 +461,124 @@ mod tests {
             exporter.get_finished_spans().unwrap_or_default().into_iter().map(|s| s.name.to_string()).collect();
         names.sort();
         names
+    }
+
+    /// As `init` composes it for a ratio sampler: roots decided at creation. Returns the exported
+    /// spans.
+    fn run_deciding_roots(
+        ratio: f64,
+        parent_based: bool,
+        work: impl FnOnce(),
+    ) -> Vec<opentelemetry_sdk::trace::SpanData> {
+        let exporter = InMemorySpanExporter::default();
+        let sampler = match parent_based {
+            true => Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))),
+            false => Sampler::TraceIdRatioBased(ratio),
+        };
+        let provider = SdkTracerProvider::builder()
+            .with_sampler(sampler)
+            .with_id_generator(PinnedTraceIds::default())
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let bridge = tracing_opentelemetry::layer().with_tracer(GateTracer::new(&provider, "t"));
+        let gate = SamplingGate::new(bridge, parent_based).deciding_roots(ratio);
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(gate), work);
+        let _ = provider.force_flush();
+        exporter.get_finished_spans().unwrap_or_default()
+    }
+
+    fn remote(traceparent: &str) -> opentelemetry::Context {
+        TraceContextPropagator::new()
+            .extract(&std::collections::HashMap::from([("traceparent".to_string(), traceparent.to_string())]))
+    }
+
+    #[test]
+    fn roots_are_decided_at_creation_on_the_trace_id_the_sdk_then_uses() {
+        const ROOTS: usize = 400;
+        let bound = ratio_bound(0.5);
+        let mut held = Vec::new();
+        let spans = run_deciding_roots(0.5, true, || {
+            for _ in 0..ROOTS {
+                let root = tracing::info_span!("root");
+                let _in_root = root.enter();
+                let _child = tracing::info_span!("child").entered();
+                if !root.context().span().span_context().is_valid() {
+                    // Held back at creation: a context of its own, not sampled, for propagation.
+                    let sc = span_context(&root).expect("a dropped root has a marker");
+                    assert!(sc.is_valid() && !sc.is_sampled() && !ratio_keeps(bound, sc.trace_id()));
+                    held.push(sc.trace_id());
+                }
+            }
+        });
+        let roots: Vec<_> = spans.iter().filter(|s| s.name == "root").collect();
+        // Binomial(400, 0.5): outside 120..=280 with probability below 1e-9.
+        assert!((120..=280).contains(&roots.len()), "{} of {ROOTS} roots kept", roots.len());
+        assert_eq!(roots.len() + held.len(), ROOTS);
+        for root in &roots {
+            // The SDK started the root with the trace id the gate drew and judged.
+            assert!(ratio_keeps(bound, root.span_context.trace_id()), "{:?}", root.span_context);
+            let children: Vec<_> = spans.iter().filter(|s| s.parent_span_id == root.span_context.span_id()).collect();
+            assert_eq!(children.len(), 1, "the kept root's child arrives with it");
+            assert_eq!(children[0].span_context.trace_id(), root.span_context.trace_id());
+        }
+        assert_eq!(spans.len(), roots.len() * 2, "children of dropped roots are dropped too");
+    }
+
+    #[test]
+    fn a_plain_ratio_sampler_keeps_as_many_roots_as_the_sdk_alone() {
+        // Without the pinned id the SDK would draw again: about ratio² of the roots.
+        let spans = run_deciding_roots(0.5, false, || {
+            for _ in 0..400 {
+                let _root = tracing::info_span!("root").entered();
+            }
+        });
+        assert!((120..=280).contains(&spans.len()), "{} of 400 roots kept", spans.len());
+    }
+
+    #[test]
+    fn set_parent_on_a_root_works_where_documented() {
+        let sampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let unsampled = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+        // `with_remote_parent`: decided with the remote parent, under a ratio that drops every root.
+        let spans = run_deciding_roots(0.0, true, || {
+            let request = with_remote_parent(&remote(sampled), || tracing::info_span!("request"));
+            let _in_request = request.enter();
+            let _child = tracing::info_span!("child").entered();
+            let ignored = with_remote_parent(&remote(unsampled), || tracing::info_span!("unsampled"));
+            let sc = span_context(&ignored).expect("marker");
+            assert_eq!(sc.trace_id().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+            assert!(!sc.is_sampled());
+            // A root that exists before its parent is given was dropped at creation: ignored.
+            let late = tracing::info_span!(parent: None, "late");
+            assert!(late.set_parent(remote(sampled)).is_ok());
+            late.in_scope(|| {});
+        });
+        let mut names: Vec<&str> = spans.iter().map(|s| s.name.as_ref()).collect();
+        names.sort();
+        assert_eq!(names, ["child", "request"]);
+        let request = spans.iter().find(|s| s.name == "request").expect("request");
+        assert_eq!(request.parent_span_id.to_string(), "00f067aa0ba902b7");
+        assert_eq!(request.span_context.trace_id().to_string(), "4bf92f3577b34da6a3ce929d0e0e4736");
+        // A remote context attached while the span is created decides as well.
+        let spans = run_deciding_roots(0.0, true, || {
+            let _attached = remote(sampled).attach();
+            let _request = tracing::info_span!("attached").entered();
+        });
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].parent_span_id.to_string(), "00f067aa0ba902b7");
+        // A plain ratio sampler judges the remote trace id (low bits 0: kept by any ratio above 0).
+        let spans = run_deciding_roots(0.5, false, || {
+            let cx = remote("00-4bf92f3577b34da60000000000000000-00f067aa0ba902b7-00");
+            with_remote_parent(&cx, || tracing::info_span!("request")).in_scope(|| {});
+        });
+        assert_eq!(spans.len(), 1);
+        // Samplers that keep roots leave `set_parent` as it always was.
+        let names = run(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)), true, || {
+            let span = tracing::info_span!("late");
+            assert!(span.set_parent(remote(unsampled)).is_ok());
+            span.in_scope(|| {});
+        });
+        assert!(names.is_empty(), "the unsampled remote parent decided: {names:?}");
     }
 
     fn traceparent(span: &tracing::Span) -> Option<String> {
