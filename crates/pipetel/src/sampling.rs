@@ -41,6 +41,7 @@
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 
 use opentelemetry::trace::{
     Link, SpanBuilder, SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, Tracer,
@@ -53,8 +54,9 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-/// Marks a span held back from the bridge; holds the span context of its unsampled parent (a
-/// context of its own for a dropped root).
+/// Marks a span held back from the bridge in its extensions, where the gate's table of held-back
+/// spans had no room or the context has a trace state; holds the span context of its unsampled
+/// parent (a context of its own for a dropped root).
 #[derive(Debug, Clone)]
 pub(crate) struct Unsampled(pub(crate) SpanContext);
 
@@ -77,6 +79,187 @@ fn ratio_bound(ratio: f64) -> u64 {
 fn ratio_keeps(bound: u64, trace_id: TraceId) -> bool {
     let low = u128::from_be_bytes(trace_id.to_bytes()) as u64;
     (low >> 1) < bound
+}
+
+/// Slots in a gate's table of held-back spans; more spans held back at once keep their marker
+/// in their extensions.
+const HELD_SLOTS: usize = 1024;
+/// Slots a lookup or an insertion probes before giving up.
+const HELD_PROBES: usize = 16;
+const EMPTY: u64 = 0;
+const FREED: u64 = u64::MAX;
+
+/// One held-back span: its id (or [`EMPTY`] / [`FREED`]) and the span context it propagates
+/// (trace state empty; one with a trace state is kept in the span's extensions). A cache line of
+/// its own, so threads holding back different spans do not contend.
+#[repr(align(64))]
+#[derive(Default)]
+struct HeldSlot {
+    id: AtomicU64,
+    trace_hi: AtomicU64,
+    trace_lo: AtomicU64,
+    span_id: AtomicU64,
+    flags: AtomicU8,
+    remote: AtomicBool,
+}
+
+/// The markers of held-back spans, keyed by span id: a fixed open-addressing table of atomics
+/// (the layout of the span-metrics layer's open-span table), so holding a span back costs no
+/// allocation in its extensions, and its enter, exit and close find out with one probe that the
+/// bridge has nothing to do. A span's id stays unique while it is open, and its slot is freed at
+/// its close, before the registry can reuse the id.
+pub(crate) struct HeldSpans {
+    slots: Box<[HeldSlot]>,
+    /// Markers kept in extensions (table full, or a trace state) and not yet removed at close:
+    /// while zero, a span missing from the table is not held back, with nothing to look up.
+    boxed: AtomicUsize,
+}
+
+impl std::fmt::Debug for HeldSpans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldSpans").field("boxed", &self.boxed.load(Ordering::Relaxed)).finish_non_exhaustive()
+    }
+}
+
+impl HeldSpans {
+    fn new() -> Self {
+        HeldSpans { slots: (0..HELD_SLOTS).map(|_| HeldSlot::default()).collect(), boxed: AtomicUsize::new(0) }
+    }
+
+    #[inline]
+    fn home(key: u64) -> usize {
+        // Fibonacci hashing: the top bits of the product, spread over the table.
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
+    }
+
+    /// Keeps `sc` for `key`; `false` when no slot was free within [`HELD_PROBES`] or `sc` has a
+    /// trace state.
+    #[inline]
+    fn insert(&self, key: u64, sc: &SpanContext) -> bool {
+        if key == EMPTY || key == FREED || *sc.trace_state() != TraceState::NONE {
+            return false;
+        }
+        let home = Self::home(key);
+        for i in 0..HELD_PROBES {
+            let slot = &self.slots[(home + i) % HELD_SLOTS];
+            let current = slot.id.load(Ordering::Relaxed);
+            if current != EMPTY && current != FREED {
+                continue;
+            }
+            if slot.id.compare_exchange(current, key, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                let trace = u128::from_be_bytes(sc.trace_id().to_bytes());
+                slot.trace_hi.store((trace >> 64) as u64, Ordering::Relaxed);
+                slot.trace_lo.store(trace as u64, Ordering::Relaxed);
+                slot.span_id.store(u64::from_be_bytes(sc.span_id().to_bytes()), Ordering::Relaxed);
+                slot.flags.store(sc.trace_flags().to_u8(), Ordering::Relaxed);
+                slot.remote.store(sc.is_remote(), Ordering::Relaxed);
+                return true;
+            }
+        }
+        false
+    }
+
+    #[inline]
+    fn find(&self, key: u64) -> Option<&HeldSlot> {
+        let home = Self::home(key);
+        for i in 0..HELD_PROBES {
+            let slot = &self.slots[(home + i) % HELD_SLOTS];
+            match slot.id.load(Ordering::Acquire) {
+                id if id == key => return Some(slot),
+                EMPTY => return None,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    fn context(slot: &HeldSlot) -> SpanContext {
+        let trace = (u128::from(slot.trace_hi.load(Ordering::Relaxed)) << 64)
+            | u128::from(slot.trace_lo.load(Ordering::Relaxed));
+        SpanContext::new(
+            TraceId::from(trace),
+            SpanId::from(slot.span_id.load(Ordering::Relaxed)),
+            TraceFlags::new(slot.flags.load(Ordering::Relaxed)),
+            slot.remote.load(Ordering::Relaxed),
+            TraceState::NONE,
+        )
+    }
+
+    /// Whether the span `id` is held back (its marker in the table, or in its extensions while
+    /// any marker is there).
+    #[inline]
+    fn holds<S>(&self, id: &Id, ctx: &Context<'_, S>) -> bool
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if self.find(id.into_u64()).is_some() {
+            return true;
+        }
+        self.boxed.load(Ordering::Relaxed) != 0
+            && ctx.span(id).is_some_and(|span| span.extensions().get::<Unsampled>().is_some())
+    }
+
+    /// The context the held-back span `id` propagates, `None` when it is not held back.
+    fn get<S>(&self, id: &Id, ctx: &Context<'_, S>) -> Option<SpanContext>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(slot) = self.find(id.into_u64()) {
+            return Some(Self::context(slot));
+        }
+        if self.boxed.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        ctx.span(id).and_then(|span| span.extensions().get::<Unsampled>().map(|u| u.0.clone()))
+    }
+
+    /// As [`HeldSpans::get`], for [`span_context`], which has the registry rather than a context.
+    fn get_in(&self, id: &Id, registry: Option<&tracing_subscriber::Registry>) -> Option<SpanContext> {
+        if let Some(slot) = self.find(id.into_u64()) {
+            return Some(Self::context(slot));
+        }
+        if self.boxed.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let data = registry?.span(id)?;
+        let extensions = data.extensions();
+        extensions.get::<Unsampled>().map(|u| u.0.clone())
+    }
+
+    /// Holds the new span `id` back with `sc`.
+    fn hold<S>(&self, id: &Id, sc: SpanContext, ctx: &Context<'_, S>)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if self.insert(id.into_u64(), &sc) {
+            return;
+        }
+        if let Some(span) = ctx.span(id) {
+            // `replace`, not `insert`: a second gate must not make the first panic.
+            if span.extensions_mut().replace(Unsampled(sc)).is_none() {
+                self.boxed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Forgets the closing span `id`; whether it was held back.
+    fn release<S>(&self, id: &Id, ctx: &Context<'_, S>) -> bool
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(slot) = self.find(id.into_u64()) {
+            slot.id.store(FREED, Ordering::Release);
+            return true;
+        }
+        if self.boxed.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        let removed = ctx.span(id).is_some_and(|span| span.extensions_mut().remove::<Unsampled>().is_some());
+        if removed {
+            self.boxed.fetch_sub(1, Ordering::Relaxed);
+        }
+        removed
+    }
 }
 
 /// What the gate does with a new span.
@@ -115,6 +298,8 @@ pub struct SamplingGate<L> {
     /// Roots are decided at creation with this `TraceIdRatioBased` bound
     /// ([`SamplingGate::deciding_roots`]); `None`: the bridge decides them.
     root_bound: Option<u64>,
+    /// The markers of the spans held back now.
+    held: HeldSpans,
 }
 
 impl<L> SamplingGate<L> {
@@ -125,7 +310,7 @@ impl<L> SamplingGate<L> {
     /// Only for samplers that keep a span exactly when its local parent was kept (parent-based
     /// samplers, trace-id-ratio, always-on, always-off).
     pub fn new(bridge: L, follow_remote: bool) -> Self {
-        SamplingGate { inner: bridge, active: true, follow_remote, root_bound: None }
+        SamplingGate { inner: bridge, active: true, follow_remote, root_bound: None, held: HeldSpans::new() }
     }
 
     /// Also decides root spans at creation, keeping a root when its trace id passes `ratio` as
@@ -157,7 +342,7 @@ impl<L> SamplingGate<L> {
 
     /// Wraps `bridge` without holding anything back (for samplers that keep every span).
     pub(crate) fn passthrough(bridge: L) -> Self {
-        SamplingGate { inner: bridge, active: false, follow_remote: false, root_bound: None }
+        SamplingGate { inner: bridge, active: false, follow_remote: false, root_bound: None, held: HeldSpans::new() }
     }
 
     /// What to do with a new span.
@@ -169,7 +354,7 @@ impl<L> SamplingGate<L> {
             return self.with_remote(remote);
         }
         if let Some(parent) = attrs.parent() {
-            return match ctx.span(parent).and_then(|p| p.extensions().get::<Unsampled>().map(|u| u.0.clone())) {
+            return match self.held.get(parent, ctx) {
                 Some(sc) => Decision::Held(sc),
                 None => Decision::Bridge,
             };
@@ -194,7 +379,7 @@ impl<L> SamplingGate<L> {
             Some(decided) => decided,
             // No OTel span is current: a root, or a span held back here and entered where its
             // parent's context is not current.
-            None => match ctx.lookup_current().and_then(|p| p.extensions().get::<Unsampled>().map(|u| u.0.clone())) {
+            None => match ctx.current_span().id().and_then(|current| self.held.get(current, ctx)) {
                 Some(sc) => Decision::Held(sc),
                 None => self.root(),
             },
@@ -257,9 +442,7 @@ where
         if self.active {
             match self.decide(attrs, &ctx) {
                 Decision::Held(sc) => {
-                    if let Some(span) = ctx.span(id) {
-                        span.extensions_mut().replace(Unsampled(sc));
-                    }
+                    self.held.hold(id, sc, &ctx);
                     return;
                 }
                 Decision::KeptRoot(trace_id) => {
@@ -274,8 +457,12 @@ where
         self.inner.on_new_span(attrs, id, ctx);
     }
 
-    // The bridge finds no span data for a held-back span in any of these and does nothing.
+    // The bridge finds no span data for a held-back span in any of these and does nothing; the
+    // frequent ones skip it for a held-back span (one table probe instead of its lookups).
     fn on_record(&self, span: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        if self.active && self.held.holds(span, &ctx) {
+            return;
+        }
         self.inner.on_record(span, values, ctx);
     }
 
@@ -292,14 +479,23 @@ where
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if self.active && self.held.holds(id, &ctx) {
+            return;
+        }
         self.inner.on_enter(id, ctx);
     }
 
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        if self.active && self.held.holds(id, &ctx) {
+            return;
+        }
         self.inner.on_exit(id, ctx);
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        if self.active && self.held.release(&id, &ctx) {
+            return;
+        }
         self.inner.on_close(id, ctx);
     }
 
@@ -307,7 +503,8 @@ where
         self.inner.on_id_change(old, new, ctx);
     }
 
-    crate::sync::forward_downcast_raw!(inner);
+    // `span_context` finds the markers as `HeldSpans`.
+    crate::sync::forward_downcast_raw!(inner, held: HeldSpans);
 }
 
 /// The SDK tracer behind the bridge of a [`SamplingGate::deciding_roots`] gate: a root the gate
@@ -430,10 +627,8 @@ pub fn span_context(span: &tracing::Span) -> Option<SpanContext> {
         return Some(own);
     }
     span.with_subscriber(|(id, dispatch)| {
-        let registry = dispatch.downcast_ref::<tracing_subscriber::Registry>()?;
-        let data = registry.span(id)?;
-        let extensions = data.extensions();
-        extensions.get::<Unsampled>().map(|u| u.0.clone())
+        let held = dispatch.downcast_ref::<HeldSpans>()?;
+        held.get_in(id, dispatch.downcast_ref::<tracing_subscriber::Registry>())
     })
     .flatten()
 }
@@ -579,6 +774,46 @@ mod tests {
             span.in_scope(|| {});
         });
         assert!(names.is_empty(), "the unsampled remote parent decided: {names:?}");
+    }
+
+    #[test]
+    fn markers_past_the_table_or_with_a_trace_state_go_to_extensions_and_still_propagate() {
+        let boxed = || {
+            tracing::dispatcher::get_default(|d| d.downcast_ref::<HeldSpans>().map(|h| h.boxed.load(Ordering::Relaxed)))
+        };
+        let spans = run_deciding_roots(0.0, true, || {
+            let root = tracing::info_span!("root");
+            let trace_id = span_context(&root).expect("a dropped root has a marker").trace_id();
+            let _in_root = root.enter();
+            let open: Vec<_> = (0..HELD_SLOTS * 2).map(|_| tracing::info_span!("child")).collect();
+            assert!(boxed().is_some_and(|n| n > 0), "more spans held back than the table has slots");
+            for span in &open {
+                assert_eq!(span_context(span).map(|sc| sc.trace_id()), Some(trace_id));
+                span.in_scope(|| {
+                    let grandchild = tracing::info_span!("grandchild");
+                    assert_eq!(
+                        span_context(&grandchild).map(|sc| (sc.trace_id(), sc.is_sampled())),
+                        Some((trace_id, false))
+                    );
+                });
+            }
+            drop(open);
+            assert_eq!(boxed(), Some(0), "markers in extensions are released at close");
+            let cx = TraceContextPropagator::new().extract(&std::collections::HashMap::from([
+                ("traceparent".to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00".to_string()),
+                ("tracestate".to_string(), "vendor=v1".to_string()),
+            ]));
+            let stated = with_remote_parent(&cx, || tracing::info_span!("stated"));
+            let sc = span_context(&stated).expect("marker");
+            assert_eq!(
+                (sc.trace_state().header(), sc.is_remote(), sc.is_sampled()),
+                ("vendor=v1".to_string(), true, false)
+            );
+            assert_eq!(boxed(), Some(1));
+            drop(stated);
+            assert_eq!(boxed(), Some(0));
+        });
+        assert!(spans.is_empty(), "{spans:?}");
     }
 
     fn traceparent(span: &tracing::Span) -> Option<String> {
