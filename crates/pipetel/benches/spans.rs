@@ -4,8 +4,16 @@
 //! Group `span`: (a) the `tracing` registry alone, (b) + bare `tracing-opentelemetry`, (c) the full
 //! stack as `init` composes it (the sampling gate around the bridge, + span metrics), (d) spans
 //! the sampler drops: every span under `always_off` (the bridge left out), a root span under a
-//! ratio sampler (built, then dropped), and a child of a dropped span (held back by the gate).
-//! `c_full_stack_child` is (c) for a child of a kept span, the same shape as the last (d) row.
+//! ratio sampler (decided at creation and held back by the gate; `_decided_at_start`: the gate
+//! leaving roots to the bridge, built then dropped, as before #19), and a child of a dropped span
+//! (held back by the gate). `c_full_stack_child` is (c) for a child of a kept span, the same
+//! shape as the last (d) row.
+//!
+//! Group `request_tree`: the production mix, a request of 1 root + 9 spans on 2 levels below it
+//! (3 children of 2 grandchildren each) under `parentbased_traceidratio` 0.01 with the full
+//! pipetel stack, beside the same tree fully sampled and beside bare `tracing-opentelemetry`
+//! with the SDK's own `ParentBased(TraceIdRatioBased(0.01))` (the stack a user would wire by
+//! hand). One iteration is one tree of 10 spans.
 //!
 //! Run: `cargo bench -p pipetel --bench spans -- --warm-up-time 1 --measurement-time 2`
 
@@ -17,7 +25,7 @@ use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
-use pipetel::sampling::SamplingGate;
+use pipetel::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
 use pipetel::span_metrics::{SpanMetricsConfig, SpanMetricsLayer};
 use tracing::Dispatch;
 use tracing_subscriber::layer::SubscriberExt;
@@ -29,6 +37,11 @@ fn meter_provider() -> SdkMeterProvider {
 
 fn tracer_provider(sampler: Sampler) -> SdkTracerProvider {
     SdkTracerProvider::builder().with_sampler(sampler).build()
+}
+
+/// The provider `init` builds for a ratio sampler: ids pinned by the gate.
+fn gated_provider(sampler: Sampler) -> SdkTracerProvider {
+    SdkTracerProvider::builder().with_sampler(sampler).with_id_generator(PinnedTraceIds::default()).build()
 }
 
 fn one_span() {
@@ -59,6 +72,16 @@ fn spans(c: &mut Criterion) {
                 .with(metrics()),
         )
     };
+    // What `init` composes for `traceidratio` 0: roots decided at creation.
+    let ratio_tp = gated_provider(Sampler::TraceIdRatioBased(0.0));
+    let ratio_stack = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(
+                SamplingGate::new(tracing_opentelemetry::layer().with_tracer(GateTracer::new(&ratio_tp, "c")), false)
+                    .deciding_roots(0.0),
+            )
+            .with(metrics()),
+    );
     let stacks: Vec<(&str, Dispatch)> = vec![
         ("a_registry", Dispatch::new(tracing_subscriber::registry())),
         (
@@ -70,9 +93,10 @@ fn spans(c: &mut Criterion) {
         ("c_full_stack", full(&on)),
         // What `init` composes when the sampler is `always_off`: the OTel layer is left out.
         ("d_full_stack_always_off", Dispatch::new(tracing_subscriber::registry().with(metrics()))),
-        // A root span a ratio sampler drops: the bridge must still build it (a `set_parent` may
-        // follow), so only the sampler's decision is saved.
-        ("d_ratio_sampler_drops_root", full(&drop_all)),
+        // A root span a ratio sampler drops, decided at creation as `init` composes it.
+        ("d_ratio_sampler_drops_root", ratio_stack),
+        // The same with roots left to the bridge: built whole, then dropped when they start.
+        ("d_ratio_sampler_drops_root_decided_at_start", full(&drop_all)),
     ];
     let mut group = c.benchmark_group("span");
     for (name, dispatch) in &stacks {
@@ -88,6 +112,70 @@ fn spans(c: &mut Criterion) {
     under_root(&dropped, || {
         group.bench_function("d_ratio_sampler_drops_child", |b| b.iter(one_span));
     });
+    group.finish();
+}
+
+/// One request: a root, 3 children, 2 grandchildren under each (10 spans, 2 levels below the root).
+fn request_tree() {
+    let root = tracing::info_span!("request", route = "/items");
+    let _in_root = root.enter();
+    for i in 0..3u64 {
+        let child = tracing::info_span!("step", index = i);
+        let _in_child = child.enter();
+        for j in 0..2u64 {
+            let grandchild = tracing::info_span!("call", index = j);
+            let _in_grandchild = grandchild.enter();
+            black_box(&grandchild);
+        }
+    }
+}
+
+fn request_trees(c: &mut Criterion) {
+    let mp = meter_provider();
+    let meter = mp.meter("bench");
+    let metrics = || SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid");
+    let ratio = 0.01;
+    let sampled_tp = gated_provider(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)));
+    let ratio_tp = gated_provider(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
+    let sdk_tp = tracer_provider(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
+    let stacks: Vec<(&str, Dispatch)> = vec![
+        // As `init` composes them for `parentbased_traceidratio` 0.01 and `parentbased_always_on`.
+        (
+            "pipetel_parentbased_ratio_0_01",
+            Dispatch::new(
+                tracing_subscriber::registry()
+                    .with(
+                        SamplingGate::new(
+                            tracing_opentelemetry::layer().with_tracer(GateTracer::new(&ratio_tp, "c")),
+                            true,
+                        )
+                        .deciding_roots(ratio),
+                    )
+                    .with(metrics()),
+            ),
+        ),
+        (
+            "pipetel_fully_sampled",
+            Dispatch::new(
+                tracing_subscriber::registry()
+                    .with(SamplingGate::new(
+                        tracing_opentelemetry::layer().with_tracer(GateTracer::new(&sampled_tp, "c")),
+                        true,
+                    ))
+                    .with(metrics()),
+            ),
+        ),
+        (
+            "tracing_otel_sdk_ratio_0_01",
+            Dispatch::new(
+                tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(sdk_tp.tracer("b"))),
+            ),
+        ),
+    ];
+    let mut group = c.benchmark_group("request_tree");
+    for (name, dispatch) in &stacks {
+        tracing::dispatcher::with_default(dispatch, || group.bench_function(*name, |b| b.iter(request_tree)));
+    }
     group.finish();
 }
 
@@ -121,5 +209,5 @@ fn function(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, spans, function);
+criterion_group!(benches, spans, request_trees, function);
 criterion_main!(benches);

@@ -42,7 +42,8 @@
 //! for the records made after its future completed.
 //!
 //! # Cost of a call
-//! Calls, errors and in-flight are relaxed atomic adds on the site's own cells; observable
+//! Calls, errors and in-flight are atomic adds on the site's own cells (one at entry, one at
+//! the end: in-flight is calls started less calls ended); observable
 //! instruments (one set per meter provider, registered with the first site resolved after
 //! `init`) read every site's cells when a reader collects. Only the histograms go through the
 //! SDK, each bound once to the site's attribute set, so a call pays no attribute lookup. As the
@@ -54,7 +55,7 @@
 pub mod __private {
     use std::future::Future;
     use std::pin::Pin;
-    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
     use std::sync::{Arc, Mutex, OnceLock};
     use std::task::{Context, Poll};
 
@@ -137,9 +138,21 @@ pub mod __private {
     #[derive(Debug)]
     struct Cells {
         calls: AtomicU64,
+        /// Calls that ended (returned, panicked, or whose future was dropped): `function.in_flight`
+        /// is `calls - ended`, so a call pays one atomic add at each end rather than two at entry.
+        ended: AtomicU64,
         errors_err: AtomicU64,
         errors_panic: AtomicU64,
-        in_flight: AtomicI64,
+    }
+
+    impl Cells {
+        /// Calls running now. `ended` is read first: a call counted in it was counted in `calls`
+        /// before, so a concurrent call can only make the figure larger, never negative.
+        fn in_flight(&self) -> i64 {
+            let ended = self.ended.load(Ordering::Acquire);
+            let calls = self.calls.load(Ordering::Acquire);
+            i64::try_from(calls.wrapping_sub(ended)).unwrap_or(0)
+        }
     }
 
     /// A site's attribute sets, built once.
@@ -230,7 +243,7 @@ pub mod __private {
             .i64_observable_up_down_counter(FUNCTION_IN_FLIGHT)
             .with_unit("{call}")
             .with_description("Calls running now")
-            .with_callback(|o| each_base(o, |cells| cells.in_flight.load(Ordering::Relaxed)))
+            .with_callback(|o| each_base(o, Cells::in_flight))
             .build();
         *observers = Some((generation, (calls, errors, in_flight)));
     }
@@ -316,8 +329,8 @@ pub mod __private {
                 cells: Cells {
                     calls: AtomicU64::new(0),
                     errors_err: AtomicU64::new(0),
+                    ended: AtomicU64::new(0),
                     errors_panic: AtomicU64::new(0),
-                    in_flight: AtomicI64::new(0),
                 },
                 attrs: OnceLock::new(),
             }
@@ -380,7 +393,9 @@ pub mod __private {
             if !handles.enabled {
                 return false;
             }
-            self.cells.calls.fetch_add(1, Ordering::Relaxed);
+            // Counted as started and ended: not in flight.
+            self.cells.calls.fetch_add(1, Ordering::Release);
+            self.cells.ended.fetch_add(1, Ordering::Release);
             if !success {
                 self.cells.errors_err.fetch_add(1, Ordering::Relaxed);
             }
@@ -427,7 +442,7 @@ pub mod __private {
             (
                 c.calls.load(Ordering::Relaxed),
                 c.errors_err.load(Ordering::Relaxed) + c.errors_panic.load(Ordering::Relaxed),
-                c.in_flight.load(Ordering::Relaxed),
+                c.in_flight(),
             )
         }
     }
@@ -461,8 +476,7 @@ pub mod __private {
         pub fn start(site: &'static Site, span: tracing::Span) -> Self {
             let handles = site.handles();
             if handles.enabled {
-                site.cells.calls.fetch_add(1, Ordering::Relaxed);
-                site.cells.in_flight.fetch_add(1, Ordering::Relaxed);
+                site.cells.calls.fetch_add(1, Ordering::Release);
             }
             Call {
                 site,
@@ -563,9 +577,12 @@ pub mod __private {
 
         #[inline]
         fn complete(&self, error: Option<&'static str>) {
-            if self.done.swap(true, Ordering::Relaxed) {
+            // Only the thread running the call (or polling its future) touches `done`: a load and
+            // a store, no read-modify-write.
+            if self.done.load(Ordering::Relaxed) {
                 return;
             }
+            self.done.store(true, Ordering::Relaxed);
             if let Some(kind) = error {
                 if self.mark_span {
                     self.span.record("error", true);
@@ -579,7 +596,7 @@ pub mod __private {
             if !self.handles.enabled {
                 return;
             }
-            self.site.cells.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.site.cells.ended.fetch_add(1, Ordering::Release);
             if let Some(duration) = &self.handles.duration {
                 let clock = crate::clock();
                 let seconds = clock.delta_as_nanos(self.start, clock.raw()) as f64 / 1e9;
@@ -600,7 +617,7 @@ pub mod __private {
                 // A future dropped before completion: not an error, no duration.
                 self.done.store(true, Ordering::Relaxed);
                 if self.handles.enabled {
-                    self.site.cells.in_flight.fetch_sub(1, Ordering::Relaxed);
+                    self.site.cells.ended.fetch_add(1, Ordering::Release);
                 }
             }
         }

@@ -1,8 +1,7 @@
 //! The tracer provider (sampler, exporters) and the `tracing` → OTel bridge with its sampling
 //! gate.
 
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::trace::{Sampler, SdkTracer, SdkTracerProvider, TracerProviderBuilder};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, TracerProviderBuilder};
 use opentelemetry_sdk::Resource;
 use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
@@ -12,7 +11,7 @@ use super::ledgers::Ledgers;
 use crate::config::{SamplerConfig, TraceExporter, TracesSettings};
 use crate::error::InitError;
 use crate::installed::SCOPE_NAME;
-use crate::sampling::SamplingGate;
+use crate::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
 
 /// The tracer provider, absent when no trace exporter is configured.
 ///
@@ -30,6 +29,8 @@ pub(super) fn build(
     let mut tp = SdkTracerProvider::builder()
         .with_resource(resource.clone())
         .with_sampler(sampler(settings.sampler))
+        // Random ids, except the trace id the sampling gate drew for a root it kept.
+        .with_id_generator(PinnedTraceIds::default())
         .with_max_attributes_per_span(limits.attributes_per_span)
         .with_max_events_per_span(limits.events_per_span)
         .with_max_links_per_span(limits.links_per_span)
@@ -71,9 +72,11 @@ batch_exporters!(
 /// What the bridge layer is made of, before it is typed for a subscriber.
 #[derive(Debug, Clone)]
 pub(super) struct Bridge {
-    tracer: SdkTracer,
+    tracer: GateTracer,
     /// `None`: every span a kept parent has is kept too (the gate passes everything).
     follow_remote: Option<bool>,
+    /// The ratio roots are decided with at creation; `None`: every root is kept.
+    root_ratio: Option<f64>,
 }
 
 impl Bridge {
@@ -82,18 +85,20 @@ impl Bridge {
     /// Trace and span ids then no longer reach log records and `Stage::traceparent` returns
     /// `None`.
     pub(super) fn new(tp: &SdkTracerProvider, sampler: SamplerConfig) -> Option<Bridge> {
-        let follow_remote = match sampler {
+        let (follow_remote, root_ratio) = match sampler {
             SamplerConfig::AlwaysOff => return None,
-            SamplerConfig::AlwaysOn => None,
-            SamplerConfig::TraceIdRatio(r) if r >= 1.0 => None,
-            SamplerConfig::TraceIdRatio(_) => Some(false),
-            _ => Some(true),
+            SamplerConfig::AlwaysOn => (None, None),
+            SamplerConfig::TraceIdRatio(r) if r >= 1.0 => (None, None),
+            SamplerConfig::TraceIdRatio(r) => (Some(false), Some(r)),
+            SamplerConfig::ParentBasedTraceIdRatio(r) if r < 1.0 => (Some(true), Some(r)),
+            SamplerConfig::ParentBasedAlwaysOff => (Some(true), Some(0.0)),
+            _ => (Some(true), None),
         };
-        Some(Bridge { tracer: tp.tracer(SCOPE_NAME), follow_remote })
+        Some(Bridge { tracer: GateTracer::new(tp, SCOPE_NAME), follow_remote, root_ratio })
     }
 
     /// The `tracing-opentelemetry` layer behind the sampling gate: spans whose parent was not
-    /// sampled skip the bridge (see [`crate::sampling`]).
+    /// sampled skip the bridge, and so do roots a ratio sampler drops (see [`crate::sampling`]).
     pub(super) fn layer<S>(self) -> impl Layer<S> + 'static
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
@@ -101,7 +106,10 @@ impl Bridge {
         let bridge = tracing_opentelemetry::layer().with_tracer(self.tracer);
         match self.follow_remote {
             None => SamplingGate::passthrough(bridge),
-            Some(follow_remote) => SamplingGate::new(bridge, follow_remote),
+            Some(follow_remote) => match self.root_ratio {
+                Some(ratio) => SamplingGate::new(bridge, follow_remote).deciding_roots(ratio),
+                None => SamplingGate::new(bridge, follow_remote),
+            },
         }
     }
 }

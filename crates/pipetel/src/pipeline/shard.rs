@@ -53,7 +53,8 @@ impl<'a> ShardBuilder<'a> {
             Parent::Local(parent) => parent.id(),
             Parent::Remote(_) => None,
         };
-        let span = tracing::info_span!(
+        let make = || {
+            tracing::info_span!(
             target: "pipetel",
             parent: parent,
             "pipeline.shard",
@@ -63,10 +64,13 @@ impl<'a> ShardBuilder<'a> {
             pipeline.execution.id = %stage.meta.execution_id,
             pipeline.shard.index = i64::from(self.index),
             error = tracing::field::Empty,
-        );
-        if let Parent::Remote(cx) = self.parent {
-            let _ = span.set_parent(cx.clone());
-        }
+            )
+        };
+        // A ratio sampler decides roots at creation: the remote parent must be known then.
+        let span = match self.parent {
+            Parent::Remote(cx) => crate::sampling::with_remote_parent(cx, make),
+            Parent::Local(_) => make(),
+        };
         // The start row leaves under the shard's span lock, which the sampler takes before it
         // samples a shard: no sample row can come before the start row.
         let row = inner.row(WorkerStatus::Start, &mut ProcessSampler::new(), None);
