@@ -417,9 +417,12 @@ pub mod __private {
             if !self.handles().enabled {
                 return false;
             }
-            self.cells.calls.fetch_add(calls, Ordering::Relaxed);
+            // In flight is `calls - ended`: moving it by `in_flight` while `calls` moves by
+            // `calls` moves `ended` by the difference (wrapping, as it may go down).
+            let ended = i64::try_from(calls).unwrap_or(i64::MAX).wrapping_sub(in_flight);
+            self.cells.calls.fetch_add(calls, Ordering::Release);
+            self.cells.ended.fetch_add(ended as u64, Ordering::Release);
             self.cells.errors_err.fetch_add(errors, Ordering::Relaxed);
-            self.cells.in_flight.fetch_add(in_flight, Ordering::Relaxed);
             true
         }
 
