@@ -317,9 +317,11 @@ impl crate::export::ExpositionSource for Inner {
         let families = read(&self.families);
         let mut taken = collector::taken_names(&families);
         for family in families.values() {
-            // Counters and gauges reach the pull endpoint through OTel instruments; histograms
-            // and summaries are read from the registry's own state (their OTel form is push-only).
-            if matches!(family.meta().kind, Kind::Histogram | Kind::Summary) {
+            // Histograms and summaries are read from the registry's own state (their OTel form
+            // is push-only); so are counters and gauges without push exporters, which otherwise
+            // reach the pull endpoint through their OTel instruments.
+            let meta = family.meta();
+            if matches!(meta.kind, Kind::Histogram | Kind::Summary) || meta.native.load(Ordering::Acquire) {
                 family.write_pull(out, format);
             }
         }
