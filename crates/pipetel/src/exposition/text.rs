@@ -1,7 +1,9 @@
 //! The writer: family headers, label blocks, samples, histograms and summaries, with the
 //! format's escaping and number rules.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::exemplar::Exemplar;
@@ -18,6 +20,71 @@ pub(crate) enum Format {
     /// `# UNIT` line where the name ends with the unit, exemplars after `_bucket` samples, and
     /// `# EOF` at the end ([`Writer::eof`]).
     OpenMetrics,
+}
+
+/// The text a streamed render ([`streamed`]) hands on at a time, about.
+pub(crate) const CHUNK: usize = 64 * 1024;
+
+/// Streamed renders in progress, on any thread: while none is, [`flush_point`] is one compare.
+static STREAMING: AtomicUsize = AtomicUsize::new(0);
+
+/// This thread's streamed render: the address of the `String` it writes into, and its sink.
+type Stream = (usize, Box<dyn FnMut(&str)>);
+
+thread_local! {
+    static STREAM: RefCell<Option<Stream>> = const { RefCell::new(None) };
+}
+
+/// Runs `render` on `out` with every [`Writer`] that writes into `out` itself handing its text
+/// to `sink` whenever `out` holds [`CHUNK`] bytes or more (then emptying it), and hands `sink`
+/// what is left at the end: the page reaches the sink in order, never whole in memory.
+/// Writers into other strings (the OTel encoder's family bodies, label blocks) are left alone.
+pub(crate) fn streamed<R>(out: &mut String, sink: Box<dyn FnMut(&str)>, render: impl FnOnce(&mut String) -> R) -> R {
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            STREAMING.fetch_sub(1, Ordering::Relaxed);
+            // Taken out before it is dropped: a sink's drop may not touch the slot it sits in.
+            let taken = STREAM.with(|s| s.borrow_mut().take());
+            drop(taken);
+        }
+    }
+    let target = std::ptr::from_ref::<String>(out) as usize;
+    let previous = STREAM.with(|s| s.borrow_mut().replace((target, sink)));
+    STREAMING.fetch_add(1, Ordering::Relaxed);
+    let done = Done;
+    let r = render(out);
+    flush(out, true);
+    drop(done);
+    drop(previous);
+    r
+}
+
+/// Hands `out` to this thread's sink when it is the streamed render's output and holds at
+/// least [`CHUNK`] bytes (`force`: any bytes).
+fn flush(out: &mut String, force: bool) {
+    if out.is_empty() || (!force && out.len() < CHUNK) {
+        return;
+    }
+    let target = std::ptr::from_ref::<String>(out) as usize;
+    STREAM.with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            if let Some((t, sink)) = s.as_mut() {
+                if *t == target {
+                    sink(out);
+                    out.clear();
+                }
+            }
+        }
+    });
+}
+
+/// Where a writer may hand a streamed render's text on: after each sample line.
+#[inline]
+fn flush_point(out: &mut String) {
+    if out.len() >= CHUNK && STREAMING.load(Ordering::Relaxed) > 0 {
+        flush(out, false);
+    }
 }
 
 /// Writes exposition text into a `String`.
@@ -74,6 +141,7 @@ impl<'a> Writer<'a> {
     /// Appends text already written by a writer of the same format.
     pub(crate) fn raw(&mut self, text: &str) {
         self.out.push_str(text);
+        flush_point(self.out);
     }
 
     /// Ends the exposition: `# EOF` in OpenMetrics, nothing in the text format.
@@ -243,6 +311,7 @@ impl<'a> Sample<'a> {
             let _ = write!(out, " {}.{:09}", e.time_ns / 1_000_000_000, e.time_ns % 1_000_000_000);
         }
         out.push('\n');
+        flush_point(out);
     }
 }
 
