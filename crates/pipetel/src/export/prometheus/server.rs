@@ -364,8 +364,7 @@ impl Drop for GzSink {
 /// Renders the page for `accept` on the calling (blocking) thread into `tx`, gzipped or not.
 fn stream_page(render: &PrometheusRender, accept: Option<&str>, gzip: bool, tx: tokio::sync::mpsc::Sender<Bytes>) {
     if gzip {
-        let mut gz =
-            GzSink(Some(flate2::write::GzEncoder::new(ChunkSender::new(tx), flate2::Compression::fast())));
+        let mut gz = GzSink(Some(flate2::write::GzEncoder::new(ChunkSender::new(tx), flate2::Compression::fast())));
         render.render_to(accept, move |text| {
             use std::io::Write as _;
             if let Some(enc) = gz.0.as_mut() {
@@ -404,8 +403,7 @@ fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &Promethe
         }
     }
     let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
-    let content_type =
-        if accept.is_some_and(wants_openmetrics) { OPENMETRICS_CONTENT_TYPE } else { TEXT_CONTENT_TYPE };
+    let content_type = if accept.is_some_and(wants_openmetrics) { OPENMETRICS_CONTENT_TYPE } else { TEXT_CONTENT_TYPE };
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     let gzip =
         req.headers().get_all(ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
