@@ -379,6 +379,13 @@ pub(crate) fn write_f64(v: f64, out: &mut String) {
         out.push_str("+Inf");
     } else if v == f64::NEG_INFINITY {
         out.push_str("-Inf");
+    } else if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 && !(v == 0.0 && v.is_sign_negative()) {
+        // A whole number below 2^53 (counters, mostly): its digits, as `{v}` writes them, without
+        // going through `fmt`.
+        if v < 0.0 {
+            out.push('-');
+        }
+        push_u64(v.abs() as u64, out);
     } else {
         let _ = write!(out, "{v}");
     }
@@ -386,6 +393,10 @@ pub(crate) fn write_f64(v: f64, out: &mut String) {
 
 /// Escapes a label value (`\`, `"`, newline), as the text format requires.
 pub(crate) fn escape_label_value(v: &str, out: &mut String) {
+    if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(v);
+        return;
+    }
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -497,6 +508,50 @@ mod tests {
         n.push(' ');
         0u64.write(&mut n);
         assert_eq!(n, "18446744073709551615 -9223372036854775808 0");
+    }
+
+    #[test]
+    fn whole_numbers_are_written_as_fmt_writes_them() {
+        let values =
+            [0.0, -0.0, 1.0, -1.0, 42.0, 1e15, -3e15, 9_007_199_254_740_991.0, 9_007_199_254_740_992.0, 1e21, 2.5];
+        for v in values {
+            let mut out = String::new();
+            write_f64(v, &mut out);
+            assert_eq!(out, format!("{v}"), "{v:e}");
+        }
+    }
+
+    #[test]
+    fn a_streamed_render_reaches_its_sink_in_order_and_whole() {
+        let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+        let sink = got.clone();
+        let mut out = String::new();
+        let mut other = String::new();
+        streamed(&mut out, Box::new(move |text: &str| sink.borrow_mut().push(text.to_string())), |out| {
+            let mut w = Writer::text(out);
+            for i in 0..10_000u64 {
+                w.sample("m", "").with_raw("k=\"v\"").value(i);
+            }
+            // Another string is never handed on, however long.
+            let mut w = Writer::text(&mut other);
+            for i in 0..10_000u64 {
+                w.sample("o", "").value(i);
+            }
+        });
+        assert!(out.is_empty(), "the rest was handed on at the end");
+        let chunks = got.borrow();
+        assert!(chunks.len() > 1 && chunks.iter().all(|c| c.len() <= CHUNK + 64), "{} chunks", chunks.len());
+        let page: String = chunks.concat();
+        let expected: String = (0..10_000).map(|i| format!("m{{k=\"v\"}} {i}\n")).collect();
+        assert_eq!(page, expected);
+        assert_eq!(other.lines().count(), 10_000);
+        // After the render, writers hand nothing on.
+        let mut after = String::new();
+        let mut w = Writer::text(&mut after);
+        for i in 0..10_000u64 {
+            w.sample("m", "").value(i);
+        }
+        assert_eq!(after.lines().count(), 10_000);
     }
 
     #[test]

@@ -109,12 +109,46 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
 /// values identify the label set exactly.
 const SEP: u8 = 0xFF;
 
+/// Key bytes kept inside the series itself.
+const INLINE: usize = 30;
+
+/// A series' key: inside the series when short (most are), so reading a series for a scrape
+/// touches one allocation, not two.
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Key {
+    fn new(joined: Vec<u8>) -> Self {
+        match u8::try_from(joined.len()) {
+            Ok(len) if joined.len() <= INLINE => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..joined.len()].copy_from_slice(&joined);
+                Key::Inline { len, bytes }
+            }
+            _ => Key::Heap(joined.into_boxed_slice()),
+        }
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Key::Heap(b) => b,
+        }
+    }
+}
+
 /// One labelled series: its label values and its cell, nothing else (no per-series `String`s,
 /// no OTel attribute copy; see [`Series::attrs`]).
 pub(crate) struct Series<C> {
     /// Label values in the declared order of the names, joined by [`SEP`] ([`OVERFLOW_MARK`]s
-    /// for the overflow series): the one allocation a series owns besides itself.
-    key: Box<[u8]>,
+    /// for the overflow series).
+    key: Key,
     pub(crate) cell: C,
 }
 
@@ -165,7 +199,7 @@ struct Entry<C>(Arc<Series<C>>);
 
 impl<C> std::borrow::Borrow<[u8]> for Entry<C> {
     fn borrow(&self) -> &[u8] {
-        &self.0.key
+        &self.0.key[..]
     }
 }
 
@@ -177,7 +211,7 @@ impl<C> std::hash::Hash for Entry<C> {
 
 impl<C> PartialEq for Entry<C> {
     fn eq(&self, other: &Self) -> bool {
-        self.0.key == other.0.key
+        self.0.key[..] == other.0.key[..]
     }
 }
 
@@ -259,7 +293,7 @@ impl<C: Cell> Family<C> {
         if let Some(s) = map.get(&key[..]) {
             return Ok(s.0.clone());
         }
-        let series = Arc::new(Series { key, cell: C::new(&self.spec) });
+        let series = Arc::new(Series { key: Key::new(key), cell: C::new(&self.spec) });
         map.insert(Entry(series.clone()));
         Ok(series)
     }
@@ -288,7 +322,7 @@ impl<C: Cell> Family<C> {
 }
 
 /// Label values joined into a series key.
-fn join<'a>(values: impl Iterator<Item = &'a str> + Clone) -> Box<[u8]> {
+fn join<'a>(values: impl Iterator<Item = &'a str> + Clone) -> Vec<u8> {
     let len = values.clone().map(|v| v.len() + 1).sum::<usize>().saturating_sub(1);
     let mut key = Vec::with_capacity(len);
     for (i, v) in values.enumerate() {
@@ -297,7 +331,7 @@ fn join<'a>(values: impl Iterator<Item = &'a str> + Clone) -> Box<[u8]> {
         }
         key.extend_from_slice(v.as_bytes());
     }
-    key.into_boxed_slice()
+    key
 }
 
 impl<C: Cell> AnyFamily for Family<C> {
