@@ -155,7 +155,7 @@ fn scrape(addr: std::net::SocketAddr, gzip: bool) -> usize {
 
 /// The registry as a program serving the pull endpoint alone has it, at 100,000 and 1,000,000
 /// series, beside `prometheus-client`, and the peak of extra heap during a scrape.
-fn pull_only(entry: &mut dyn FnMut(&str, f64, f64, &str)) {
+fn pull_only(entry: &mut dyn FnMut(&str, f64, f64)) {
     let config = pipetel::Config::default()
         .with_prometheus_port(0)
         .with_console_log(false)
@@ -171,7 +171,7 @@ fn pull_only(entry: &mut dyn FnMut(&str, f64, f64, &str)) {
         let (family, pc) = held(|| pc_family3(n));
         drop(family);
         let pc = pc as f64 / n as f64;
-        entry(&format!("prometheus_client_family_3_labels_{tag}"), pc, pc, "");
+        entry(&format!("prometheus_client_family_3_labels_{tag}"), pc, pc);
         let (kept, bytes) = held(|| {
             let registry = pipetel::Registry::new(&format!("mem_{tag}")).expect("registry");
             let counter = registry.counter_vec("items", "Items", &["stage", "shard", "worker"]).expect("counter");
@@ -182,7 +182,7 @@ fn pull_only(entry: &mut dyn FnMut(&str, f64, f64, &str)) {
             (registry, counter)
         });
         let per = bytes as f64 / n as f64;
-        entry(&format!("pipetel_registry_counter_3_labels_{tag}"), per, pc, "");
+        entry(&format!("pipetel_registry_counter_3_labels_{tag}"), per, pc);
         if n == 1_000_000 {
             for gzip in [false, true] {
                 let before = LIVE.load(Ordering::Relaxed);
@@ -198,7 +198,7 @@ fn pull_only(entry: &mut dyn FnMut(&str, f64, f64, &str)) {
                     bytes as f64 / 1e6,
                     received as f64 / 1e6
                 );
-                entry(name, extra as f64 / n as f64, per, "");
+                entry(name, extra as f64 / n as f64, 0.0);
             }
         }
         drop(kept);
@@ -252,15 +252,18 @@ fn main() {
 
     let base = results[0].1 as f64 / SERIES as f64;
     let mut json = String::from("[");
-    let mut entry = |name: &str, per: f64, base: f64, extra: &str| {
-        println!("memory {name}: {per:.0} B/series ({:.2}x prometheus-client){extra}", per / base);
+    // `base`: the bytes per series the row is compared with (0: printed elsewhere).
+    let mut entry = |name: &str, per: f64, base: f64| {
+        if base > 0.0 {
+            println!("memory {name}: {per:.0} B/series ({:.2}x prometheus-client)", per / base);
+        }
         if json.len() > 1 {
             json.push(',');
         }
         json.push_str(&format!("{{\"name\":\"{name}\",\"bytes_per_series\":{per:.1}}}"));
     };
     for (name, bytes) in &results {
-        entry(name, *bytes as f64 / SERIES as f64, base, "");
+        entry(name, *bytes as f64 / SERIES as f64, base);
     }
     pull_only(&mut entry);
     json.push(']');
