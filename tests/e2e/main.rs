@@ -28,6 +28,7 @@ mod names_agree_on_both_routes;
 mod otlp_reaches_a_real_collector;
 mod pipeline_rows_reach_a_real_collector;
 mod pipeline_stages_in_prometheus;
+mod prometheus_scrapes_a_million_series;
 mod prometheus_scrapes_the_pull_endpoint;
 mod python_workers_feed_a_rust_hub;
 mod ratio_sampling_keeps_whole_traces;

@@ -1,9 +1,19 @@
-//! Memory per series at 100,000 series (1,000 stages × 100 shards, one counter): heap bytes held
-//! after the series exist and one collection ran, counted by a global allocator, for
-//! `prometheus-client` (a family of counters), the OTel SDK (a counter with 2 attributes and a
-//! cumulative manual reader) and pipetel's registry (a labelled counter, read by the SDK through
-//! its observable instrument). Not a criterion bench: it prints one line per case and, with
-//! `PIPETEL_BENCH_OUT` set, writes them as JSON there.
+//! Memory per series, counted by a global allocator: heap bytes held after the series exist
+//! (and, where an SDK reads them, after one collection ran).
+//!
+//! - 100,000 series, 2 labels (1,000 stages × 100 shards, one counter): `prometheus-client` (a
+//!   family of counters), the OTel SDK (a counter with 2 attributes and a cumulative manual
+//!   reader) and pipetel's registry on fixed meters (`with_meters`: its observable counter read
+//!   by the SDK too, as with a push exporter installed).
+//! - 100,000 and 1,000,000 series, 3 labels (stage, shard, worker): `prometheus-client`'s
+//!   family beside pipetel's registry as a program serving the pull endpoint alone has it (a
+//!   `Registry::new` registry after `init`, no push exporter: the series are the registry's
+//!   only).
+//! - The peak of extra heap during one scrape of the million-series endpoint over HTTP (plain
+//!   and gzip), beside the bytes the series themselves hold: the page is streamed, never whole.
+//!
+//! Not a criterion bench: it prints one line per case and, with `PIPETEL_BENCH_OUT` set, writes
+//! them as JSON there (`memory.json`).
 //!
 //! `cargo bench -p pipetel --bench memory`
 
@@ -25,11 +35,18 @@ use prometheus_client::metrics::family::Family as PcFamily;
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
+/// The highest `LIVE` since it was last reset.
+static PEAK: AtomicIsize = AtomicIsize::new(0);
+
+fn grow(n: isize) {
+    let now = LIVE.fetch_add(n, Ordering::Relaxed) + n;
+    PEAK.fetch_max(now, Ordering::Relaxed);
+}
 
 // SAFETY: defers to the system allocator and only adds bookkeeping.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
+        grow(layout.size() as isize);
         // SAFETY: same contract as the caller's.
         unsafe { System.alloc(layout) }
     }
@@ -39,7 +56,7 @@ unsafe impl GlobalAlloc for Counting {
         unsafe { System.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+        grow(new_size as isize - layout.size() as isize);
         // SAFETY: same contract as the caller's.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -101,6 +118,94 @@ fn collect(reader: &ManualReader) -> usize {
     rm.scope_metrics().flat_map(|s| s.metrics()).count()
 }
 
+fn labels3(i: usize) -> [(&'static str, String); 3] {
+    [
+        ("stage", format!("stage-{}", i / 1_000)),
+        ("shard", (i % 1_000 / 10).to_string()),
+        ("worker", (i % 10).to_string()),
+    ]
+}
+
+/// A `prometheus-client` family of `n` counters with 3 labels.
+fn pc_family3(n: usize) -> PcFamily<Vec<(String, String)>, PcCounter> {
+    let family = PcFamily::<Vec<(String, String)>, PcCounter>::default();
+    for i in 0..n {
+        let labels = labels3(i).map(|(k, v)| (k.to_string(), v)).to_vec();
+        family.get_or_create(&labels).inc();
+    }
+    family
+}
+
+/// One scrape of the endpoint at `addr`, the body read and dropped 64 KiB at a time; the bytes
+/// received.
+fn scrape(addr: std::net::SocketAddr, gzip: bool) -> usize {
+    use std::io::{Read as _, Write as _};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    let enc = if gzip { "Accept-Encoding: gzip\r\n" } else { "" };
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{enc}\r\n").expect("send");
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut total = 0;
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return total,
+            Ok(n) => total += n,
+        }
+    }
+}
+
+/// The registry as a program serving the pull endpoint alone has it, at 100,000 and 1,000,000
+/// series, beside `prometheus-client`, and the peak of extra heap during a scrape.
+fn pull_only(entry: &mut dyn FnMut(&str, f64, f64)) {
+    let config = pipetel::Config::default()
+        .with_prometheus_port(0)
+        .with_console_log(false)
+        .with_cardinality_limit(2_000_000)
+        .with_stage_metrics(false)
+        .with_gpu_mode(pipetel::gpu::GpuMode::Off)
+        .with_span_metrics(pipetel::span_metrics::SpanMetricsConfig::default().with_enabled(false))
+        .with_traces_exporters([])
+        .with_logs_exporters([]);
+    let telemetry = pipetel::init(config).expect("init");
+    let addr = telemetry.prometheus_addr().expect("pull endpoint");
+    for (n, tag) in [(100_000usize, "100k"), (1_000_000, "1m")] {
+        let (family, pc) = held(|| pc_family3(n));
+        drop(family);
+        let pc = pc as f64 / n as f64;
+        entry(&format!("prometheus_client_family_3_labels_{tag}"), pc, pc);
+        let (kept, bytes) = held(|| {
+            let registry = pipetel::Registry::new(&format!("mem_{tag}")).expect("registry");
+            let counter = registry.counter_vec("items", "Items", &["stage", "shard", "worker"]).expect("counter");
+            for i in 0..n {
+                let [a, b, c] = labels3(i);
+                counter.with([a, b, c]).expect("series").inc();
+            }
+            (registry, counter)
+        });
+        let per = bytes as f64 / n as f64;
+        entry(&format!("pipetel_registry_counter_3_labels_{tag}"), per, pc);
+        if n == 1_000_000 {
+            for gzip in [false, true] {
+                let before = LIVE.load(Ordering::Relaxed);
+                PEAK.store(before, Ordering::Relaxed);
+                let received = scrape(addr, gzip);
+                let extra = PEAK.load(Ordering::Relaxed) - before;
+                let share = extra as f64 / bytes as f64;
+                let name = if gzip { "scrape_peak_extra_1m_gzip" } else { "scrape_peak_extra_1m" };
+                println!(
+                    "memory {name}: {:.1} MB extra at peak, {:.1} % of the series' {:.1} MB ({:.1} MB received)",
+                    extra as f64 / 1e6,
+                    100.0 * share,
+                    bytes as f64 / 1e6,
+                    received as f64 / 1e6
+                );
+                entry(name, extra as f64 / n as f64, 0.0);
+            }
+        }
+        drop(kept);
+    }
+    drop(telemetry);
+}
+
 fn main() {
     let mut results = Vec::new();
 
@@ -147,14 +252,20 @@ fn main() {
 
     let base = results[0].1 as f64 / SERIES as f64;
     let mut json = String::from("[");
-    for (k, (name, bytes)) in results.iter().enumerate() {
-        let per = *bytes as f64 / SERIES as f64;
-        println!("memory {name}: {per:.0} B/series ({:.2}x prometheus-client)", per / base);
-        if k > 0 {
+    // `base`: the bytes per series the row is compared with (0: printed elsewhere).
+    let mut entry = |name: &str, per: f64, base: f64| {
+        if base > 0.0 {
+            println!("memory {name}: {per:.0} B/series ({:.2}x prometheus-client)", per / base);
+        }
+        if json.len() > 1 {
             json.push(',');
         }
         json.push_str(&format!("{{\"name\":\"{name}\",\"bytes_per_series\":{per:.1}}}"));
+    };
+    for (name, bytes) in &results {
+        entry(name, *bytes as f64 / SERIES as f64, base);
     }
+    pull_only(&mut entry);
     json.push(']');
     if let Ok(dir) = std::env::var("PIPETEL_BENCH_OUT") {
         std::fs::create_dir_all(&dir).expect("output folder");

@@ -60,6 +60,22 @@ fn credentials_are_required_and_checked() {
     assert!(basic.starts_with("HTTP/1.1 200") && basic.contains("defended_items_total"), "{basic}");
 }
 
+/// The payload of a chunked HTTP/1.1 body.
+fn dechunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line_end = body.windows(2).position(|w| w == b"\r\n").expect("chunk size line");
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..line_end]).expect("ascii size").trim(), 16)
+            .expect("hex chunk size");
+        body = &body[line_end + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[..size]);
+        body = &body[size + 2..];
+    }
+}
+
 #[test]
 fn gzip_when_the_client_accepts_it() {
     let addr = endpoint();
@@ -67,8 +83,11 @@ fn gzip_when_the_client_accepts_it() {
     let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("headers end") + 4;
     let head = String::from_utf8_lossy(&response[..split]).to_ascii_lowercase();
     assert!(head.contains("content-encoding: gzip"), "{head}");
+    // The page is streamed: chunked transfer encoding, the gzip stream across the chunks.
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    let compressed = dechunk(&response[split..]);
     let mut body = String::new();
-    flate2::read::GzDecoder::new(&response[split..]).read_to_string(&mut body).expect("valid gzip");
+    flate2::read::GzDecoder::new(&compressed[..]).read_to_string(&mut body).expect("valid gzip");
     assert!(body.contains("defended_items_total{otel_scope_name=\"pipetel\"} 3"), "{body}");
     let refused = get(addr, "Authorization: Bearer t0ken\r\nAccept-Encoding: gzip;q=0\r\n");
     assert!(

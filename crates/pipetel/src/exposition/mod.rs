@@ -25,4 +25,6 @@ mod text;
 
 pub(crate) use lint::append_checked;
 pub(crate) use names::{label_key, label_key_cow, prometheus_name, translate, unit_keeping_name, MetricType};
-pub(crate) use text::{escape_label_value, scope_labels, BoundsText, Format, LabelBlock, Number, Writer};
+pub(crate) use text::{
+    escape_label_value, scope_labels, streamed, BoundsText, Format, LabelBlock, Number, Writer, CHUNK,
+};

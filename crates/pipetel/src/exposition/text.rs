@@ -1,7 +1,9 @@
 //! The writer: family headers, label blocks, samples, histograms and summaries, with the
 //! format's escaping and number rules.
 
+use std::cell::RefCell;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use super::exemplar::Exemplar;
@@ -18,6 +20,71 @@ pub(crate) enum Format {
     /// `# UNIT` line where the name ends with the unit, exemplars after `_bucket` samples, and
     /// `# EOF` at the end ([`Writer::eof`]).
     OpenMetrics,
+}
+
+/// The text a streamed render ([`streamed`]) hands on at a time, about.
+pub(crate) const CHUNK: usize = 64 * 1024;
+
+/// Streamed renders in progress, on any thread: while none is, [`flush_point`] is one compare.
+static STREAMING: AtomicUsize = AtomicUsize::new(0);
+
+/// This thread's streamed render: the address of the `String` it writes into, and its sink.
+type Stream = (usize, Box<dyn FnMut(&str)>);
+
+thread_local! {
+    static STREAM: RefCell<Option<Stream>> = const { RefCell::new(None) };
+}
+
+/// Runs `render` on `out` with every [`Writer`] that writes into `out` itself handing its text
+/// to `sink` whenever `out` holds [`CHUNK`] bytes or more (then emptying it), and hands `sink`
+/// what is left at the end: the page reaches the sink in order, never whole in memory.
+/// Writers into other strings (the OTel encoder's family bodies, label blocks) are left alone.
+pub(crate) fn streamed<R>(out: &mut String, sink: Box<dyn FnMut(&str)>, render: impl FnOnce(&mut String) -> R) -> R {
+    struct Done;
+    impl Drop for Done {
+        fn drop(&mut self) {
+            STREAMING.fetch_sub(1, Ordering::Relaxed);
+            // Taken out before it is dropped: a sink's drop may not touch the slot it sits in.
+            let taken = STREAM.with(|s| s.borrow_mut().take());
+            drop(taken);
+        }
+    }
+    let target = std::ptr::from_ref::<String>(out) as usize;
+    let previous = STREAM.with(|s| s.borrow_mut().replace((target, sink)));
+    STREAMING.fetch_add(1, Ordering::Relaxed);
+    let done = Done;
+    let r = render(out);
+    flush(out, true);
+    drop(done);
+    drop(previous);
+    r
+}
+
+/// Hands `out` to this thread's sink when it is the streamed render's output and holds at
+/// least [`CHUNK`] bytes (`force`: any bytes).
+fn flush(out: &mut String, force: bool) {
+    if out.is_empty() || (!force && out.len() < CHUNK) {
+        return;
+    }
+    let target = std::ptr::from_ref::<String>(out) as usize;
+    STREAM.with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            if let Some((t, sink)) = s.as_mut() {
+                if *t == target {
+                    sink(out);
+                    out.clear();
+                }
+            }
+        }
+    });
+}
+
+/// Where a writer may hand a streamed render's text on: after each sample line.
+#[inline]
+fn flush_point(out: &mut String) {
+    if out.len() >= CHUNK && STREAMING.load(Ordering::Relaxed) > 0 {
+        flush(out, false);
+    }
 }
 
 /// Writes exposition text into a `String`.
@@ -74,6 +141,7 @@ impl<'a> Writer<'a> {
     /// Appends text already written by a writer of the same format.
     pub(crate) fn raw(&mut self, text: &str) {
         self.out.push_str(text);
+        flush_point(self.out);
     }
 
     /// Ends the exposition: `# EOF` in OpenMetrics, nothing in the text format.
@@ -243,6 +311,7 @@ impl<'a> Sample<'a> {
             let _ = write!(out, " {}.{:09}", e.time_ns / 1_000_000_000, e.time_ns % 1_000_000_000);
         }
         out.push('\n');
+        flush_point(out);
     }
 }
 
@@ -310,6 +379,13 @@ pub(crate) fn write_f64(v: f64, out: &mut String) {
         out.push_str("+Inf");
     } else if v == f64::NEG_INFINITY {
         out.push_str("-Inf");
+    } else if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 && !(v == 0.0 && v.is_sign_negative()) {
+        // A whole number below 2^53 (counters, mostly): its digits, as `{v}` writes them, without
+        // going through `fmt`.
+        if v < 0.0 {
+            out.push('-');
+        }
+        push_u64(v.abs() as u64, out);
     } else {
         let _ = write!(out, "{v}");
     }
@@ -317,6 +393,10 @@ pub(crate) fn write_f64(v: f64, out: &mut String) {
 
 /// Escapes a label value (`\`, `"`, newline), as the text format requires.
 pub(crate) fn escape_label_value(v: &str, out: &mut String) {
+    if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(v);
+        return;
+    }
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -428,6 +508,50 @@ mod tests {
         n.push(' ');
         0u64.write(&mut n);
         assert_eq!(n, "18446744073709551615 -9223372036854775808 0");
+    }
+
+    #[test]
+    fn whole_numbers_are_written_as_fmt_writes_them() {
+        let values =
+            [0.0, -0.0, 1.0, -1.0, 42.0, 1e15, -3e15, 9_007_199_254_740_991.0, 9_007_199_254_740_992.0, 1e21, 2.5];
+        for v in values {
+            let mut out = String::new();
+            write_f64(v, &mut out);
+            assert_eq!(out, format!("{v}"), "{v:e}");
+        }
+    }
+
+    #[test]
+    fn a_streamed_render_reaches_its_sink_in_order_and_whole() {
+        let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
+        let sink = got.clone();
+        let mut out = String::new();
+        let mut other = String::new();
+        streamed(&mut out, Box::new(move |text: &str| sink.borrow_mut().push(text.to_string())), |out| {
+            let mut w = Writer::text(out);
+            for i in 0..10_000u64 {
+                w.sample("m", "").with_raw("k=\"v\"").value(i);
+            }
+            // Another string is never handed on, however long.
+            let mut w = Writer::text(&mut other);
+            for i in 0..10_000u64 {
+                w.sample("o", "").value(i);
+            }
+        });
+        assert!(out.is_empty(), "the rest was handed on at the end");
+        let chunks = got.borrow();
+        assert!(chunks.len() > 1 && chunks.iter().all(|c| c.len() <= CHUNK + 64), "{} chunks", chunks.len());
+        let page: String = chunks.concat();
+        let expected: String = (0..10_000).map(|i| format!("m{{k=\"v\"}} {i}\n")).collect();
+        assert_eq!(page, expected);
+        assert_eq!(other.lines().count(), 10_000);
+        // After the render, writers hand nothing on.
+        let mut after = String::new();
+        let mut w = Writer::text(&mut after);
+        for i in 0..10_000u64 {
+            w.sample("m", "").value(i);
+        }
+        assert_eq!(after.lines().count(), 10_000);
     }
 
     #[test]

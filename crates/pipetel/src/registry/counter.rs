@@ -5,8 +5,12 @@ use std::sync::Arc;
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{add_f64, load_f64, metric_handle, observing, write_values, Cell, Family, Handle, Meta};
+use super::family::{
+    add_f64, bind_values, load_f64, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle,
+    Meta,
+};
 use super::{Kind, MetricVec, Opts, RegistryError};
+use crate::exposition::{Format, MetricType};
 
 /// Whole increments go to an integer cell (one `fetch_add`); fractional ones to an `f64` cell.
 pub(crate) struct CounterCell {
@@ -53,9 +57,14 @@ impl Cell for CounterCell {
     fn write(f: &Family<Self>, out: &mut String) {
         write_values(f, &f.meta.exposed_name(), "counter", CounterCell::value, out);
     }
-    fn bind(family: Arc<Family<Self>>, meter: &Meter, _: Option<&Meter>) {
-        let builder = meter.f64_observable_counter(family.meta.otel_name.clone());
-        let _ = observing(&family, builder, CounterCell::value).build();
+    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
+        write_values_pull(f, MetricType::Counter, CounterCell::value, out, format);
+    }
+    fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>) {
+        bind_values(family, meter, push_only, |family, meter| {
+            let builder = meter.f64_observable_counter(family.meta.otel_name.clone());
+            let _ = observing(family, builder, CounterCell::value).build();
+        });
     }
 }
 

@@ -2,7 +2,7 @@
 //! behind each series, the handle types hold, and [`MetricVec`].
 
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
@@ -11,7 +11,7 @@ use opentelemetry::metrics::{AsyncInstrumentBuilder, Meter};
 use opentelemetry::KeyValue;
 
 use super::{Kind, Labels, Opts, RegistryError};
-use crate::exposition::{scope_labels, Format, LabelBlock, Writer};
+use crate::exposition::{scope_labels, translate, Format, LabelBlock, MetricType, Writer};
 use crate::limits::{self, OVERFLOW_LABELS, OVERFLOW_MARK};
 
 /// What every family shares, whatever its kind.
@@ -28,6 +28,9 @@ pub(crate) struct Meta {
     pub(crate) bound: AtomicU64,
     /// Set by `Registry::clear`: the family is no longer exported, though handles still record.
     pub(crate) removed: AtomicBool,
+    /// A counter or gauge with no OTel instrument on the pull endpoint's meter (no push
+    /// exporter installed): the pull endpoint renders it from the registry's own cells.
+    pub(crate) native: AtomicBool,
     warned: AtomicBool,
 }
 
@@ -49,6 +52,7 @@ impl Meta {
             labels,
             bound: AtomicU64::new(0),
             removed: AtomicBool::new(false),
+            native: AtomicBool::new(false),
             warned: AtomicBool::new(false),
         }
     }
@@ -87,8 +91,9 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// Writes the family as `prometheus_text()` shows it.
     fn write_text(&self, out: &mut String);
-    /// Writes the family for the pull endpoint, in `format`; only the kinds it renders natively
-    /// (histograms, summaries) are asked, and they override this.
+    /// Writes the family for the pull endpoint, in `format`; only the families it renders
+    /// natively (histograms, summaries, counters and gauges without a pull-side OTel
+    /// instrument) are asked, and they override this.
     fn write_pull(&self, out: &mut String, format: Format) {
         if format == Format::Text {
             self.write_text(out);
@@ -100,30 +105,86 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
     fn bind(self: Arc<Self>, meter: &Meter, push_only: Option<&Meter>);
 }
 
-/// One labelled series.
+/// Separates the label values in a series' key: a byte no UTF-8 text contains, so the joined
+/// values identify the label set exactly.
+const SEP: u8 = 0xFF;
+
+/// Key bytes kept inside the series itself.
+const INLINE: usize = 30;
+
+/// A series' key: inside the series when short (most are), so reading a series for a scrape
+/// touches one allocation, not two.
+enum Key {
+    Inline { len: u8, bytes: [u8; INLINE] },
+    Heap(Box<[u8]>),
+}
+
+impl Key {
+    fn new(joined: Vec<u8>) -> Self {
+        match u8::try_from(joined.len()) {
+            Ok(len) if joined.len() <= INLINE => {
+                let mut bytes = [0u8; INLINE];
+                bytes[..joined.len()].copy_from_slice(&joined);
+                Key::Inline { len, bytes }
+            }
+            _ => Key::Heap(joined.into_boxed_slice()),
+        }
+    }
+}
+
+impl std::ops::Deref for Key {
+    type Target = [u8];
+    #[inline]
+    fn deref(&self) -> &[u8] {
+        match self {
+            Key::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Key::Heap(b) => b,
+        }
+    }
+}
+
+/// One labelled series: its label values and its cell, nothing else (no per-series `String`s,
+/// no OTel attribute copy; see [`Series::attrs`]).
 pub(crate) struct Series<C> {
-    /// Label values in the declared order of the names ([`OVERFLOW_MARK`]s for the overflow
-    /// series).
-    pub(crate) values: Box<[String]>,
-    pub(crate) attrs: Box<[KeyValue]>,
+    /// Label values in the declared order of the names, joined by [`SEP`] ([`OVERFLOW_MARK`]s
+    /// for the overflow series).
+    key: Key,
     pub(crate) cell: C,
 }
 
 impl<C> Series<C> {
+    /// The label values, in the declared order of the family's `n` label names.
+    pub(crate) fn values(&self, n: usize) -> impl Iterator<Item = &str> + '_ {
+        self.key.split(|b| *b == SEP).take(n).map(|v| std::str::from_utf8(v).unwrap_or_default())
+    }
+
+    fn is_overflow(&self, n: usize) -> bool {
+        n > 0 && self.values(1).next() == Some(OVERFLOW_MARK)
+    }
+
+    /// The series' OTel attributes (for push exporters' instruments), made on demand.
+    pub(crate) fn attrs(&self, names: &[String]) -> Vec<KeyValue> {
+        if self.is_overflow(names.len()) {
+            return limits::overflow_attributes().into();
+        }
+        names.iter().zip(self.values(names.len())).map(|(k, v)| KeyValue::new(k.clone(), v.to_string())).collect()
+    }
+
     /// Writes the series' label block: in the declared order, or in `otel_form`, sorted by name
     /// and followed by pipetel's scope labels, as the pull endpoint's encoder writes an OTel
     /// data point. The overflow series has the single label `otel_metric_overflow="true"`.
     pub(crate) fn write_labels(&self, names: &[String], otel_form: bool, block: &mut LabelBlock<'_>) {
-        if self.values.first().map(String::as_str) == Some(OVERFLOW_MARK) {
+        let n = names.len();
+        if self.is_overflow(n) {
             block.raw(OVERFLOW_LABELS);
-        } else if otel_form {
-            let mut pairs: Vec<(&String, &String)> = names.iter().zip(self.values.iter()).collect();
+        } else if otel_form && names.windows(2).any(|w| w[0] > w[1]) {
+            let mut pairs: Vec<(&String, &str)> = names.iter().zip(self.values(n)).collect();
             pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
             for (k, v) in pairs {
                 block.pair(k, v);
             }
         } else {
-            for (k, v) in names.iter().zip(self.values.iter()) {
+            for (k, v) in names.iter().zip(self.values(n)) {
                 block.pair(k, v);
             }
         }
@@ -132,6 +193,29 @@ impl<C> Series<C> {
         }
     }
 }
+
+/// A series in its family's set, found by its key.
+struct Entry<C>(Arc<Series<C>>);
+
+impl<C> std::borrow::Borrow<[u8]> for Entry<C> {
+    fn borrow(&self) -> &[u8] {
+        &self.0.key[..]
+    }
+}
+
+impl<C> std::hash::Hash for Entry<C> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.key[..].hash(state);
+    }
+}
+
+impl<C> PartialEq for Entry<C> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.key[..] == other.0.key[..]
+    }
+}
+
+impl<C> Eq for Entry<C> {}
 
 /// The kind-specific part of a family.
 pub(crate) trait Cell: Send + Sync + Sized + 'static {
@@ -146,8 +230,8 @@ pub(crate) trait Cell: Send + Sync + Sized + 'static {
     fn new(spec: &Self::Spec) -> Self;
     fn reset(&self);
     fn write(family: &Family<Self>, out: &mut String);
-    /// Writes the family for the pull endpoint, in `format`; kinds the pull endpoint reads
-    /// through OTel instruments (counters, gauges) are never asked.
+    /// Writes the family for the pull endpoint, in `format`; counters and gauges are asked only
+    /// while [`Meta::native`] is set.
     fn write_pull(family: &Family<Self>, out: &mut String, format: Format) {
         if format == Format::Text {
             Self::write(family, out);
@@ -156,8 +240,8 @@ pub(crate) trait Cell: Send + Sync + Sized + 'static {
     fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>);
 }
 
-/// Series by label values (in the declared order of the label names).
-type SeriesMap<C> = RwLock<BTreeMap<Box<[String]>, Arc<Series<C>>>>;
+/// Series by their key (label values in the declared order of the label names).
+type SeriesMap<C> = RwLock<HashSet<Entry<C>>>;
 
 /// A metric family: its series by label values.
 pub(crate) struct Family<C: Cell> {
@@ -169,7 +253,7 @@ pub(crate) struct Family<C: Cell> {
 
 impl<C: Cell> Family<C> {
     pub(crate) fn new(meta: Meta, spec: C::Spec) -> Self {
-        Family { meta, spec, shared: C::Shared::default(), series: RwLock::new(BTreeMap::new()) }
+        Family { meta, spec, shared: C::Shared::default(), series: RwLock::new(HashSet::new()) }
     }
 
     /// The series for `labels`, created on first use; past the cardinality limit, new label
@@ -185,42 +269,69 @@ impl<C: Cell> Family<C> {
         if pairs.len() != declared.len() {
             return Err(mismatch());
         }
-        let mut values: Vec<String> = Vec::with_capacity(declared.len());
+        let mut found_values: Vec<&str> = Vec::with_capacity(declared.len());
         for name in declared.iter() {
             let mut found = pairs.iter().filter(|(k, _)| k == name);
             match (found.next(), found.next()) {
-                (Some((_, v)), None) => values.push((*v).to_string()),
+                (Some((_, v)), None) => found_values.push(v),
                 _ => return Err(mismatch()),
             }
         }
-        let mut values = values.into_boxed_slice();
-        if let Some(s) = crate::sync::read(&self.series).get(&values) {
-            return Ok(s.clone());
+        let key = join(found_values.iter().copied());
+        if let Some(s) = crate::sync::read(&self.series).get(&key[..]) {
+            return Ok(s.0.clone());
         }
         let mut map = crate::sync::write(&self.series);
-        let overflow = !map.contains_key(&values) && !limits::admits(map.len(), || self.meta.exposed_name());
-        if overflow {
-            values = vec![OVERFLOW_MARK.to_string(); declared.len()].into_boxed_slice();
+        if let Some(s) = map.get(&key[..]) {
+            return Ok(s.0.clone());
         }
-        let series = map
-            .entry(values.clone())
-            .or_insert_with(|| {
-                let attrs = if overflow {
-                    limits::overflow_attributes().into()
-                } else {
-                    declared.iter().zip(values.iter()).map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect()
-                };
-                Arc::new(Series { values, attrs, cell: C::new(&self.spec) })
-            })
-            .clone();
+        let key = if limits::admits(map.len(), || self.meta.exposed_name()) {
+            key
+        } else {
+            join(std::iter::repeat_n(OVERFLOW_MARK, declared.len()))
+        };
+        if let Some(s) = map.get(&key[..]) {
+            return Ok(s.0.clone());
+        }
+        let series = Arc::new(Series { key: Key::new(key), cell: C::new(&self.spec) });
+        map.insert(Entry(series.clone()));
         Ok(series)
     }
 
+    /// Runs `f` for each series, in no particular order (the pull endpoint's).
     pub(crate) fn each(&self, mut f: impl FnMut(&Series<C>)) {
-        for s in crate::sync::read(&self.series).values() {
+        for s in crate::sync::read(&self.series).iter() {
+            f(&s.0);
+        }
+    }
+
+    /// Runs `f` for each series in the order of their label values (`prometheus_text()`'s).
+    pub(crate) fn each_sorted(&self, mut f: impl FnMut(&Series<C>)) {
+        let n = self.meta.labels.len();
+        let mut all: Vec<Arc<Series<C>>> = crate::sync::read(&self.series).iter().map(|s| s.0.clone()).collect();
+        all.sort_by(|a, b| a.values(n).cmp(b.values(n)));
+        for s in &all {
             f(s);
         }
     }
+
+    /// Whether the family has no series yet.
+    pub(crate) fn is_empty(&self) -> bool {
+        crate::sync::read(&self.series).is_empty()
+    }
+}
+
+/// Label values joined into a series key.
+fn join<'a>(values: impl Iterator<Item = &'a str> + Clone) -> Vec<u8> {
+    let len = values.clone().map(|v| v.len() + 1).sum::<usize>().saturating_sub(1);
+    let mut key = Vec::with_capacity(len);
+    for (i, v) in values.enumerate() {
+        if i > 0 {
+            key.push(SEP);
+        }
+        key.extend_from_slice(v.as_bytes());
+    }
+    key
 }
 
 impl<C: Cell> AnyFamily for Family<C> {
@@ -257,11 +368,55 @@ pub(crate) fn observe_live<C: Cell>(weak: &Weak<Family<C>>, f: impl FnMut(&Serie
 pub(crate) fn write_values<C: Cell>(f: &Family<C>, name: &str, kind: &str, value: fn(&C) -> f64, out: &mut String) {
     let mut w = Writer::text(out);
     w.header(name, kind, &f.meta.help, &f.meta.unit);
-    f.each(|s| {
+    f.each_sorted(|s| {
         let mut sample = w.sample(name, "");
         s.write_labels(&f.meta.labels, false, &mut sample);
         sample.value(value(&s.cell));
     });
+}
+
+/// Writes a counter or gauge family for the pull endpoint, as its encoder writes the family's
+/// OTel instrument (`kind`): the translated name, labels sorted by name and followed by the
+/// scope labels, nothing at all before the first series.
+pub(crate) fn write_values_pull<C: Cell>(
+    f: &Family<C>,
+    kind: MetricType,
+    value: fn(&C) -> f64,
+    out: &mut String,
+    format: Format,
+) {
+    if f.is_empty() {
+        return;
+    }
+    let name = translate(&f.meta.otel_name, &f.meta.unit, kind);
+    if name.is_empty() {
+        return;
+    }
+    let mut w = Writer::new(out, format);
+    w.header(&name, if kind == MetricType::Counter { "counter" } else { "gauge" }, &f.meta.help, "");
+    f.each(|s| {
+        let mut sample = w.sample(&name, "");
+        s.write_labels(&f.meta.labels, true, &mut sample);
+        sample.value(value(&s.cell));
+    });
+}
+
+/// Binds a counter or gauge family: with push exporters (or fixed meters), its observable
+/// instrument `build` makes on `meter`, read by the pull endpoint and push exporters alike;
+/// with the pull endpoint alone, no instrument: the endpoint renders the family natively and
+/// the SDK keeps no second copy of every series.
+pub(crate) fn bind_values<C: Cell>(
+    family: Arc<Family<C>>,
+    meter: &Meter,
+    push_only: Option<&Meter>,
+    build: impl FnOnce(&Arc<Family<C>>, &Meter),
+) {
+    if push_only.is_some() {
+        family.meta.native.store(false, Ordering::Release);
+        build(&family, meter);
+    } else {
+        family.meta.native.store(true, Ordering::Release);
+    }
 }
 
 /// `builder`, an observable instrument of `family`, with the family's unit and help, observing
@@ -272,16 +427,20 @@ pub(crate) fn observing<'a, C: Cell, I>(
     value: fn(&C) -> f64,
 ) -> AsyncInstrumentBuilder<'a, I, f64> {
     let weak = Arc::downgrade(family);
-    builder
-        .with_unit(family.meta.unit.clone())
-        .with_description(family.meta.help.clone())
-        .with_callback(move |obs| observe_live(&weak, |s| obs.observe(value(&s.cell), &s.attrs)))
+    builder.with_unit(family.meta.unit.clone()).with_description(family.meta.help.clone()).with_callback(move |obs| {
+        let Some(family) = weak.upgrade() else { return };
+        if !family.meta.removed.load(Ordering::Acquire) {
+            family.each(|s| obs.observe(value(&s.cell), &s.attrs(&family.meta.labels)));
+        }
+    })
 }
 
+#[inline]
 pub(crate) fn load_f64(a: &AtomicU64) -> f64 {
     f64::from_bits(a.load(Ordering::Relaxed))
 }
 
+#[inline]
 pub(crate) fn add_f64(a: &AtomicU64, n: f64) {
     let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| Some((f64::from_bits(bits) + n).to_bits()));
 }
@@ -316,7 +475,8 @@ impl<C: Cell> Handle<C> {
     }
 
     pub(crate) fn debug(&self, kind: &str, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct(kind).field("name", &self.name()).field("labels", &self.series.values).finish()
+        let labels: Vec<&str> = self.series.values(self.family.meta.labels.len()).collect();
+        f.debug_struct(kind).field("name", &self.name()).field("labels", &labels).finish()
     }
 }
 

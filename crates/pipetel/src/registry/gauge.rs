@@ -6,8 +6,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{add_f64, load_f64, metric_handle, observing, write_values, Cell, Family, Handle};
+use super::family::{
+    add_f64, bind_values, load_f64, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle,
+};
 use super::{Kind, MetricVec, Opts, RegistryError};
+use crate::exposition::{Format, MetricType};
 
 /// The value's `f64` bits.
 pub(crate) struct GaugeCell(AtomicU64);
@@ -28,9 +31,14 @@ impl Cell for GaugeCell {
     fn write(f: &Family<Self>, out: &mut String) {
         write_values(f, &f.meta.name, "gauge", GaugeCell::value, out);
     }
-    fn bind(family: Arc<Family<Self>>, meter: &Meter, _: Option<&Meter>) {
-        let builder = meter.f64_observable_gauge(family.meta.otel_name.clone());
-        let _ = observing(&family, builder, GaugeCell::value).build();
+    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
+        write_values_pull(f, MetricType::Gauge, GaugeCell::value, out, format);
+    }
+    fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>) {
+        bind_values(family, meter, push_only, |family, meter| {
+            let builder = meter.f64_observable_gauge(family.meta.otel_name.clone());
+            let _ = observing(family, builder, GaugeCell::value).build();
+        });
     }
 }
 

@@ -50,11 +50,11 @@ fn bucket_index(bounds: &[f64], v: f64) -> usize {
 impl HistogramCell {
     /// This series' handle on `histogram`, bound on first use.
     #[inline]
-    fn bound_to(&self, histogram: &OtelHistogram<f64>, attrs: &[KeyValue]) -> &BoundHistogram<f64> {
+    fn bound_to(&self, histogram: &OtelHistogram<f64>, attrs: impl FnOnce() -> Vec<KeyValue>) -> &BoundHistogram<f64> {
         let key = ptr::from_ref(histogram) as usize;
         match self.bound.get() {
             Some(b) if b.key == key => &b.handle,
-            _ => self.bind(histogram, key, attrs),
+            _ => self.bind(histogram, key, &attrs()),
         }
     }
 
@@ -169,7 +169,14 @@ fn write_family(f: &Family<HistogramCell>, otel_form: bool, out: &mut String, fo
     let mut labels = String::new();
     // Formatted once per family, not once per series.
     let bounds = BoundsText::of(&f.spec);
-    f.each(|s| {
+    let each = |g: &mut dyn FnMut(&super::family::Series<HistogramCell>)| {
+        if otel_form {
+            f.each(g)
+        } else {
+            f.each_sorted(g)
+        }
+    };
+    each(&mut |s| {
         labels.clear();
         s.write_labels(&f.meta.labels, otel_form, &mut LabelBlock::new(&mut labels));
         // Counts from one read of the buckets, so `+Inf` and `_count` agree with them.
@@ -226,7 +233,7 @@ impl Histogram {
         }
         series.cell.observe(&family.spec, v);
         if let Some(h) = family.shared.get() {
-            series.cell.bound_to(h, &series.attrs).record(v);
+            series.cell.bound_to(h, || series.attrs(&family.meta.labels)).record(v);
         }
     }
 

@@ -44,12 +44,17 @@
 //!   give them different prefixes, since their metrics share the OTel meter.
 //!
 //! # Export
-//! Counters and gauges are OTel observable instruments whose callbacks read the registry's
-//! atomics (a handle's `inc` is one atomic add), so they reach every exporter `pipetel::init`
-//! installed. Histograms and summaries are rendered on the pull endpoint from the registry's own
-//! state: histograms as the endpoint writes OTel histograms (`_bucket{le}`, `_sum`, `_count`,
-//! labels sorted by name, then `otel_scope_name="pipetel"`), summaries as real Prometheus
-//! summaries (`quantile` labels, `_sum`, `_count`). Push exporters (OTLP, console) get a
+//! A handle's `inc` is one atomic add on the registry's own cell. The pull endpoint renders every
+//! kind from the registry's own state, straight into its (streamed) page: counters and gauges as
+//! its encoder writes OTel observable instruments (the translated name, labels sorted by name,
+//! then `otel_scope_name="pipetel"`), histograms as it writes OTel histograms (`_bucket{le}`,
+//! `_sum`, `_count`, the same labels), summaries as real Prometheus summaries (`quantile`
+//! labels, `_sum`, `_count`). Counters and gauges become OTel observable instruments whose
+//! callbacks read the same cells only where something else reads them: once `init` installed a
+//! push metric exporter (then the pull endpoint reads them through the SDK, as before), or on a
+//! registry made with [`Registry::with_meters`]. With the pull endpoint alone (the default) the
+//! SDK keeps no second copy of the registry's series. A series holds its label values in one
+//! allocation, beside its cell. Push exporters (OTLP, console) get a
 //! histogram as an OTel histogram with the same buckets that each observation also records
 //! into, and a summary as `<name>_sum` / `<name>_count` counters and a `<name>` gauge with a
 //! `quantile` attribute. For a registry on the global meter provider those push-only instruments
@@ -317,9 +322,11 @@ impl crate::export::ExpositionSource for Inner {
         let families = read(&self.families);
         let mut taken = collector::taken_names(&families);
         for family in families.values() {
-            // Counters and gauges reach the pull endpoint through OTel instruments; histograms
-            // and summaries are read from the registry's own state (their OTel form is push-only).
-            if matches!(family.meta().kind, Kind::Histogram | Kind::Summary) {
+            // Histograms and summaries are read from the registry's own state (their OTel form
+            // is push-only); so are counters and gauges without push exporters, which otherwise
+            // reach the pull endpoint through their OTel instruments.
+            let meta = family.meta();
+            if matches!(meta.kind, Kind::Histogram | Kind::Summary) || meta.native.load(Ordering::Acquire) {
                 family.write_pull(out, format);
             }
         }

@@ -127,21 +127,10 @@ impl Cell for SummaryCell {
         state.sum = 0.0;
     }
     fn write(f: &Family<Self>, out: &mut String) {
-        Self::write_pull(f, out, Format::Text);
+        write_family(f, out, Format::Text, true);
     }
     fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
-        let name = &f.meta.name;
-        let mut w = Writer::new(out, format);
-        w.header(name, "summary", &f.meta.help, &f.meta.unit);
-        let mut labels = String::new();
-        f.each(|s| {
-            labels.clear();
-            s.write_labels(&f.meta.labels, false, &mut LabelBlock::new(&mut labels));
-            let v = s.cell.snapshot(&f.spec);
-            // An empty window reads NaN, as the reference clients write it.
-            let quantiles = v.quantiles.iter().map(|(q, value)| (*q, value.unwrap_or(f64::NAN)));
-            w.summary(name, &labels, quantiles, v.sum, v.count);
-        });
+        write_family(f, out, format, false);
     }
     fn bind(family: Arc<Family<Self>>, _: &Meter, push_only: Option<&Meter>) {
         // Push exporters only: the pull endpoint renders the summary natively (an exposition
@@ -153,19 +142,23 @@ impl Cell for SummaryCell {
         let name = &family.meta.name;
         let unit = |n: &str, kind| unit_keeping_name(n, &family.meta.unit, kind).to_owned();
         let weak = Arc::downgrade(&family);
+        let names = family.meta.labels.clone();
         let sum = format!("{name}_sum");
         let _ = push_only
             .f64_observable_up_down_counter(sum.clone())
             .with_unit(unit(&sum, MetricType::UpDownSum))
             .with_description(format!("Sum of the observations of {name}"))
-            .with_callback(move |obs| observe_live(&weak, |s| obs.observe(s.cell.totals().1, &s.attrs)))
+            .with_callback(move |obs| observe_live(&weak, |s| obs.observe(s.cell.totals().1, &s.attrs(&names))))
             .build();
         let weak = Arc::downgrade(&family);
+        let names = family.meta.labels.clone();
         let _ = push_only
             .i64_observable_up_down_counter(format!("{name}_count"))
             .with_description(format!("Observations of {name}"))
             .with_callback(move |obs| {
-                observe_live(&weak, |s| obs.observe(i64::try_from(s.cell.totals().0).unwrap_or(i64::MAX), &s.attrs))
+                observe_live(&weak, |s| {
+                    obs.observe(i64::try_from(s.cell.totals().0).unwrap_or(i64::MAX), &s.attrs(&names))
+                })
             })
             .build();
         let weak = Arc::downgrade(&family);
@@ -181,7 +174,7 @@ impl Cell for SummaryCell {
                 family.each(|s| {
                     for (q, v) in s.cell.snapshot(&family.spec).quantiles {
                         if let Some(v) = v {
-                            let mut attrs = s.attrs.to_vec();
+                            let mut attrs = s.attrs(&family.meta.labels);
                             attrs.push(KeyValue::new("quantile", q));
                             obs.observe(v, &attrs);
                         }
@@ -189,6 +182,27 @@ impl Cell for SummaryCell {
                 });
             })
             .build();
+    }
+}
+
+/// Writes a summary family in `format`, its series in label order when `sorted`.
+fn write_family(f: &Family<SummaryCell>, out: &mut String, format: Format, sorted: bool) {
+    let name = &f.meta.name;
+    let mut w = Writer::new(out, format);
+    w.header(name, "summary", &f.meta.help, &f.meta.unit);
+    let mut labels = String::new();
+    let mut each = |s: &super::family::Series<SummaryCell>| {
+        labels.clear();
+        s.write_labels(&f.meta.labels, false, &mut LabelBlock::new(&mut labels));
+        let v = s.cell.snapshot(&f.spec);
+        // An empty window reads NaN, as the reference clients write it.
+        let quantiles = v.quantiles.iter().map(|(q, value)| (*q, value.unwrap_or(f64::NAN)));
+        w.summary(name, &labels, quantiles, v.sum, v.count);
+    };
+    if sorted {
+        f.each_sorted(&mut each);
+    } else {
+        f.each(&mut each);
     }
 }
 

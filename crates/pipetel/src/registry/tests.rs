@@ -586,3 +586,58 @@ fn the_global_registry_is_one() {
     assert_eq!(global().counter("t_global_hits", "").expect("same").value(), 1.0);
     assert_eq!(global().prefix(), "");
 }
+
+#[test]
+fn label_sets_are_told_apart_by_their_values_alone() {
+    let h = Harness::new("t_keys");
+    let c = h.registry.counter_vec("items", "Items", &["a", "b"]).expect("counter");
+    let long = "v".repeat(40);
+    let sets: [(&str, &str); 5] = [("", "x"), ("x", ""), ("", ""), (long.as_str(), "y"), ("ÿ", "z")];
+    for (n, (a, b)) in sets.iter().enumerate() {
+        c.with([("a", *a), ("b", *b)]).expect("series").inc_by((n + 1) as f64);
+    }
+    // The same label set, in another order and form, is the same series.
+    c.with(HashMap::from([("b", "x"), ("a", "")])).expect("series").inc();
+    assert_eq!(c.with([("a", ""), ("b", "x")]).expect("series").value(), 2.0);
+    let text = h.registry.prometheus_text();
+    let samples: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        samples,
+        vec![
+            "t_keys_items_total{a=\"\",b=\"\"} 3".to_string(),
+            "t_keys_items_total{a=\"\",b=\"x\"} 2".to_string(),
+            format!("t_keys_items_total{{a=\"{long}\",b=\"y\"}} 4"),
+            "t_keys_items_total{a=\"x\",b=\"\"} 2".to_string(),
+            "t_keys_items_total{a=\"ÿ\",b=\"z\"} 5".to_string(),
+        ],
+        "{text}"
+    );
+    let debug = format!("{:?}", c.with([("a", long.as_str()), ("b", "y")]).expect("series"));
+    assert!(debug.contains(&format!("labels: [\"{long}\", \"y\"]")), "{debug}");
+}
+
+#[cfg(feature = "prometheus")]
+#[test]
+fn without_push_exporters_the_pull_endpoint_renders_counters_and_gauges_from_the_registry() {
+    // On the global binding before `init`: no push exporter, so no OTel instrument at all.
+    let r = Registry::new("t_native").expect("registry");
+    let jobs = r.counter_vec("jobs", "Jobs \"done\"", &["zone", "app"]).expect("counter");
+    jobs.with([("zone", "eu"), ("app", "a\"b")]).expect("series").inc_by(2.0);
+    r.gauge("depth", "Depth").expect("gauge").set(1.5);
+    r.counter_vec("idle", "Never recorded", &["k"]).expect("counter");
+    let mut out = String::new();
+    crate::export::write_sources(&mut out, crate::exposition::Format::Text);
+    // As the encoder writes an OTel observable counter: labels sorted by name, then the scope.
+    assert!(out.contains("# HELP t_native_jobs_total Jobs \"done\"\n# TYPE t_native_jobs_total counter\n"), "{out}");
+    assert!(out.contains("\nt_native_jobs_total{app=\"a\\\"b\",zone=\"eu\",otel_scope_name=\"pipetel\"} 2\n"), "{out}");
+    assert!(out.contains("\nt_native_depth{otel_scope_name=\"pipetel\"} 1.5\n"), "{out}");
+    // A family without series is not written at all, as the SDK exports no such instrument.
+    assert!(!out.contains("t_native_idle"), "{out}");
+    // A registry on fixed meters keeps its counters on its OTel instruments.
+    let h = Harness::new("t_fixed");
+    h.registry.counter("jobs", "Jobs").expect("counter").inc();
+    let mut out = String::new();
+    crate::export::write_sources(&mut out, crate::exposition::Format::Text);
+    assert!(!out.contains("t_fixed_jobs"), "{out}");
+    assert_eq!(h.collect().get(&key("registry-test", "t_fixed_jobs")).map(|v| v[0].1), Some(1.0));
+}

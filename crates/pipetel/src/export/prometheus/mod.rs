@@ -129,22 +129,43 @@ impl PrometheusRender {
         }
     }
 
+    /// As [`PrometheusRender::render_for`], handing the exposition to `sink` in pieces of about
+    /// 64 KiB as it is written instead of returning it: the registry's series (and the other
+    /// exposition sources) are written straight from their own storage, so a page of a million
+    /// series is never held whole. Returns the content type. The pull endpoint serves its
+    /// responses this way (chunked, gzipped when the scraper asks).
+    pub fn render_to(&self, accept: Option<&str>, sink: impl FnMut(&str) + 'static) -> &'static str {
+        let (format, content_type) = if accept.is_some_and(wants_openmetrics) {
+            (Format::OpenMetrics, OPENMETRICS_CONTENT_TYPE)
+        } else {
+            (Format::Text, TEXT_CONTENT_TYPE)
+        };
+        let mut out = String::with_capacity(crate::exposition::CHUNK + 4 * 1024);
+        crate::exposition::streamed(&mut out, Box::new(sink), |out| self.render_into(format, out));
+        content_type
+    }
+
     fn render_in(&self, format: Format) -> String {
-        let mut rm = ResourceMetrics::default();
         let mut out = String::with_capacity(16 * 1024);
+        self.render_into(format, &mut out);
+        out
+    }
+
+    fn render_into(&self, format: Format, out: &mut String) {
+        let mut rm = ResourceMetrics::default();
         let mut conflicts = Vec::new();
         if let Err(error) = self.reader.collect(&mut rm) {
             self.warn_once(&format!("collecting metrics failed: {error}"));
-            Writer::new(&mut out, format).eof();
-            return out;
+            Writer::new(out, format).eof();
+            return;
         }
-        encode::encode(&rm, &mut out, &mut conflicts, format);
-        super::write_sources(&mut out, format);
-        Writer::new(&mut out, format).eof();
+        encode::encode(&rm, out, &mut conflicts, format);
+        drop(rm);
+        super::write_sources(out, format);
+        Writer::new(out, format).eof();
         if let Some(c) = conflicts.first() {
             self.warn_once(&format!("metric dropped from the exposition: {c}"));
         }
-        out
     }
 
     fn warn_once(&self, message: &str) {

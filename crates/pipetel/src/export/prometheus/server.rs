@@ -3,18 +3,20 @@
 
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use http_body_util::Full;
-use hyper::body::{Bytes, Incoming};
+use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::header::{
     HeaderValue, ACCEPT, ACCEPT_ENCODING, ALLOW, AUTHORIZATION, CONTENT_ENCODING, CONTENT_TYPE, VARY, WWW_AUTHENTICATE,
 };
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::PrometheusRender;
+use super::{wants_openmetrics, PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 use crate::error::InitError;
 
 /// Most connections served at once; more wait in the kernel's accept queue.
@@ -254,11 +256,134 @@ async fn connection(stream: tokio::net::TcpStream, options: Arc<EndpointOptions>
     let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
 }
 
-fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &PrometheusRender) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::new()));
+/// A response body: a fixed one (errors, `HEAD`), or a scrape's page as the render thread
+/// writes it, chunk by chunk (chunked transfer encoding: its length is not known up front).
+pub(crate) enum Page {
+    Full(Full<Bytes>),
+    Streamed(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+impl Page {
+    fn empty() -> Self {
+        Page::Full(Full::new(Bytes::new()))
+    }
+}
+
+impl Body for Page {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Page::Full(full) => Pin::new(full).poll_frame(cx),
+            Page::Streamed(rx) => rx.poll_recv(cx).map(|chunk| chunk.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Page::Full(full) => full.is_end_stream(),
+            Page::Streamed(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Page::Full(full) => full.size_hint(),
+            Page::Streamed(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// Chunks of a page in flight between the render thread and the connection: a scraper that
+/// reads slowly holds the render back rather than letting the page pile up in memory.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+/// Hands a page's bytes to the connection in chunks of about [`crate::exposition::CHUNK`]; once
+/// the connection is gone, the rest of the render goes nowhere.
+struct ChunkSender {
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+impl ChunkSender {
+    fn new(tx: tokio::sync::mpsc::Sender<Bytes>) -> Self {
+        ChunkSender { tx, buf: Vec::new(), closed: false }
+    }
+
+    fn send(&mut self, bytes: Bytes) {
+        if !self.closed && self.tx.blocking_send(bytes).is_err() {
+            self.closed = true;
+        }
+    }
+
+    fn send_buffered(&mut self) {
+        if !self.buf.is_empty() {
+            let chunk = Bytes::from(std::mem::take(&mut self.buf));
+            self.send(chunk);
+        }
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.buf.capacity() == 0 {
+            self.buf.reserve(crate::exposition::CHUNK);
+        }
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= crate::exposition::CHUNK {
+            self.send_buffered();
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send_buffered();
+        Ok(())
+    }
+}
+
+/// The gzip stream of a page; finished (trailer written, last chunk sent) when dropped, which
+/// is when the render is done with its sink.
+struct GzSink(Option<flate2::write::GzEncoder<ChunkSender>>);
+
+impl Drop for GzSink {
+    fn drop(&mut self) {
+        if let Some(enc) = self.0.take() {
+            if let Ok(mut chunks) = enc.finish() {
+                chunks.send_buffered();
+            }
+        }
+    }
+}
+
+/// Renders the page for `accept` on the calling (blocking) thread into `tx`, gzipped or not.
+fn stream_page(render: &PrometheusRender, accept: Option<&str>, gzip: bool, tx: tokio::sync::mpsc::Sender<Bytes>) {
+    if gzip {
+        let mut gz = GzSink(Some(flate2::write::GzEncoder::new(ChunkSender::new(tx), flate2::Compression::fast())));
+        render.render_to(accept, move |text| {
+            use std::io::Write as _;
+            if let Some(enc) = gz.0.as_mut() {
+                if enc.write_all(text.as_bytes()).is_err() {
+                    gz.0 = None;
+                }
+            }
+        });
+    } else {
+        let mut chunks = ChunkSender::new(tx);
+        render.render_to(accept, move |text| chunks.send(Bytes::copy_from_slice(text.as_bytes())));
+    }
+}
+
+fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &PrometheusRender) -> Response<Page> {
+    let mut response = Response::new(Page::empty());
     if req.uri().path() != options.path {
         *response.status_mut() = StatusCode::NOT_FOUND;
-        *response.body_mut() = Full::new(Bytes::from_static(b"not found\n"));
+        *response.body_mut() = Page::Full(Full::new(Bytes::from_static(b"not found\n")));
         return response;
     }
     if req.method() != Method::GET && req.method() != Method::HEAD {
@@ -278,7 +403,7 @@ fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &Promethe
         }
     }
     let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
-    let (body, content_type) = render.render_for(accept);
+    let content_type = if accept.is_some_and(wants_openmetrics) { OPENMETRICS_CONTENT_TYPE } else { TEXT_CONTENT_TYPE };
     response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     let gzip =
         req.headers().get_all(ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(',')).any(
@@ -291,21 +416,15 @@ fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &Promethe
             },
         );
     response.headers_mut().insert(VARY, HeaderValue::from_static("Accept, Accept-Encoding"));
-    let bytes = if gzip {
-        use std::io::Write as _;
-        let mut enc = flate2::write::GzEncoder::new(Vec::with_capacity(body.len() / 4), flate2::Compression::fast());
-        match enc.write_all(body.as_bytes()).and_then(|()| enc.finish()) {
-            Ok(compressed) => {
-                response.headers_mut().insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-                Bytes::from(compressed)
-            }
-            Err(_) => Bytes::from(body),
-        }
-    } else {
-        Bytes::from(body)
-    };
+    if gzip {
+        response.headers_mut().insert(CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+    }
     if req.method() == Method::GET {
-        *response.body_mut() = Full::new(bytes);
+        // Rendered on a blocking thread, streamed to the client as it is written.
+        let (tx, rx) = tokio::sync::mpsc::channel(CHUNKS_IN_FLIGHT);
+        let (render, accept) = (render.clone(), accept.map(str::to_owned));
+        drop(tokio::task::spawn_blocking(move || stream_page(&render, accept.as_deref(), gzip, tx)));
+        *response.body_mut() = Page::Streamed(rx);
     }
     response
 }
