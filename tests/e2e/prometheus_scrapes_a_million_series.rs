@@ -6,7 +6,7 @@
 //!
 //! The serving process is this test binary run again as a child (`init` is once per process):
 //! the ignored test [`million_series_server`] serves while `PIPETEL_E2E_MILLION_PORT` is set.
-//! Prometheus gets a 30 s scrape interval and timeout for this job (the child is a debug build,
+//! Prometheus gets a 60 s scrape interval and timeout for this job (the child is a debug build,
 //! and the first scrape creates a million head series), no body or sample limit.
 
 use std::process::Command;
@@ -50,7 +50,7 @@ fn prometheus_scrapes_a_million_series_endpoint() {
     assert_eq!(items, SERIES, "the page holds every series");
 
     let prometheus = Prometheus::start_scraping(&format!(
-        "  - job_name: million\n    scrape_interval: 30s\n    scrape_timeout: 30s\n    body_size_limit: 0\n    sample_limit: 0\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
+        "  - job_name: million\n    scrape_interval: 60s\n    scrape_timeout: 60s\n    body_size_limit: 0\n    sample_limit: 0\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
     ));
     let started = Instant::now();
     let targets = prometheus.wait_until_up(Duration::from_secs(120));

@@ -1,6 +1,7 @@
 //! The pull endpoint under abuse: credentials required (401 without), gzip when asked, header
 //! count and size limits, a slow client (slowloris) cut off by the header read timeout, and a
-//! flood of idle connections that cannot starve a real scrape.
+//! flood of idle connections that cannot starve a real scrape, and a scraper that stops reading
+//! a large page without holding up the program.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -16,6 +17,8 @@ fn endpoint() -> SocketAddr {
                 .with_prometheus_port(0)
                 .with_prometheus_bearer_token("t0ken")
                 .with_prometheus_basic_auth("scraper", "s3:cret")
+                // Room for the large family of `a_stalled_scraper_never_blocks_new_series`.
+                .with_cardinality_limit(300_000)
                 .with_console_log(false),
         )
         .expect("init");
@@ -128,4 +131,47 @@ fn a_slow_client_is_cut_off_and_idle_floods_do_not_starve_scrapes() {
     let r = get(addr, "Authorization: Bearer t0ken\r\n");
     assert!(r.starts_with("HTTP/1.1 200") && r.contains("defended_items_total"), "{r}");
     drop(idle);
+}
+
+/// The page is streamed while the registry's families are read-locked: a scraper that asks for
+/// a large page and stops reading must not leave the render waiting inside a family, where it
+/// would block the program creating a new series of that family. The stalled scraper still gets
+/// the whole page once it reads.
+#[test]
+fn a_stalled_scraper_never_blocks_new_series() {
+    let addr = endpoint();
+    let app = pipetel::Registry::new("stall").expect("registry");
+    let rows = app.counter_vec("rows", "Rows", &["shard"]).expect("family");
+    // About 10 MB of page: far more than the chunks in flight and the sockets' buffers hold.
+    const SERIES: u32 = 250_000;
+    for i in 0..SERIES {
+        rows.with([("shard", i.to_string())]).expect("series").inc();
+    }
+    let mut stalled = TcpStream::connect(addr).expect("connect");
+    stalled
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer t0ken\r\n\r\n")
+        .expect("send");
+    // Give the render time to fill every buffer between it and the stalled scraper.
+    std::thread::sleep(Duration::from_secs(2));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        for i in SERIES..SERIES + 100 {
+            rows.with([("shard", i.to_string())]).expect("series").inc();
+        }
+        let _ = done_tx.send(());
+    });
+    done_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("new series could not be created while a scraper had stopped reading the page");
+    writer.join().expect("writer");
+
+    stalled.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    let mut response = Vec::new();
+    stalled.read_to_end(&mut response).expect("the stalled scraper reads the rest of the page");
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("headers end") + 4;
+    let body = String::from_utf8(dechunk(&response[split..])).expect("utf-8 page");
+    let samples = body.lines().filter(|l| l.starts_with("stall_rows_total{")).count();
+    assert!(samples >= SERIES as usize, "the page has {samples} of at least {SERIES} series");
+    assert!(body.contains(&format!("stall_rows_total{{shard=\"{}\"", SERIES - 1)), "last series on the page");
+    assert!(body.trim_end().ends_with("# EOF") || body.contains("defended_items_total"), "whole page");
 }

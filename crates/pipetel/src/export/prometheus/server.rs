@@ -298,26 +298,50 @@ impl Body for Page {
     }
 }
 
-/// Chunks of a page in flight between the render thread and the connection: a scraper that
-/// reads slowly holds the render back rather than letting the page pile up in memory.
+/// Chunks of a page in flight between the render thread and the connection.
 const CHUNKS_IN_FLIGHT: usize = 4;
 
 /// Hands a page's bytes to the connection in chunks of about [`crate::exposition::CHUNK`]; once
 /// the connection is gone, the rest of the render goes nowhere.
+///
+/// The render holds a family's read lock while it writes that family, so it must never wait on
+/// the network: a chunk the connection has no room for yet is kept in `backlog` and the render
+/// goes on; the backlog is sent, waiting as long as the scraper needs, once the render is done
+/// and every lock released (on drop). A scraper that reads as fast as the page is written keeps
+/// the backlog empty; a slow one costs memory (at most the page), never a wait for the program.
 struct ChunkSender {
     tx: tokio::sync::mpsc::Sender<Bytes>,
     buf: Vec<u8>,
+    backlog: std::collections::VecDeque<Bytes>,
     closed: bool,
 }
 
 impl ChunkSender {
     fn new(tx: tokio::sync::mpsc::Sender<Bytes>) -> Self {
-        ChunkSender { tx, buf: Vec::new(), closed: false }
+        ChunkSender { tx, buf: Vec::new(), backlog: std::collections::VecDeque::new(), closed: false }
     }
 
+    /// Queues `bytes` without waiting: straight into the channel when it has room and nothing
+    /// is waiting before them, else behind the backlog.
     fn send(&mut self, bytes: Bytes) {
-        if !self.closed && self.tx.blocking_send(bytes).is_err() {
-            self.closed = true;
+        use tokio::sync::mpsc::error::TrySendError;
+        if self.closed {
+            return;
+        }
+        self.backlog.push_back(bytes);
+        while let Some(next) = self.backlog.pop_front() {
+            match self.tx.try_send(next) {
+                Ok(()) => {}
+                Err(TrySendError::Full(next)) => {
+                    self.backlog.push_front(next);
+                    return;
+                }
+                Err(TrySendError::Closed(_)) => {
+                    self.closed = true;
+                    self.backlog.clear();
+                    return;
+                }
+            }
         }
     }
 
@@ -325,6 +349,18 @@ impl ChunkSender {
         if !self.buf.is_empty() {
             let chunk = Bytes::from(std::mem::take(&mut self.buf));
             self.send(chunk);
+        }
+    }
+}
+
+impl Drop for ChunkSender {
+    /// The render is done (no lock held): send what is left, at the scraper's pace.
+    fn drop(&mut self) {
+        self.send_buffered();
+        while let Some(next) = self.backlog.pop_front() {
+            if self.closed || self.tx.blocking_send(next).is_err() {
+                break;
+            }
         }
     }
 }
