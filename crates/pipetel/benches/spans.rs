@@ -199,7 +199,10 @@ fn measured(x: u64) -> u64 {
 fn function(c: &mut Criterion) {
     let mp = meter_provider();
     opentelemetry::global::set_meter_provider(mp.clone());
-    let dispatch = Dispatch::new(tracing_subscriber::registry());
+    // A registry on its own never frees a closed span's slot (only a `Layered` around it runs
+    // the registry's close): every call would grow its slab, and both rows would time page
+    // faults. A no-op layer makes it free spans as every real subscriber does.
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()));
     let mut group = c.benchmark_group("function");
     tracing::dispatcher::with_default(&dispatch, || {
         group.bench_function("bare", |b| b.iter(|| bare(black_box(1))));

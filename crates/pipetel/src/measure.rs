@@ -55,7 +55,7 @@
 pub mod __private {
     use std::future::Future;
     use std::pin::Pin;
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
     use std::sync::{Arc, Mutex, OnceLock};
     use std::task::{Context, Poll};
 
@@ -143,6 +143,8 @@ pub mod __private {
         ended: AtomicU64,
         errors_err: AtomicU64,
         errors_panic: AtomicU64,
+        /// Moves of `function.in_flight` made by hand (a stage context's `active.inc()`/`dec()`).
+        in_flight_by_hand: AtomicI64,
     }
 
     impl Cells {
@@ -151,7 +153,8 @@ pub mod __private {
         fn in_flight(&self) -> i64 {
             let ended = self.ended.load(Ordering::Acquire);
             let calls = self.calls.load(Ordering::Acquire);
-            i64::try_from(calls.wrapping_sub(ended)).unwrap_or(0)
+            let by_hand = self.in_flight_by_hand.load(Ordering::Relaxed);
+            i64::try_from(calls.wrapping_sub(ended)).unwrap_or(0).saturating_add(by_hand)
         }
     }
 
@@ -331,6 +334,7 @@ pub mod __private {
                     errors_err: AtomicU64::new(0),
                     ended: AtomicU64::new(0),
                     errors_panic: AtomicU64::new(0),
+                    in_flight_by_hand: AtomicI64::new(0),
                 },
                 attrs: OnceLock::new(),
             }
@@ -419,7 +423,7 @@ pub mod __private {
             }
             self.cells.calls.fetch_add(calls, Ordering::Relaxed);
             self.cells.errors_err.fetch_add(errors, Ordering::Relaxed);
-            self.cells.in_flight.fetch_add(in_flight, Ordering::Relaxed);
+            self.cells.in_flight_by_hand.fetch_add(in_flight, Ordering::Relaxed);
             true
         }
 
