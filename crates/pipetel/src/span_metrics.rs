@@ -38,8 +38,8 @@
 //! A `#[pipetel::measure]` call times its function for `function.duration`, and its span is
 //! timed here for `span.duration`: the two share one pair of clock readings instead of reading
 //! the clock four times. The layer hands the reading it takes at the span's creation to the call
-//! ([`handoff::take_start`]), and the call hands the reading it takes when the function returns
-//! (or panics) to the layer for the span's close ([`handoff::end_while`]), through two
+//! (`handoff::take_start`), and the call hands the reading it takes when the function returns
+//! (or panics) to the layer for the span's close (`handoff::end_while`), through two
 //! thread-local cells keyed by span id (and callsite, for the start). So both metrics carry the
 //! same duration for a measured call: from the span's creation to the function's return. Every
 //! other span is timed as before, to its close.
