@@ -15,6 +15,11 @@
 //! with the SDK's own `ParentBased(TraceIdRatioBased(0.01))` (the stack a user would wire by
 //! hand). One iteration is one tree of 10 spans.
 //!
+//! Group `function`: a call of a `#[tracing::instrument]` function and of a
+//! `#[pipetel::measure]` one (span + calls + duration + in-flight), beside a bare function, under
+//! the registry alone (with a no-op layer, so closed spans are freed); `_full_stack`: the same two
+//! calls under the full stack as (c).
+//!
 //! Run: `cargo bench -p pipetel --bench spans -- --warm-up-time 1 --measurement-time 2`
 
 // `criterion_group!` generates an undocumented public function.
@@ -199,12 +204,29 @@ fn measured(x: u64) -> u64 {
 fn function(c: &mut Criterion) {
     let mp = meter_provider();
     opentelemetry::global::set_meter_provider(mp.clone());
-    let dispatch = Dispatch::new(tracing_subscriber::registry());
+    // A registry on its own never frees a closed span's slot (only a `Layered` around it runs
+    // the registry's close): every call would grow its slab, and both rows would time page
+    // faults. A no-op layer makes it free spans as every real subscriber does.
+    let dispatch = Dispatch::new(tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()));
     let mut group = c.benchmark_group("function");
     tracing::dispatcher::with_default(&dispatch, || {
         group.bench_function("bare", |b| b.iter(|| bare(black_box(1))));
         group.bench_function("tracing_instrument", |b| b.iter(|| instrumented(black_box(1))));
         group.bench_function("pipetel_measure", |b| b.iter(|| measured(black_box(1))));
+    });
+    // The same two calls under the stack `init` composes (sampling gate around the bridge, span
+    // metrics, always-on sampler): there a measured call and the span-metrics layer share one
+    // pair of clock readings.
+    let tp = tracer_provider(Sampler::AlwaysOn);
+    let meter = mp.meter("bench");
+    let full = Dispatch::new(
+        tracing_subscriber::registry()
+            .with(SamplingGate::new(tracing_opentelemetry::layer().with_tracer(tp.tracer("c")), false))
+            .with(SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid")),
+    );
+    tracing::dispatcher::with_default(&full, || {
+        group.bench_function("tracing_instrument_full_stack", |b| b.iter(|| instrumented(black_box(1))));
+        group.bench_function("pipetel_measure_full_stack", |b| b.iter(|| measured(black_box(1))));
     });
     group.finish();
 }

@@ -49,13 +49,18 @@
 //! SDK, each bound once to the site's attribute set, so a call pays no attribute lookup. As the
 //! cells live in the `static` site, calls made before `init` are counted too and show up in the
 //! first collection after it.
+//!
+//! Under a subscriber with the span-metrics layer, the call and the layer share one pair of
+//! clock readings (the layer's at the span's creation, the call's at its return), so the span is
+//! not timed twice and `span.duration` equals `function.duration` for the call; see
+//! [`crate::span_metrics`]. With stage metrics off, a call reads no clock.
 
 /// Paths the macro's generated code refers to; not a public API.
 #[doc(hidden)]
 pub mod __private {
     use std::future::Future;
     use std::pin::Pin;
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicU8, Ordering};
     use std::sync::{Arc, Mutex, OnceLock};
     use std::task::{Context, Poll};
 
@@ -143,6 +148,8 @@ pub mod __private {
         ended: AtomicU64,
         errors_err: AtomicU64,
         errors_panic: AtomicU64,
+        /// Moves of `function.in_flight` made by hand (a stage context's `active.inc()`/`dec()`).
+        in_flight_by_hand: AtomicI64,
     }
 
     impl Cells {
@@ -151,7 +158,8 @@ pub mod __private {
         fn in_flight(&self) -> i64 {
             let ended = self.ended.load(Ordering::Acquire);
             let calls = self.calls.load(Ordering::Acquire);
-            i64::try_from(calls.wrapping_sub(ended)).unwrap_or(0)
+            let by_hand = self.in_flight_by_hand.load(Ordering::Relaxed);
+            i64::try_from(calls.wrapping_sub(ended)).unwrap_or(0).saturating_add(by_hand)
         }
     }
 
@@ -331,6 +339,7 @@ pub mod __private {
                     errors_err: AtomicU64::new(0),
                     ended: AtomicU64::new(0),
                     errors_panic: AtomicU64::new(0),
+                    in_flight_by_hand: AtomicI64::new(0),
                 },
                 attrs: OnceLock::new(),
             }
@@ -417,12 +426,11 @@ pub mod __private {
             if !self.handles().enabled {
                 return false;
             }
-            // In flight is `calls - ended`: moving it by `in_flight` while `calls` moves by
-            // `calls` moves `ended` by the difference (wrapping, as it may go down).
-            let ended = i64::try_from(calls).unwrap_or(i64::MAX).wrapping_sub(in_flight);
+            // Counted as started and ended: calls counted by hand are not in flight.
             self.cells.calls.fetch_add(calls, Ordering::Release);
-            self.cells.ended.fetch_add(ended as u64, Ordering::Release);
+            self.cells.ended.fetch_add(calls, Ordering::Release);
             self.cells.errors_err.fetch_add(errors, Ordering::Relaxed);
+            self.cells.in_flight_by_hand.fetch_add(in_flight, Ordering::Relaxed);
             true
         }
 
@@ -457,8 +465,12 @@ pub mod __private {
         site: &'static Site,
         handles: &'static Handles,
         mark_span: bool,
-        /// A raw reading of [`crate::clock`].
+        /// A raw reading of [`crate::clock`] at the call's start: the span-metrics layer's, when
+        /// it timed the span (see [`crate::span_metrics`]), else the call's own.
         start: u64,
+        /// The raw reading taken when the call completed (0 before, or when not timed), handed
+        /// to the span-metrics layer as the span's end.
+        end: AtomicU64,
         // Atomic rather than a `Cell` so an async fn's future, which holds `&Call` across its
         // await, stays `Send`.
         done: AtomicBool,
@@ -481,11 +493,25 @@ pub mod __private {
             if handles.enabled {
                 site.cells.calls.fetch_add(1, Ordering::Release);
             }
+            // The span-metrics layer read the clock as it created the span: share that reading.
+            let shared = if crate::span_metrics::handoff::active() {
+                span.id()
+                    .zip(span.metadata())
+                    .and_then(|(id, meta)| crate::span_metrics::handoff::take_start(id.into_u64(), meta))
+            } else {
+                None
+            };
+            let start = match shared {
+                Some(ticks) => ticks,
+                None if handles.duration.is_some() => crate::clock().raw(),
+                None => 0,
+            };
             Call {
                 site,
                 handles,
                 mark_span: site.info.mark_span,
-                start: crate::clock().raw(),
+                start,
+                end: AtomicU64::new(0),
                 done: AtomicBool::new(false),
                 span,
                 ids_state: AtomicU8::new(UNREAD),
@@ -602,7 +628,9 @@ pub mod __private {
             self.site.cells.ended.fetch_add(1, Ordering::Release);
             if let Some(duration) = &self.handles.duration {
                 let clock = crate::clock();
-                let seconds = clock.delta_as_nanos(self.start, clock.raw()) as f64 / 1e9;
+                let end = clock.raw();
+                self.end.store(end, Ordering::Relaxed);
+                let seconds = clock.delta_as_nanos(self.start, end) as f64 / 1e9;
                 duration.record(seconds);
                 self.offer(0, seconds);
             }
@@ -611,16 +639,24 @@ pub mod __private {
 
     impl Drop for Call {
         fn drop(&mut self) {
-            if self.done.load(Ordering::Relaxed) {
-                return;
+            if !self.done.load(Ordering::Relaxed) {
+                if std::thread::panicking() {
+                    self.complete(Some("panic"));
+                } else {
+                    // A future dropped before completion: not an error, no duration.
+                    self.done.store(true, Ordering::Relaxed);
+                    if self.handles.enabled {
+                        self.site.cells.ended.fetch_add(1, Ordering::Release);
+                    }
+                }
             }
-            if std::thread::panicking() {
-                self.complete(Some("panic"));
-            } else {
-                // A future dropped before completion: not an error, no duration.
-                self.done.store(true, Ordering::Relaxed);
-                if self.handles.enabled {
-                    self.site.cells.ended.fetch_add(1, Ordering::Release);
+            // Close the span with the reading the call ended on, so the span-metrics layer
+            // records the same duration without reading the clock again.
+            let end = *self.end.get_mut();
+            if end != 0 && crate::span_metrics::handoff::active() {
+                if let Some(id) = self.span.id() {
+                    let span = std::mem::replace(&mut self.span, tracing::Span::none());
+                    crate::span_metrics::handoff::end_while(id.into_u64(), end, || drop(span));
                 }
             }
         }

@@ -34,6 +34,16 @@
 //! third of the OS clock's cost per read, calibrated once against it),
 //! the OS monotonic clock elsewhere.
 //!
+//! # A measured function's span is timed once
+//! A `#[pipetel::measure]` call times its function for `function.duration`, and its span is
+//! timed here for `span.duration`: the two share one pair of clock readings instead of reading
+//! the clock four times. The layer hands the reading it takes at the span's creation to the call
+//! (`handoff::take_start`), and the call hands the reading it takes when the function returns
+//! (or panics) to the layer for the span's close (`handoff::end_while`), through two
+//! thread-local cells keyed by span id (and callsite, for the start). So both metrics carry the
+//! same duration for a measured call: from the span's creation to the function's return. Every
+//! other span is timed as before, to its close.
+//!
 //! # Exemplars
 //! A span's duration keeps an exemplar (its bucket's latest: the span's value, trace id and
 //! span id, shown on the pull endpoint in OpenMetrics) when the exemplar filter allows it (by
@@ -105,6 +115,12 @@ pub struct SpanMetricsLayer {
     clock: &'static quanta::Clock,
 }
 
+impl Drop for SpanMetricsLayer {
+    fn drop(&mut self) {
+        handoff::LAYERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl std::fmt::Debug for SpanMetricsLayer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SpanMetricsLayer")
@@ -141,6 +157,7 @@ impl SpanMetricsLayer {
             .with_description("Duration of closed tracing spans")
             .with_boundaries(crate::SECONDS_BUCKETS.to_vec())
             .build();
+        handoff::LAYERS.fetch_add(1, Ordering::Relaxed);
         Ok(SpanMetricsLayer {
             histogram,
             targets: config.targets()?,
@@ -223,6 +240,7 @@ where
             status.0.unwrap_or(false)
         };
         let start = self.now();
+        handoff::offer_start(id.into_u64(), attrs.metadata(), start);
         if self.open.insert(id.into_u64(), site, start, failed) {
             return;
         }
@@ -281,8 +299,8 @@ where
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let now = self.now();
         let key = id.into_u64();
+        let now = handoff::end_of(key).unwrap_or_else(|| self.now());
         let reading = match self.open.find(key) {
             Some(slot) => {
                 let reading = Reading::from(TimingRef::Slot(slot), now, self.busy);
@@ -308,6 +326,70 @@ where
         if let Some(ids) = reading.ids {
             exemplars.record(None, seconds, ids);
         }
+    }
+}
+
+/// The clock readings a measured call and this layer share (see the module docs): two
+/// thread-local cells, each valid only for the span whose id (and, for the start, callsite) it
+/// names, so a reading can never be taken by another span.
+pub(crate) mod handoff {
+    use std::cell::Cell;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use tracing::Metadata;
+
+    thread_local! {
+        /// `(span id, callsite metadata address, raw clock reading)` of the span the layer
+        /// created last on this thread; zeros when none is offered.
+        static START: Cell<(u64, usize, u64)> = const { Cell::new((0, 0, 0)) };
+        /// `(span id, raw clock reading)` of the span a measured call is closing now.
+        static END: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    }
+
+    /// Span-metrics layers alive: while none is, a measured call skips the handoff.
+    pub(super) static LAYERS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Whether a span-metrics layer exists to share readings with.
+    #[inline]
+    pub(crate) fn active() -> bool {
+        LAYERS.load(Ordering::Relaxed) != 0
+    }
+
+    /// The layer created span `id` of callsite `meta` and read the clock at `ticks`.
+    #[inline]
+    pub(super) fn offer_start(id: u64, meta: &'static Metadata<'static>, ticks: u64) {
+        START.with(|cell| cell.set((id, std::ptr::from_ref(meta) as usize, ticks)));
+    }
+
+    /// The creation reading of span `id` of callsite `meta` when the layer timed it, taken
+    /// (a second call gets `None`). A measured call asks right after creating its span.
+    #[inline]
+    pub(crate) fn take_start(id: u64, meta: &'static Metadata<'static>) -> Option<u64> {
+        START.with(|cell| {
+            let (offered, at, ticks) = cell.get();
+            if id == 0 || offered != id || at != std::ptr::from_ref(meta) as usize {
+                return None;
+            }
+            cell.set((0, 0, 0));
+            Some(ticks)
+        })
+    }
+
+    /// Runs `close` (which drops span `id`) with `ticks` as the span's end for the layer.
+    #[inline]
+    pub(crate) fn end_while(id: u64, ticks: u64, close: impl FnOnce()) {
+        END.with(|cell| cell.set((id, ticks)));
+        close();
+        END.with(|cell| cell.set((0, 0)));
+    }
+
+    /// The end reading handed over for span `id`, if it is closing inside [`end_while`].
+    #[inline]
+    pub(super) fn end_of(id: u64) -> Option<u64> {
+        END.with(|cell| {
+            let (closing, ticks) = cell.get();
+            (closing == id && id != 0).then_some(ticks)
+        })
     }
 }
 

@@ -185,3 +185,31 @@ fn bad_filters_and_empty_names_are_errors() {
     assert!(SpanMetricsLayer::new(&SpanMetricsConfig::default().with_filter("a=b=c"), &meter).is_err());
     assert!(SpanMetricsConfig::default().with_allow([""]).validate().is_err());
 }
+
+#[pipetel::measure]
+fn measured_sleep() {
+    std::thread::sleep(Duration::from_millis(15));
+}
+
+#[test]
+fn a_measured_span_and_its_function_record_one_shared_duration() {
+    let global = measure_support::global_metrics();
+    let s = with_layer(SpanMetricsConfig::default(), || {
+        measured_sleep();
+        measured_sleep();
+        // A span that is not a measured call's is still timed to its close.
+        let held = tracing::info_span!("held_open");
+        drop(held.enter());
+        std::thread::sleep(Duration::from_millis(15));
+        drop(held);
+    });
+    let (spans, span_seconds) = s.histogram("span.duration", &status("measured_sleep", "ok"));
+    let (calls, call_seconds) = global.collect().histogram("function.duration", &measure_support::f("measured_sleep"));
+    assert_eq!((spans, calls), (2, 2));
+    assert!(call_seconds >= 0.03, "two 15 ms calls took {call_seconds} s");
+    // The same pair of clock readings per call: the same durations, to the bit.
+    assert_eq!(span_seconds.to_bits(), call_seconds.to_bits());
+    let (n, held_seconds) = s.histogram("span.duration", &status("held_open", "ok"));
+    assert_eq!(n, 1);
+    assert!(held_seconds >= 0.015, "the held span closed after 15 ms, recorded {held_seconds} s");
+}
