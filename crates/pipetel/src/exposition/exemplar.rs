@@ -17,7 +17,7 @@
 //! - Output: OpenMetrics only (the text format 0.0.4 has no exemplars), after a `_bucket` line.
 
 use std::collections::HashMap;
-use std::sync::atomic::{fence, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -31,6 +31,19 @@ const ALWAYS_OFF: u8 = 1;
 const TRACE_BASED: u8 = 2;
 
 static FILTER: AtomicU8 = AtomicU8::new(TRACE_BASED);
+
+/// Whether an exemplar can ever be shown: only the pull endpoint's OpenMetrics page carries them
+/// (the OTLP exporters of SDK 0.33 drop them, the text format has none), so until a pull reader
+/// exists in the process a measurement skips reading the OpenTelemetry context, which is most
+/// of what an exemplar check costs (a thread-local behind `__tls_get_addr` and a `RefCell`).
+static CAPTURE: AtomicBool = AtomicBool::new(false);
+
+/// Called when a pull reader is made (`init` with the pull endpoint): measurements from now on
+/// capture exemplars as the filter allows.
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+pub(crate) fn enable_capture() {
+    CAPTURE.store(true, Ordering::Relaxed);
+}
 
 /// Sets the filter every histogram applies from now on (`init` sets the configured one).
 pub(crate) fn set_filter(filter: ExemplarFilter) {
@@ -89,7 +102,7 @@ impl SpanIds {
 /// OpenTelemetry context's span, as the filter in effect allows.
 #[inline]
 pub(crate) fn current() -> Option<SpanIds> {
-    if FILTER.load(Ordering::Relaxed) == ALWAYS_OFF {
+    if !CAPTURE.load(Ordering::Relaxed) || FILTER.load(Ordering::Relaxed) == ALWAYS_OFF {
         return None;
     }
     Context::map_current(|cx| {

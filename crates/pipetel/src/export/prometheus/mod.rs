@@ -62,6 +62,8 @@ pub(crate) struct PullReader(Arc<ManualReader>);
 
 impl PullReader {
     pub(crate) fn new() -> Self {
+        // Exemplars can be shown from now on (OpenMetrics on the pull endpoint).
+        crate::exposition::exemplar::enable_capture();
         Self(Arc::new(ManualReader::builder().with_temporality(Temporality::Cumulative).build()))
     }
 }
