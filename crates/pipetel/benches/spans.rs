@@ -17,7 +17,10 @@
 //!
 //! Group `function`: a call of a `#[tracing::instrument]` function and of a
 //! `#[pipetel::measure]` one (span + calls + duration + in-flight), beside a bare function, under
-//! the registry alone (with a no-op layer, so closed spans are freed); `_full_stack`: the same two
+//! the registry alone (with a no-op layer, so closed spans are freed), after `init` with the pull
+//! endpoint alone (the default exporter: durations kept in the function's atomics);
+//! `pipetel_measure_otel_histogram`: the measured call before `init`, on the process's own meter
+//! provider (durations in an OTel histogram, as with a push exporter); `_full_stack`: the two
 //! calls under the full stack as (c).
 //!
 //! Run: `cargo bench -p pipetel --bench spans -- --warm-up-time 1 --measurement-time 2`
@@ -209,6 +212,23 @@ fn function(c: &mut Criterion) {
     // faults. A no-op layer makes it free spans as every real subscriber does.
     let dispatch = Dispatch::new(tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new()));
     let mut group = c.benchmark_group("function");
+    // Before `init`, on a meter provider the process installed itself: the durations go to an
+    // OTel histogram (as they do once `init` installed a push exporter).
+    tracing::dispatcher::with_default(&dispatch, || {
+        group.bench_function("pipetel_measure_otel_histogram", |b| b.iter(|| measured(black_box(1))));
+    });
+    // `init` with the pull endpoint alone, the default exporter: durations stay in the
+    // function's own atomics, which the endpoint renders.
+    let _telemetry = pipetel::init(
+        pipetel::Config::default()
+            .with_service_name("bench")
+            .with_prometheus_port(0)
+            .with_console_log(false)
+            .with_traces_exporters([])
+            .with_logs_exporters([])
+            .with_gpu_mode(pipetel::gpu::GpuMode::Off),
+    )
+    .expect("init");
     tracing::dispatcher::with_default(&dispatch, || {
         group.bench_function("bare", |b| b.iter(|| bare(black_box(1))));
         group.bench_function("tracing_instrument", |b| b.iter(|| instrumented(black_box(1))));

@@ -45,10 +45,19 @@
 //! Calls, errors and in-flight are atomic adds on the site's own cells (one at entry, one at
 //! the end: in-flight is calls started less calls ended); observable
 //! instruments (one set per meter provider, registered with the first site resolved after
-//! `init`) read every site's cells when a reader collects. Only the histograms go through the
-//! SDK, each bound once to the site's attribute set, so a call pays no attribute lookup. As the
-//! cells live in the `static` site, calls made before `init` are counted too and show up in the
-//! first collection after it.
+//! `init`) read every site's cells when a reader collects. As the cells live in the `static`
+//! site, calls made before `init` are counted too and show up in the first collection after it.
+//!
+//! The histograms depend on what reads them:
+//! - after an `init` that installed no push exporter (the pull endpoint alone, the default),
+//!   they are the site's own atomics, which the pull endpoint renders as it rendered the OTel
+//!   histograms of the same name, bounds and attributes: a call's duration is the difference
+//!   of its two clock readings, bucketed against bounds converted to readings once and summed
+//!   as readings (seconds are computed at render, and for an exemplar), so a call pays a
+//!   bucket scan and two atomic adds;
+//! - with a push exporter, or before `init` (the process's own meter provider), OTel
+//!   histograms, each bound once to the site's attribute set, so a call pays no attribute
+//!   lookup but the SDK's record.
 //!
 //! Under a subscriber with the span-metrics layer, the call and the layer share one pair of
 //! clock readings (the layer's at the span's creation, the call's at its return), so the span is
@@ -70,6 +79,7 @@ pub mod __private {
     pub use tracing;
 
     use crate::exposition::exemplar::{self, Exemplars, SpanIds};
+    use crate::exposition::{scope_labels, translate, BoundsText, Format, LabelBlock, MetricType, Writer};
     use crate::installed;
     use crate::sync::StaticCell;
 
@@ -137,6 +147,203 @@ pub mod __private {
         handles: StaticCell<Handles>,
         cells: Cells,
         attrs: OnceLock<Attrs>,
+        /// The histograms kept in atomics, allocated when handles are first resolved for the
+        /// pull endpoint alone (see [`Native`]); they outlive later resolutions.
+        native: OnceLock<NativeSet>,
+    }
+
+    /// A histogram kept in the site's own atomics: with the pull endpoint alone, what a call
+    /// records into and what the endpoint renders (no OTel instrument exists for it then). Its
+    /// exposition is the one the pull endpoint's encoder writes for the OTel histogram of the
+    /// same name, bounds and attributes.
+    #[derive(Debug)]
+    struct Native {
+        bounds: &'static [f64],
+        /// Per bucket (not cumulative); the last one is `+Inf`.
+        buckets: Box<[AtomicU64]>,
+        /// The sum: `f64` bits for durations, an integer for sizes (as the OTel histograms'
+        /// value types are).
+        sum: AtomicU64,
+        float: bool,
+        /// For durations: the bounds in raw readings of [`crate::clock`], so a call's duration
+        /// is bucketed and summed as the difference of its two readings, converted to seconds
+        /// only when rendered (a bound is off by at most one reading, under a nanosecond).
+        tick_bounds: Box<[u64]>,
+        /// The calls' durations, in raw readings (added to `sum` when rendered).
+        ticks: AtomicU64,
+        exemplars: Exemplars,
+    }
+
+    /// Seconds in `ticks` raw readings of [`crate::clock`].
+    fn ticks_to_seconds(ticks: u64) -> f64 {
+        crate::clock().delta_as_nanos(0, ticks) as f64 / 1e9
+    }
+
+    /// Raw readings of [`crate::clock`] per second.
+    fn ticks_per_second() -> f64 {
+        static RATE: OnceLock<f64> = OnceLock::new();
+        *RATE.get_or_init(|| {
+            const PROBE: u64 = 1 << 40;
+            let nanos = crate::clock().delta_as_nanos(0, PROBE);
+            if nanos == 0 {
+                1e9
+            } else {
+                PROBE as f64 / (nanos as f64 / 1e9)
+            }
+        })
+    }
+
+    impl Native {
+        fn new(bounds: &'static [f64], float: bool) -> Self {
+            let rate = ticks_per_second();
+            Native {
+                bounds,
+                buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+                sum: AtomicU64::new(if float { 0f64.to_bits() } else { 0 }),
+                float,
+                // `as` saturates: a bound past the counter's range takes every reading.
+                tick_bounds: if float { bounds.iter().map(|b| (b * rate) as u64).collect() } else { Box::new([]) },
+                ticks: AtomicU64::new(0),
+                exemplars: Exemplars::new(Arc::from(bounds)),
+            }
+        }
+
+        /// Counts a call that lasted `ticks` raw clock readings; returns its bucket.
+        #[inline]
+        fn record_ticks(&self, ticks: u64) -> usize {
+            let bounds = &self.tick_bounds;
+            let i = if bounds.len() <= 16 {
+                bounds.iter().position(|b| ticks <= *b).unwrap_or(bounds.len())
+            } else {
+                bounds.partition_point(|b| *b < ticks)
+            };
+            if let Some(b) = self.buckets.get(i) {
+                b.fetch_add(1, Ordering::Relaxed);
+            }
+            self.ticks.fetch_add(ticks, Ordering::Relaxed);
+            i
+        }
+
+        /// Counts `v` (seconds) in its bucket and adds it to the sum; returns the bucket.
+        #[inline]
+        fn record_f64(&self, v: f64) -> usize {
+            let i = crate::registry::bucket_index(self.bounds, v);
+            if let Some(b) = self.buckets.get(i) {
+                b.fetch_add(1, Ordering::Relaxed);
+            }
+            crate::registry::add_f64(&self.sum, v);
+            i
+        }
+
+        /// Counts a size in its bucket and adds it to the sum; returns the bucket.
+        #[inline]
+        fn record_u64(&self, v: u64) -> usize {
+            let i = crate::registry::bucket_index(self.bounds, v as f64);
+            if let Some(b) = self.buckets.get(i) {
+                b.fetch_add(1, Ordering::Relaxed);
+            }
+            self.sum.fetch_add(v, Ordering::Relaxed);
+            i
+        }
+
+        /// Writes this series (`labels`: its label block) unless it has no observation yet, as
+        /// the OTel histogram's data point would be written.
+        fn write(&self, w: &mut Writer<'_>, name: &str, labels: &str, bounds: &[String]) {
+            let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+            let count = counts.iter().fold(0u64, |a, c| a.saturating_add(*c));
+            if count == 0 {
+                return;
+            }
+            let cumulative = counts.iter().scan(0u64, |c, n| {
+                *c = c.saturating_add(*n);
+                Some(*c)
+            });
+            let exemplar = |i| self.exemplars.get(i);
+            if self.float {
+                let ticks = self.ticks.load(Ordering::Relaxed);
+                let mut sum = crate::registry::load_f64(&self.sum);
+                if ticks > 0 {
+                    sum += ticks_to_seconds(ticks);
+                }
+                w.histogram_with(name, labels, bounds, cumulative, count, sum, exemplar);
+            } else {
+                let sum = self.sum.load(Ordering::Relaxed);
+                w.histogram_with(name, labels, bounds, cumulative, count, sum, exemplar);
+            }
+        }
+    }
+
+    /// A site's native histograms: `function.duration`, and the sizes it was given.
+    #[derive(Debug)]
+    struct NativeSet {
+        duration: Native,
+        input: Option<Native>,
+        output: Option<Native>,
+    }
+
+    /// The families the pull endpoint renders from the sites' native histograms, in the order
+    /// of [`NativeSet`]: OTel name, description, unit.
+    const NATIVE_FAMILIES: [(&str, &str, &str); 3] = [
+        (FUNCTION_DURATION, "Wall time of completed calls", "s"),
+        (FUNCTION_INPUT_SIZE, "Size of a call's input", "By"),
+        (FUNCTION_OUTPUT_SIZE, "Size of a call's output", "By"),
+    ];
+
+    /// Renders every site's native histograms on the pull endpoint.
+    struct NativeSource;
+
+    impl crate::export::ExpositionSource for NativeSource {
+        fn write_exposition(&self, out: &mut String, format: Format) {
+            let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
+            write_native(&sites, out, format);
+        }
+    }
+
+    /// Writes the native histograms of `sites`, one family per [`NATIVE_FAMILIES`] entry that
+    /// has a series with an observation.
+    fn write_native(sites: &[&'static Site], out: &mut String, format: Format) {
+        {
+            let scope = scope_labels(None);
+            let mut labels = String::new();
+            for (which, (otel_name, help, unit)) in NATIVE_FAMILIES.iter().enumerate() {
+                let of = |site: &'static Site| {
+                    let set = site.native.get()?;
+                    let attrs = site.attrs.get()?;
+                    let h = match which {
+                        0 => Some(&set.duration),
+                        1 => set.input.as_ref(),
+                        _ => set.output.as_ref(),
+                    }?;
+                    h.buckets.iter().any(|b| b.load(Ordering::Relaxed) > 0).then_some((h, attrs))
+                };
+                let mut series = sites.iter().filter_map(|s| of(s)).peekable();
+                let Some((first, _)) = series.peek() else { continue };
+                let name = translate(otel_name, unit, MetricType::Histogram);
+                let bounds = BoundsText::of(first.bounds);
+                let mut w = Writer::new(out, format);
+                w.header(&name, "histogram", help, "");
+                for (h, attrs) in series {
+                    labels.clear();
+                    let mut block = LabelBlock::new(&mut labels);
+                    // `function`, `module`, `stage`: already in the encoder's (sorted) order.
+                    for kv in attrs.base.iter() {
+                        block.pair(kv.key.as_str(), &kv.value.as_str());
+                    }
+                    block.raw(&scope);
+                    h.write(&mut w, &name, &labels, bounds.get());
+                }
+            }
+        }
+    }
+
+    /// Registers [`NativeSource`] once, for the life of the process.
+    fn add_native_source() {
+        static SOURCE: OnceLock<Arc<dyn crate::export::ExpositionSource>> = OnceLock::new();
+        SOURCE.get_or_init(|| {
+            let source: Arc<dyn crate::export::ExpositionSource> = Arc::new(NativeSource);
+            crate::export::add_exposition_source(&source);
+            source
+        });
     }
 
     /// The counters of one site, read by the observable instruments at collection.
@@ -262,31 +469,83 @@ pub mod __private {
         /// Stage metrics on (`PIPETEL_STAGE_METRICS`) when these handles were resolved; when off,
         /// calls count nothing and the histograms are absent.
         enabled: bool,
-        duration: Option<BoundHistogram<f64>>,
-        input: Option<BoundHistogram<u64>>,
-        output: Option<BoundHistogram<u64>>,
-        /// The exemplars of `duration`, `input` and `output`, where the pull endpoint finds them.
-        exemplars: [Option<Arc<Exemplars>>; 3],
+        /// `function.duration`, `function.input.size`, `function.output.size`: in the site's
+        /// atomics or in OTel histograms, whichever [`Handles::resolve`] chose.
+        duration: Sink<f64>,
+        input: Sink<u64>,
+        output: Sink<u64>,
+    }
+
+    /// Where a site's histogram records.
+    #[derive(Debug)]
+    enum Sink<T> {
+        /// Not recorded (stage metrics off, or no `input_size` / `output_size` option).
+        Off,
+        /// The site's own atomics, rendered by the pull endpoint: `init` installed no push
+        /// exporter, so no OTel instrument would be read by anything but the pull endpoint.
+        Native(&'static Native),
+        /// An OTel histogram bound to the site's attributes, with the exemplars the pull
+        /// endpoint's encoder finds for it: before `init` (the global meter provider, which the
+        /// process may have installed itself) or with a push exporter (OTLP, console).
+        Otel(BoundHistogram<T>, Arc<Exemplars>),
+    }
+
+    impl<T> Sink<T> {
+        fn is_on(&self) -> bool {
+            !matches!(self, Sink::Off)
+        }
+    }
+
+    impl Sink<f64> {
+        /// Records `v`; returns the exemplar cells and the bucket (`None`: to be searched) it
+        /// went to, for [`Call::offer`].
+        #[inline]
+        fn record(&self, v: f64) -> Option<(&Exemplars, Option<usize>)> {
+            match self {
+                Sink::Off => None,
+                Sink::Native(h) => Some((&h.exemplars, Some(h.record_f64(v)))),
+                Sink::Otel(h, exemplars) => {
+                    h.record(v);
+                    Some((exemplars, None))
+                }
+            }
+        }
+    }
+
+    impl Sink<u64> {
+        /// As `Sink<f64>::record`, for a size.
+        #[inline]
+        fn record(&self, v: u64) -> Option<(&Exemplars, Option<usize>)> {
+            match self {
+                Sink::Off => None,
+                Sink::Native(h) => Some((&h.exemplars, Some(h.record_u64(v)))),
+                Sink::Otel(h, exemplars) => {
+                    h.record(v);
+                    Some((exemplars, None))
+                }
+            }
+        }
     }
 
     impl Handles {
-        fn resolve(info: &SiteInfo, attrs: &Attrs, generation: u64) -> Self {
+        fn resolve(site: &'static Site, attrs: &Attrs, generation: u64) -> Self {
+            let info = &site.info;
             if !installed::stage_metrics() {
                 return Handles {
                     generation,
                     enabled: false,
-                    duration: None,
-                    input: None,
-                    output: None,
-                    exemplars: [None, None, None],
+                    duration: Sink::Off,
+                    input: Sink::Off,
+                    output: Sink::Off,
                 };
             }
-            let meter = crate::meter();
+            let installed = installed::current();
             // OTel keeps one bucket layout per metric: the first function to resolve
             // `function.duration` decides it. Say so when another one asks for a different one.
             static FIRST_LAYOUT: OnceLock<&'static [f64]> = OnceLock::new();
-            let layout = info.buckets.unwrap_or(crate::SECONDS_BUCKETS);
-            if *FIRST_LAYOUT.get_or_init(|| layout) != layout {
+            let asked = info.buckets.unwrap_or(crate::SECONDS_BUCKETS);
+            let layout = *FIRST_LAYOUT.get_or_init(|| asked);
+            if layout != asked {
                 tracing::warn!(
                     target: "pipetel",
                     function = info.function,
@@ -295,35 +554,54 @@ pub mod __private {
                 );
             }
             observe(generation);
+            // After an `init` that installed no push exporter, only the pull endpoint reads the
+            // histograms: keep them in atomics and let it render them (no OTel instrument, no
+            // SDK record per call). Otherwise the OTel histograms, as the push exporters (or
+            // the process's own meter provider) read them.
+            if installed.generation > 0 && installed.push_only.is_none() {
+                let set = site.native.get_or_init(|| NativeSet {
+                    duration: Native::new(layout, true),
+                    input: info.input_size.then(|| Native::new(SIZE_BUCKETS, false)),
+                    output: info.output_size.then(|| Native::new(SIZE_BUCKETS, false)),
+                });
+                add_native_source();
+                let native = |h: &'static Option<Native>| h.as_ref().map_or(Sink::Off, Sink::Native);
+                return Handles {
+                    generation,
+                    enabled: true,
+                    duration: Sink::Native(&set.duration),
+                    input: native(&set.input),
+                    output: native(&set.output),
+                };
+            }
+            let meter = installed.meter;
             let size = |name: &'static str, description: &'static str| {
-                meter
+                let histogram = meter
                     .u64_histogram(name)
                     .with_unit("By")
                     .with_description(description)
                     .with_boundaries(SIZE_BUCKETS.to_vec())
                     .build()
-                    .bind(&attrs.base)
+                    .bind(&attrs.base);
+                Sink::Otel(histogram, exemplar::register(name, &attrs.base, SIZE_BUCKETS))
             };
-            let exemplars = |name: &str, bounds: &[f64]| Some(exemplar::register(name, &attrs.base, bounds));
+            let duration = meter
+                .f64_histogram(FUNCTION_DURATION)
+                .with_unit("s")
+                .with_description("Wall time of completed calls")
+                .with_boundaries(layout.to_vec())
+                .build()
+                .bind(&attrs.base);
             Handles {
                 generation,
                 enabled: true,
-                exemplars: [
-                    exemplars(FUNCTION_DURATION, FIRST_LAYOUT.get().copied().unwrap_or(layout)),
-                    info.input_size.then(|| exemplars(FUNCTION_INPUT_SIZE, SIZE_BUCKETS)).flatten(),
-                    info.output_size.then(|| exemplars(FUNCTION_OUTPUT_SIZE, SIZE_BUCKETS)).flatten(),
-                ],
-                duration: Some(
-                    meter
-                        .f64_histogram(FUNCTION_DURATION)
-                        .with_unit("s")
-                        .with_description("Wall time of completed calls")
-                        .with_boundaries(layout.to_vec())
-                        .build()
-                        .bind(&attrs.base),
-                ),
-                input: info.input_size.then(|| size(FUNCTION_INPUT_SIZE, "Size of a call's input")),
-                output: info.output_size.then(|| size(FUNCTION_OUTPUT_SIZE, "Size of a call's output")),
+                duration: Sink::Otel(duration, exemplar::register(FUNCTION_DURATION, &attrs.base, layout)),
+                input: if info.input_size { size(FUNCTION_INPUT_SIZE, "Size of a call's input") } else { Sink::Off },
+                output: if info.output_size {
+                    size(FUNCTION_OUTPUT_SIZE, "Size of a call's output")
+                } else {
+                    Sink::Off
+                },
             }
         }
     }
@@ -342,6 +620,7 @@ pub mod __private {
                     in_flight_by_hand: AtomicI64::new(0),
                 },
                 attrs: OnceLock::new(),
+                native: OnceLock::new(),
             }
         }
 
@@ -368,7 +647,7 @@ pub mod __private {
             }
             // Published handles are never freed (see the module docs); a thread that loses the
             // race to publish gets the winner's.
-            self.handles.replace(seen, Handles::resolve(&self.info, attrs, generation))
+            self.handles.replace(seen, Handles::resolve(self, attrs, generation))
         }
     }
 
@@ -408,11 +687,9 @@ pub mod __private {
             if !success {
                 self.cells.errors_err.fetch_add(1, Ordering::Relaxed);
             }
-            if let Some(duration) = &handles.duration {
-                duration.record(seconds);
-            }
+            handles.duration.record(seconds);
             for (size, histogram) in [(input, &handles.input), (output, &handles.output)] {
-                if let (Some(size), Some(histogram)) = (size, histogram) {
+                if let Some(size) = size {
                     histogram.record(size);
                 }
             }
@@ -441,9 +718,7 @@ pub mod __private {
             if !handles.enabled {
                 return false;
             }
-            if let Some(duration) = &handles.duration {
-                duration.record(seconds);
-            }
+            handles.duration.record(seconds);
             true
         }
 
@@ -503,7 +778,7 @@ pub mod __private {
             };
             let start = match shared {
                 Some(ticks) => ticks,
-                None if handles.duration.is_some() => crate::clock().raw(),
+                None if handles.duration.is_on() => crate::clock().raw(),
                 None => 0,
             };
             Call {
@@ -551,12 +826,12 @@ pub mod __private {
             }
         }
 
-        /// Keeps `value` as an exemplar of histogram `which` (0 duration, 1 input, 2 output).
+        /// Keeps `value`, just recorded (`kept`: where, from the sink's `record`), as an exemplar.
         #[inline]
-        fn offer(&self, which: usize, value: f64) {
-            if let Some(cells) = &self.handles.exemplars[which] {
+        fn offer(&self, kept: Option<(&Exemplars, Option<usize>)>, value: f64) {
+            if let Some((cells, bucket)) = kept {
                 if let Some(ids) = self.exemplar_ids() {
-                    cells.record(None, value, ids);
+                    cells.record(bucket, value, ids);
                 }
             }
         }
@@ -575,20 +850,18 @@ pub mod __private {
         /// Records the `input_size` expression.
         #[inline]
         pub fn input_size<N: Size>(&self, size: N) {
-            if let Some(histogram) = &self.handles.input {
+            if self.handles.input.is_on() {
                 let size = size.into_size();
-                histogram.record(size);
-                self.offer(1, size as f64);
+                self.offer(self.handles.input.record(size), size as f64);
             }
         }
 
         /// Records the `output_size` expression.
         #[inline]
         pub fn output_size<N: Size>(&self, size: N) {
-            if let Some(histogram) = &self.handles.output {
+            if self.handles.output.is_on() {
                 let size = size.into_size();
-                histogram.record(size);
-                self.offer(2, size as f64);
+                self.offer(self.handles.output.record(size), size as f64);
             }
         }
 
@@ -626,13 +899,25 @@ pub mod __private {
                 return;
             }
             self.site.cells.ended.fetch_add(1, Ordering::Release);
-            if let Some(duration) = &self.handles.duration {
-                let clock = crate::clock();
-                let end = clock.raw();
-                self.end.store(end, Ordering::Relaxed);
-                let seconds = clock.delta_as_nanos(self.start, end) as f64 / 1e9;
-                duration.record(seconds);
-                self.offer(0, seconds);
+            match &self.handles.duration {
+                Sink::Off => {}
+                // The pull endpoint alone: the two readings' difference is bucketed and summed
+                // as it is; seconds are computed only for an exemplar.
+                Sink::Native(h) => {
+                    let end = crate::clock().raw();
+                    self.end.store(end, Ordering::Relaxed);
+                    let ticks = if end > self.start { end.wrapping_sub(self.start) } else { 0 };
+                    let i = h.record_ticks(ticks);
+                    if let Some(ids) = self.exemplar_ids() {
+                        h.exemplars.record(Some(i), ticks_to_seconds(ticks), ids);
+                    }
+                }
+                sink @ Sink::Otel(..) => {
+                    let end = crate::clock().raw();
+                    self.end.store(end, Ordering::Relaxed);
+                    let seconds = crate::clock().delta_as_nanos(self.start, end) as f64 / 1e9;
+                    self.offer(sink.record(seconds), seconds);
+                }
             }
         }
     }
@@ -756,6 +1041,150 @@ pub mod __private {
         use std::ptr;
 
         use super::*;
+
+        /// The pull endpoint's page shows a native histogram exactly as its encoder showed the
+        /// OTel histogram it replaces: same family, labels, buckets, sum and count.
+        #[cfg(feature = "prometheus")]
+        #[test]
+        fn native_histograms_render_as_the_encoder_renders_otel_ones() {
+            use opentelemetry::metrics::MeterProvider as _;
+            use opentelemetry_sdk::metrics::data::ResourceMetrics;
+            use opentelemetry_sdk::metrics::reader::MetricReader as _;
+
+            static SITE: Site = Site::new(SiteInfo {
+                function: "native_f",
+                module: "crate::m",
+                stage: Some("tok\"en\\s"),
+                buckets: None,
+                input_size: true,
+                output_size: true,
+                mark_span: false,
+            });
+            let attrs = SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
+            let set = SITE.native.get_or_init(|| NativeSet {
+                duration: Native::new(crate::SECONDS_BUCKETS, true),
+                input: Some(Native::new(SIZE_BUCKETS, false)),
+                output: Some(Native::new(SIZE_BUCKETS, false)),
+            });
+            let reader = std::sync::Arc::new(opentelemetry_sdk::metrics::ManualReader::builder().build());
+            #[derive(Debug)]
+            struct Shared(std::sync::Arc<opentelemetry_sdk::metrics::ManualReader>);
+            impl opentelemetry_sdk::metrics::reader::MetricReader for Shared {
+                fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+                    self.0.register_pipeline(p)
+                }
+                fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
+                    self.0.collect(rm)
+                }
+                fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+                    self.0.force_flush()
+                }
+                fn shutdown_with_timeout(&self, t: std::time::Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+                    self.0.shutdown_with_timeout(t)
+                }
+                fn temporality(
+                    &self,
+                    _: opentelemetry_sdk::metrics::InstrumentKind,
+                ) -> opentelemetry_sdk::metrics::Temporality {
+                    opentelemetry_sdk::metrics::Temporality::Cumulative
+                }
+            }
+            let provider =
+                opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(Shared(reader.clone())).build();
+            let meter = provider.meter(crate::SCOPE_NAME);
+            let duration = meter
+                .f64_histogram(FUNCTION_DURATION)
+                .with_unit("s")
+                .with_description("Wall time of completed calls")
+                .with_boundaries(crate::SECONDS_BUCKETS.to_vec())
+                .build();
+            let size = |name: &'static str, description: &'static str| {
+                meter
+                    .u64_histogram(name)
+                    .with_unit("By")
+                    .with_description(description)
+                    .with_boundaries(SIZE_BUCKETS.to_vec())
+                    .build()
+            };
+            let (input, output) = (
+                size(FUNCTION_INPUT_SIZE, "Size of a call's input"),
+                size(FUNCTION_OUTPUT_SIZE, "Size of a call's output"),
+            );
+            for v in [0.0004, 0.003, 0.25, 0.25, 7.5, 1e9, 0.1 + 0.2] {
+                duration.record(v, &attrs.base);
+                set.duration.record_f64(v);
+            }
+            for v in [0u64, 64, 65, 1 << 20, u64::from(u32::MAX)] {
+                input.record(v, &attrs.base);
+                set.input.as_ref().expect("input").record_u64(v);
+            }
+            // `function.output.size` never recorded: no family on either side.
+            drop(output);
+            let mut rm = ResourceMetrics::default();
+            reader.collect(&mut rm).expect("collect");
+            let ours = |text: &str| -> Vec<String> {
+                text.lines().filter(|l| l.contains("function_")).map(str::to_string).collect()
+            };
+            for format in [Format::Text, Format::OpenMetrics] {
+                let mut encoded = String::new();
+                crate::export::prometheus::encode_for_tests(&rm, &mut encoded, format);
+                let mut native = String::new();
+                write_native(&[&SITE], &mut native, format);
+                let expected = ours(&encoded);
+                assert!(expected.len() > 2 * crate::SECONDS_BUCKETS.len(), "{encoded}");
+                assert!(!native.contains("function_output_size"), "{native}");
+                assert_eq!(ours(&native), expected, "{format:?}");
+            }
+        }
+
+        /// A call's duration in raw clock readings lands in the bucket its seconds belong to
+        /// (but within a reading of a bound), and the rendered sum is the durations' sum.
+        #[test]
+        fn durations_in_clock_readings_bucket_and_sum_as_seconds() {
+            let h = Native::new(crate::SECONDS_BUCKETS, true);
+            let rate = ticks_per_second();
+            let mut expected_sum = 0.0;
+            let mut expected = vec![0u64; crate::SECONDS_BUCKETS.len() + 1];
+            for seconds in [1e-7, 0.004, 0.006, 0.3, 2.0, 9.0, 1e4, 0.0] {
+                let ticks = (seconds * rate) as u64;
+                let i = h.record_ticks(ticks);
+                assert_eq!(
+                    i,
+                    crate::registry::bucket_index(crate::SECONDS_BUCKETS, ticks_to_seconds(ticks)),
+                    "{seconds}"
+                );
+                expected[i] += 1;
+                expected_sum += ticks_to_seconds(ticks);
+            }
+            let counts: Vec<u64> = h.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
+            assert_eq!(counts, expected);
+            let sum = ticks_to_seconds(h.ticks.load(Ordering::Relaxed));
+            assert!((sum - expected_sum).abs() < 1e-6, "{sum} vs {expected_sum}");
+            assert!((sum - 10_011.3100001).abs() < 1e-3, "{sum}");
+            let mut out = String::new();
+            static SITE: Site = Site::new(SiteInfo {
+                function: "ticks_f",
+                module: "m",
+                stage: None,
+                buckets: None,
+                input_size: false,
+                output_size: false,
+                mark_span: false,
+            });
+            SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
+            let native = SITE.native.get_or_init(|| NativeSet { duration: h, input: None, output: None });
+            native.duration.record_f64(0.5);
+            write_native(&[&SITE], &mut out, Format::Text);
+            let line = out.lines().find(|l| l.starts_with("function_duration_seconds_sum{")).expect("sum");
+            let rendered: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("value");
+            assert!((rendered - (expected_sum + 0.5)).abs() < 1e-6, "{line}");
+            assert!(
+                out.contains(
+                    "function_duration_seconds_count{function=\"ticks_f\",module=\"m\",otel_scope_name=\"pipetel\"} 9"
+                ),
+                "{out}"
+            );
+        }
 
         #[test]
         fn handles_are_resolved_once_and_again_after_init() {

@@ -56,6 +56,12 @@ pub(crate) fn wants_openmetrics(accept: &str) -> bool {
     om > 0.0 && om >= text
 }
 
+/// [`encode::encode`] for other modules' tests (conflicts ignored).
+#[cfg(test)]
+pub(crate) fn encode_for_tests(rm: &ResourceMetrics, out: &mut String, format: Format) {
+    encode::encode(rm, out, &mut Vec::new(), format);
+}
+
 /// The reader registered with the meter provider; the render handle shares its manual reader.
 #[derive(Debug, Clone)]
 pub(crate) struct PullReader(Arc<ManualReader>);
