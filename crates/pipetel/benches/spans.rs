@@ -2,7 +2,9 @@
 //! `#[pipetel::measure]` adds to a function call.
 //!
 //! Group `span`: (a) the `tracing` registry alone, (b) + bare `tracing-opentelemetry`, (c) the full
-//! stack as `init` composes it (the sampling gate around the bridge, + span metrics), (d) spans
+//! stack as `init` composes it (the sampling gate around the bridge, + span metrics kept for the
+//! pull endpoint, the default exporter; `c_full_stack_otel_histogram`: span metrics in an OTel
+//! histogram, as with a push exporter), (d) spans
 //! the sampler drops: every span under `always_off` (the bridge left out), a root span under a
 //! ratio sampler (decided at creation and held back by the gate; `_decided_at_start`: the gate
 //! leaving roots to the bridge, built then dropped, as before #19), and a child of a dropped span
@@ -67,10 +69,15 @@ fn under_root(dispatch: &Dispatch, work: impl FnOnce()) {
     });
 }
 
+/// The span-metrics layer `init` builds with the pull endpoint alone (the default exporter).
+fn span_metrics() -> SpanMetricsLayer {
+    SpanMetricsLayer::for_pull_endpoint(&SpanMetricsConfig::default()).expect("default config is valid")
+}
+
 fn spans(c: &mut Criterion) {
     let mp = meter_provider();
     let meter = mp.meter("bench");
-    let metrics = || SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid");
+    let metrics = span_metrics;
     let on = tracer_provider(Sampler::AlwaysOn);
     let drop_all = tracer_provider(Sampler::TraceIdRatioBased(0.0));
     let full = |tp: &SdkTracerProvider| {
@@ -99,6 +106,15 @@ fn spans(c: &mut Criterion) {
             ),
         ),
         ("c_full_stack", full(&on)),
+        // (c) as `init` composes it with a push exporter: `span.duration` an OTel histogram.
+        (
+            "c_full_stack_otel_histogram",
+            Dispatch::new(
+                tracing_subscriber::registry()
+                    .with(SamplingGate::new(tracing_opentelemetry::layer().with_tracer(on.tracer("c")), false))
+                    .with(SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid")),
+            ),
+        ),
         // What `init` composes when the sampler is `always_off`: the OTel layer is left out.
         ("d_full_stack_always_off", Dispatch::new(tracing_subscriber::registry().with(metrics()))),
         // A root span a ratio sampler drops, decided at creation as `init` composes it.
@@ -139,9 +155,7 @@ fn request_tree() {
 }
 
 fn request_trees(c: &mut Criterion) {
-    let mp = meter_provider();
-    let meter = mp.meter("bench");
-    let metrics = || SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid");
+    let metrics = span_metrics;
     let ratio = 0.01;
     let sampled_tp = gated_provider(Sampler::ParentBased(Box::new(Sampler::AlwaysOn)));
     let ratio_tp = gated_provider(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(ratio))));
@@ -238,11 +252,10 @@ fn function(c: &mut Criterion) {
     // metrics, always-on sampler): there a measured call and the span-metrics layer share one
     // pair of clock readings.
     let tp = tracer_provider(Sampler::AlwaysOn);
-    let meter = mp.meter("bench");
     let full = Dispatch::new(
         tracing_subscriber::registry()
             .with(SamplingGate::new(tracing_opentelemetry::layer().with_tracer(tp.tracer("c")), false))
-            .with(SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid")),
+            .with(span_metrics()),
     );
     tracing::dispatcher::with_default(&full, || {
         group.bench_function("tracing_instrument_full_stack", |b| b.iter(|| instrumented(black_box(1))));

@@ -79,6 +79,7 @@ pub mod __private {
     pub use tracing;
 
     use crate::exposition::exemplar::{self, Exemplars, SpanIds};
+    use crate::exposition::native::Native;
     use crate::exposition::{scope_labels, translate, BoundsText, Format, LabelBlock, MetricType, Writer};
     use crate::installed;
     use crate::sync::StaticCell;
@@ -152,127 +153,6 @@ pub mod __private {
         native: OnceLock<NativeSet>,
     }
 
-    /// A histogram kept in the site's own atomics: with the pull endpoint alone, what a call
-    /// records into and what the endpoint renders (no OTel instrument exists for it then). Its
-    /// exposition is the one the pull endpoint's encoder writes for the OTel histogram of the
-    /// same name, bounds and attributes.
-    #[derive(Debug)]
-    struct Native {
-        bounds: &'static [f64],
-        /// Per bucket (not cumulative); the last one is `+Inf`.
-        buckets: Box<[AtomicU64]>,
-        /// The sum: `f64` bits for durations, an integer for sizes (as the OTel histograms'
-        /// value types are).
-        sum: AtomicU64,
-        float: bool,
-        /// For durations: the bounds in raw readings of [`crate::clock`], so a call's duration
-        /// is bucketed and summed as the difference of its two readings, converted to seconds
-        /// only when rendered (a bound is off by at most one reading, under a nanosecond).
-        tick_bounds: Box<[u64]>,
-        /// The calls' durations, in raw readings (added to `sum` when rendered).
-        ticks: AtomicU64,
-        exemplars: Exemplars,
-    }
-
-    /// Seconds in `ticks` raw readings of [`crate::clock`].
-    fn ticks_to_seconds(ticks: u64) -> f64 {
-        crate::clock().delta_as_nanos(0, ticks) as f64 / 1e9
-    }
-
-    /// Raw readings of [`crate::clock`] per second.
-    fn ticks_per_second() -> f64 {
-        static RATE: OnceLock<f64> = OnceLock::new();
-        *RATE.get_or_init(|| {
-            const PROBE: u64 = 1 << 40;
-            let nanos = crate::clock().delta_as_nanos(0, PROBE);
-            if nanos == 0 {
-                1e9
-            } else {
-                PROBE as f64 / (nanos as f64 / 1e9)
-            }
-        })
-    }
-
-    impl Native {
-        fn new(bounds: &'static [f64], float: bool) -> Self {
-            let rate = ticks_per_second();
-            Native {
-                bounds,
-                buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-                sum: AtomicU64::new(if float { 0f64.to_bits() } else { 0 }),
-                float,
-                // `as` saturates: a bound past the counter's range takes every reading.
-                tick_bounds: if float { bounds.iter().map(|b| (b * rate) as u64).collect() } else { Box::new([]) },
-                ticks: AtomicU64::new(0),
-                exemplars: Exemplars::new(Arc::from(bounds)),
-            }
-        }
-
-        /// Counts a call that lasted `ticks` raw clock readings; returns its bucket.
-        #[inline]
-        fn record_ticks(&self, ticks: u64) -> usize {
-            let bounds = &self.tick_bounds;
-            let i = if bounds.len() <= 16 {
-                bounds.iter().position(|b| ticks <= *b).unwrap_or(bounds.len())
-            } else {
-                bounds.partition_point(|b| *b < ticks)
-            };
-            if let Some(b) = self.buckets.get(i) {
-                b.fetch_add(1, Ordering::Relaxed);
-            }
-            self.ticks.fetch_add(ticks, Ordering::Relaxed);
-            i
-        }
-
-        /// Counts `v` (seconds) in its bucket and adds it to the sum; returns the bucket.
-        #[inline]
-        fn record_f64(&self, v: f64) -> usize {
-            let i = crate::registry::bucket_index(self.bounds, v);
-            if let Some(b) = self.buckets.get(i) {
-                b.fetch_add(1, Ordering::Relaxed);
-            }
-            crate::registry::add_f64(&self.sum, v);
-            i
-        }
-
-        /// Counts a size in its bucket and adds it to the sum; returns the bucket.
-        #[inline]
-        fn record_u64(&self, v: u64) -> usize {
-            let i = crate::registry::bucket_index(self.bounds, v as f64);
-            if let Some(b) = self.buckets.get(i) {
-                b.fetch_add(1, Ordering::Relaxed);
-            }
-            self.sum.fetch_add(v, Ordering::Relaxed);
-            i
-        }
-
-        /// Writes this series (`labels`: its label block) unless it has no observation yet, as
-        /// the OTel histogram's data point would be written.
-        fn write(&self, w: &mut Writer<'_>, name: &str, labels: &str, bounds: &[String]) {
-            let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
-            let count = counts.iter().fold(0u64, |a, c| a.saturating_add(*c));
-            if count == 0 {
-                return;
-            }
-            let cumulative = counts.iter().scan(0u64, |c, n| {
-                *c = c.saturating_add(*n);
-                Some(*c)
-            });
-            let exemplar = |i| self.exemplars.get(i);
-            if self.float {
-                let ticks = self.ticks.load(Ordering::Relaxed);
-                let mut sum = crate::registry::load_f64(&self.sum);
-                if ticks > 0 {
-                    sum += ticks_to_seconds(ticks);
-                }
-                w.histogram_with(name, labels, bounds, cumulative, count, sum, exemplar);
-            } else {
-                let sum = self.sum.load(Ordering::Relaxed);
-                w.histogram_with(name, labels, bounds, cumulative, count, sum, exemplar);
-            }
-        }
-    }
-
     /// A site's native histograms: `function.duration`, and the sizes it was given.
     #[derive(Debug)]
     struct NativeSet {
@@ -314,12 +194,12 @@ pub mod __private {
                         1 => set.input.as_ref(),
                         _ => set.output.as_ref(),
                     }?;
-                    h.buckets.iter().any(|b| b.load(Ordering::Relaxed) > 0).then_some((h, attrs))
+                    Some((h, attrs))
                 };
                 let mut series = sites.iter().filter_map(|s| of(s)).peekable();
                 let Some((first, _)) = series.peek() else { continue };
                 let name = translate(otel_name, unit, MetricType::Histogram);
-                let bounds = BoundsText::of(first.bounds);
+                let bounds = BoundsText::of(first.bounds());
                 let mut w = Writer::new(out, format);
                 w.header(&name, "histogram", help, "");
                 for (h, attrs) in series {
@@ -503,7 +383,7 @@ pub mod __private {
         fn record(&self, v: f64) -> Option<(&Exemplars, Option<usize>)> {
             match self {
                 Sink::Off => None,
-                Sink::Native(h) => Some((&h.exemplars, Some(h.record_f64(v)))),
+                Sink::Native(h) => Some((h.exemplars(), Some(h.record_f64(v)))),
                 Sink::Otel(h, exemplars) => {
                     h.record(v);
                     Some((exemplars, None))
@@ -518,7 +398,7 @@ pub mod __private {
         fn record(&self, v: u64) -> Option<(&Exemplars, Option<usize>)> {
             match self {
                 Sink::Off => None,
-                Sink::Native(h) => Some((&h.exemplars, Some(h.record_u64(v)))),
+                Sink::Native(h) => Some((h.exemplars(), Some(h.record_u64(v)))),
                 Sink::Otel(h, exemplars) => {
                     h.record(v);
                     Some((exemplars, None))
@@ -909,7 +789,7 @@ pub mod __private {
                     let ticks = if end > self.start { end.wrapping_sub(self.start) } else { 0 };
                     let i = h.record_ticks(ticks);
                     if let Some(ids) = self.exemplar_ids() {
-                        h.exemplars.record(Some(i), ticks_to_seconds(ticks), ids);
+                        h.exemplars().record(Some(i), crate::exposition::native::ticks_to_seconds(ticks), ids);
                     }
                 }
                 sink @ Sink::Otel(..) => {
@@ -1118,8 +998,9 @@ pub mod __private {
                 input.record(v, &attrs.base);
                 set.input.as_ref().expect("input").record_u64(v);
             }
-            // `function.output.size` never recorded: no family on either side.
-            drop(output);
+            // `function.output.size` bound (as a site binds it when resolved) but never recorded:
+            // a series of count 0 on both sides.
+            let _bound = output.bind(&attrs.base);
             let mut rm = ResourceMetrics::default();
             reader.collect(&mut rm).expect("collect");
             let ours = |text: &str| -> Vec<String> {
@@ -1132,36 +1013,14 @@ pub mod __private {
                 write_native(&[&SITE], &mut native, format);
                 let expected = ours(&encoded);
                 assert!(expected.len() > 2 * crate::SECONDS_BUCKETS.len(), "{encoded}");
-                assert!(!native.contains("function_output_size"), "{native}");
+                assert!(native.contains("function_output_size_bytes_count{"), "{native}");
                 assert_eq!(ours(&native), expected, "{format:?}");
             }
         }
 
-        /// A call's duration in raw clock readings lands in the bucket its seconds belong to
-        /// (but within a reading of a bound), and the rendered sum is the durations' sum.
+        /// The rendered family of a site's native duration histogram: its labels, count and sum.
         #[test]
-        fn durations_in_clock_readings_bucket_and_sum_as_seconds() {
-            let h = Native::new(crate::SECONDS_BUCKETS, true);
-            let rate = ticks_per_second();
-            let mut expected_sum = 0.0;
-            let mut expected = vec![0u64; crate::SECONDS_BUCKETS.len() + 1];
-            for seconds in [1e-7, 0.004, 0.006, 0.3, 2.0, 9.0, 1e4, 0.0] {
-                let ticks = (seconds * rate) as u64;
-                let i = h.record_ticks(ticks);
-                assert_eq!(
-                    i,
-                    crate::registry::bucket_index(crate::SECONDS_BUCKETS, ticks_to_seconds(ticks)),
-                    "{seconds}"
-                );
-                expected[i] += 1;
-                expected_sum += ticks_to_seconds(ticks);
-            }
-            let counts: Vec<u64> = h.buckets.iter().map(|b| b.load(Ordering::Relaxed)).collect();
-            assert_eq!(counts, expected);
-            let sum = ticks_to_seconds(h.ticks.load(Ordering::Relaxed));
-            assert!((sum - expected_sum).abs() < 1e-6, "{sum} vs {expected_sum}");
-            assert!((sum - 10_011.3100001).abs() < 1e-3, "{sum}");
-            let mut out = String::new();
+        fn a_native_duration_renders_with_the_sites_labels() {
             static SITE: Site = Site::new(SiteInfo {
                 function: "ticks_f",
                 module: "m",
@@ -1172,18 +1031,28 @@ pub mod __private {
                 mark_span: false,
             });
             SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
-            let native = SITE.native.get_or_init(|| NativeSet { duration: h, input: None, output: None });
-            native.duration.record_f64(0.5);
+            let set = SITE.native.get_or_init(|| NativeSet {
+                duration: Native::new(crate::SECONDS_BUCKETS, true),
+                input: None,
+                output: None,
+            });
+            let rate = crate::exposition::native::ticks_per_second();
+            for seconds in [0.25, 2.0] {
+                set.duration.record_ticks((seconds * rate) as u64);
+            }
+            set.duration.record_f64(0.5);
+            let mut out = String::new();
             write_native(&[&SITE], &mut out, Format::Text);
             let line = out.lines().find(|l| l.starts_with("function_duration_seconds_sum{")).expect("sum");
             let rendered: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("value");
-            assert!((rendered - (expected_sum + 0.5)).abs() < 1e-6, "{line}");
+            assert!((rendered - 2.75).abs() < 1e-6, "{line}");
             assert!(
                 out.contains(
-                    "function_duration_seconds_count{function=\"ticks_f\",module=\"m\",otel_scope_name=\"pipetel\"} 9"
+                    "function_duration_seconds_count{function=\"ticks_f\",module=\"m\",otel_scope_name=\"pipetel\"} 3"
                 ),
                 "{out}"
             );
+            assert!(out.contains("# TYPE function_duration_seconds histogram"), "{out}");
         }
 
         #[test]

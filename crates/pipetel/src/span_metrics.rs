@@ -74,10 +74,13 @@ use tracing_subscriber::Layer;
 
 use crate::config::ExemplarFilter;
 use crate::exposition::exemplar::{self, Exemplars, SpanIds};
+use crate::exposition::native::{ticks_to_seconds, Native};
 use crate::sync::StaticCell;
 
 /// Histogram of closed spans' durations, in seconds.
 pub const SPAN_DURATION: &str = "span.duration";
+/// [`SPAN_DURATION`]'s description.
+const DESCRIPTION: &str = "Duration of closed tracing spans";
 /// Attribute: the span's name.
 pub const ATTR_SPAN_NAME: &str = "span.name";
 /// Attribute: the span's `tracing` target (the module path unless the span set one).
@@ -87,22 +90,34 @@ pub const ATTR_STATUS: &str = "status";
 
 pub use crate::config::{SpanMetricsConfig, SpanMetricsError, SpanTime};
 
-/// Builds the layer `init` installs: `None` when the configuration disables it.
+/// Builds the layer `init` installs: `None` when the configuration disables it. With
+/// `pull_only` (no push exporter installed) its histograms are rendered by the pull endpoint
+/// from atomics ([`SpanMetricsLayer::for_pull_endpoint`]), else they are `meter`'s.
 ///
 /// # Errors
 /// As [`SpanMetricsConfig::validate`].
-pub(crate) fn layer(config: &SpanMetricsConfig, meter: &Meter) -> Result<Option<SpanMetricsLayer>, SpanMetricsError> {
+pub(crate) fn layer(
+    config: &SpanMetricsConfig,
+    meter: &Meter,
+    pull_only: bool,
+) -> Result<Option<SpanMetricsLayer>, SpanMetricsError> {
     if !config.enabled {
         return Ok(None);
     }
-    SpanMetricsLayer::new(config, meter).map(Some)
+    if pull_only {
+        SpanMetricsLayer::for_pull_endpoint(config).map(Some)
+    } else {
+        SpanMetricsLayer::new(config, meter).map(Some)
+    }
 }
 
 /// The span-metrics `tracing` layer; see the [module documentation](self).
 ///
 /// Needs a subscriber with span storage (`tracing_subscriber::registry()`).
 pub struct SpanMetricsLayer {
-    histogram: Histogram<f64>,
+    /// The OTel histogram callsites bind to; `None` for a layer whose callsites keep their
+    /// histograms in atomics for the pull endpoint ([`SpanMetricsLayer::for_pull_endpoint`]).
+    histogram: Option<Histogram<f64>>,
     targets: Targets,
     allow: Vec<String>,
     busy: bool,
@@ -134,13 +149,104 @@ impl std::fmt::Debug for SpanMetricsLayer {
 /// What is resolved once per callsite.
 #[derive(Debug)]
 struct Site {
-    ok: BoundHistogram<f64>,
-    error: BoundHistogram<f64>,
-    /// The exemplars of the two series, where the pull endpoint finds them.
-    ok_exemplars: Arc<Exemplars>,
-    error_exemplars: Arc<Exemplars>,
+    ok: Series,
+    error: Series,
     /// The callsite declares `error` or `otel.status_code`, so records must be looked at.
     status_fields: bool,
+    /// The span's name and target (the series' labels).
+    name: &'static str,
+    target: &'static str,
+}
+
+/// One `span.duration` series of a callsite.
+#[derive(Debug)]
+enum Series {
+    /// An OTel histogram bound to the series' attributes, with the exemplars the pull
+    /// endpoint's encoder finds for it.
+    Otel(BoundHistogram<f64>, Arc<Exemplars>),
+    /// The series' own atomics, rendered by the pull endpoint (see [`native`]).
+    Native(Native),
+}
+
+impl Series {
+    /// Records a span that lasted `ticks` clock readings, with its exemplar's ids.
+    #[inline]
+    fn record(&self, ticks: u64, ids: Option<SpanIds>) {
+        match self {
+            Series::Otel(histogram, exemplars) => {
+                let seconds = ticks_to_seconds(ticks);
+                histogram.record(seconds);
+                if let Some(ids) = ids {
+                    exemplars.record(None, seconds, ids);
+                }
+            }
+            Series::Native(h) => {
+                let bucket = h.record_ticks(ticks);
+                if let Some(ids) = ids {
+                    h.exemplars().record(Some(bucket), ticks_to_seconds(ticks), ids);
+                }
+            }
+        }
+    }
+}
+
+/// The pull endpoint's rendering of the callsites whose series are [`Series::Native`].
+pub(crate) mod native {
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use super::{Series, Site, SPAN_DURATION};
+    use crate::exposition::{scope_labels, translate, BoundsText, Format, LabelBlock, MetricType, Writer};
+
+    /// Every native callsite resolved so far, in resolution order.
+    static SITES: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
+
+    /// Adds `site` to what the pull endpoint renders, when its series are native.
+    pub(super) fn add(site: &'static Site) {
+        if !matches!(site.ok, Series::Native(_)) {
+            return;
+        }
+        static SOURCE: OnceLock<Arc<dyn crate::export::ExpositionSource>> = OnceLock::new();
+        SOURCE.get_or_init(|| {
+            let source: Arc<dyn crate::export::ExpositionSource> = Arc::new(Source);
+            crate::export::add_exposition_source(&source);
+            source
+        });
+        crate::sync::lock(&SITES).push(site);
+    }
+
+    struct Source;
+
+    impl crate::export::ExpositionSource for Source {
+        fn write_exposition(&self, out: &mut String, format: Format) {
+            let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
+            write(&sites, out, format);
+        }
+    }
+
+    /// Writes `span.duration` for `sites` as the pull endpoint's encoder writes the OTel
+    /// histogram: labels `span_name`, `span_target`, `status` (sorted) and pipetel's scope.
+    pub(super) fn write(sites: &[&'static Site], out: &mut String, format: Format) {
+        let series = |site: &'static Site| {
+            [(&site.ok, "ok"), (&site.error, "error")].into_iter().filter_map(move |(series, status)| match series {
+                Series::Native(h) => Some((site, h, status)),
+                _ => None,
+            })
+        };
+        let mut all = sites.iter().flat_map(|s| series(s)).peekable();
+        let Some((_, first, _)) = all.peek() else { return };
+        let name = translate(SPAN_DURATION, "s", MetricType::Histogram);
+        let bounds = BoundsText::of(first.bounds());
+        let scope = scope_labels(None);
+        let mut w = Writer::new(out, format);
+        w.header(&name, "histogram", super::DESCRIPTION, "");
+        let mut labels = String::new();
+        for (site, h, status) in all {
+            labels.clear();
+            let mut block = LabelBlock::new(&mut labels);
+            block.pair("span_name", site.name).pair("span_target", site.target).pair("status", status).raw(&scope);
+            h.write(&mut w, &name, &labels, bounds.get());
+        }
+    }
 }
 
 impl SpanMetricsLayer {
@@ -150,13 +256,30 @@ impl SpanMetricsLayer {
     /// # Errors
     /// As [`SpanMetricsConfig::validate`].
     pub fn new(config: &SpanMetricsConfig, meter: &Meter) -> Result<Self, SpanMetricsError> {
-        config.validate()?;
         let histogram = meter
             .f64_histogram(SPAN_DURATION)
             .with_unit("s")
-            .with_description("Duration of closed tracing spans")
+            .with_description(DESCRIPTION)
             .with_boundaries(crate::SECONDS_BUCKETS.to_vec())
             .build();
+        Self::with(config, Some(histogram))
+    }
+
+    /// A layer whose histograms live in its callsites' own atomics and are rendered by pipetel's
+    /// pull endpoint alone, with no OTel instrument (push exporters do not see them): what
+    /// `init` builds when it installs no push metric exporter, and what a subscriber of your own
+    /// can use beside an `init` that serves the pull endpoint only. A span's close then costs a
+    /// bucket scan and two atomic adds instead of the SDK's histogram record. The page shows
+    /// `span_duration_seconds` exactly as it shows the OTel histogram.
+    ///
+    /// # Errors
+    /// As [`SpanMetricsConfig::validate`].
+    pub fn for_pull_endpoint(config: &SpanMetricsConfig) -> Result<Self, SpanMetricsError> {
+        Self::with(config, None)
+    }
+
+    fn with(config: &SpanMetricsConfig, histogram: Option<Histogram<f64>>) -> Result<Self, SpanMetricsError> {
+        config.validate()?;
         handoff::LAYERS.fetch_add(1, Ordering::Relaxed);
         Ok(SpanMetricsLayer {
             histogram,
@@ -197,14 +320,20 @@ impl SpanMetricsLayer {
                 KeyValue::new(ATTR_STATUS, status),
             ]
         };
-        let exemplars = |status| exemplar::register(SPAN_DURATION, &attrs(status), crate::SECONDS_BUCKETS);
+        let series = |status: &'static str| match &self.histogram {
+            Some(histogram) => Series::Otel(
+                histogram.bind(&attrs(status)),
+                exemplar::register(SPAN_DURATION, &attrs(status), crate::SECONDS_BUCKETS),
+            ),
+            None => Series::Native(Native::new(crate::SECONDS_BUCKETS, true)),
+        };
         let fields = meta.fields();
         Some(Site {
-            ok: self.histogram.bind(&attrs("ok")),
-            error: self.histogram.bind(&attrs("error")),
-            ok_exemplars: exemplars("ok"),
-            error_exemplars: exemplars("error"),
+            ok: series("ok"),
+            error: series("error"),
             status_fields: fields.field("error").is_some() || fields.field("otel.status_code").is_some(),
+            name: meta.name(),
+            target: meta.target(),
         })
     }
 
@@ -319,13 +448,8 @@ where
             }
         };
         let Some(site) = reading.site else { return };
-        let (histogram, exemplars) =
-            if reading.failed { (&site.error, &site.error_exemplars) } else { (&site.ok, &site.ok_exemplars) };
-        let seconds = self.clock.delta_as_nanos(0, reading.ticks) as f64 / 1e9;
-        histogram.record(seconds);
-        if let Some(ids) = reading.ids {
-            exemplars.record(None, seconds, ids);
-        }
+        let series = if reading.failed { &site.error } else { &site.ok };
+        series.record(reading.ticks, reading.ids);
     }
 }
 
@@ -705,6 +829,9 @@ impl SiteCache {
             return *site;
         }
         let site: Option<&'static Site> = resolve(meta).map(|site| &*Box::leak(Box::new(site)));
+        if let Some(site) = site {
+            native::add(site);
+        }
         match free {
             Some(at) => {
                 // The value first: a reader that sees the key must see it.
@@ -754,6 +881,101 @@ impl Visit for StatusVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A layer for the pull endpoint renders `span_duration_seconds` as the encoder renders
+    /// the OTel histogram of the same spans: same family, labels, buckets and count; the sum to
+    /// within a nanosecond per span (durations are summed as clock readings).
+    #[cfg(feature = "prometheus")]
+    #[test]
+    fn native_span_durations_render_as_the_encoder_renders_otel_ones() {
+        use opentelemetry::metrics::MeterProvider as _;
+        use opentelemetry_sdk::metrics::data::ResourceMetrics;
+        use opentelemetry_sdk::metrics::reader::MetricReader as _;
+        use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+        use tracing_subscriber::layer::SubscriberExt as _;
+
+        #[derive(Debug, Clone)]
+        struct Shared(Arc<ManualReader>);
+        impl opentelemetry_sdk::metrics::reader::MetricReader for Shared {
+            fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
+                self.0.register_pipeline(p)
+            }
+            fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
+                self.0.collect(rm)
+            }
+            fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
+                self.0.force_flush()
+            }
+            fn shutdown_with_timeout(&self, t: std::time::Duration) -> opentelemetry_sdk::error::OTelSdkResult {
+                self.0.shutdown_with_timeout(t)
+            }
+            fn temporality(
+                &self,
+                _: opentelemetry_sdk::metrics::InstrumentKind,
+            ) -> opentelemetry_sdk::metrics::Temporality {
+                opentelemetry_sdk::metrics::Temporality::Cumulative
+            }
+        }
+        let reader = Shared(Arc::new(ManualReader::builder().build()));
+        let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
+        let config = SpanMetricsConfig::default();
+        let otel = SpanMetricsLayer::new(&config, &provider.meter(crate::SCOPE_NAME)).expect("layer");
+        let native = SpanMetricsLayer::for_pull_endpoint(&config).expect("layer");
+        // Each layer reads the clock itself: record the same readings into both by hand,
+        // through the sites each resolves for the same callsites.
+        let subscriber = tracing_subscriber::registry();
+        let dispatch = tracing::Dispatch::new(subscriber.with(tracing_subscriber::layer::Identity::new()));
+        let (ok_meta, err_meta) = tracing::dispatcher::with_default(&dispatch, || {
+            let ok = tracing::info_span!("native_parity_ok");
+            let err = tracing::info_span!(target: "parity::t\"q", "native_parity_err", error = true);
+            (ok.metadata().expect("meta"), err.metadata().expect("meta"))
+        });
+        let rate = crate::exposition::native::ticks_per_second();
+        let mut native_sites = Vec::new();
+        for (meta, failed, seconds) in
+            [(ok_meta, false, [0.0002, 0.03, 0.03, 4.0].as_slice()), (err_meta, true, [12.5, 0.7].as_slice())]
+        {
+            let (a, b) = (otel.site(meta).expect("site"), native.site(meta).expect("site"));
+            native_sites.push(b);
+            for s in seconds {
+                let ticks = (s * rate) as u64;
+                let pick = |site: &'static Site| if failed { &site.error } else { &site.ok };
+                pick(a).record(ticks, None);
+                pick(b).record(ticks, None);
+            }
+        }
+        let mut rm = ResourceMetrics::default();
+        reader.collect(&mut rm).expect("collect");
+        let split = |text: &str| -> (Vec<String>, Vec<f64>) {
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains("span_duration")).collect();
+            let sums = lines
+                .iter()
+                .filter(|l| l.starts_with("span_duration_seconds_sum"))
+                .map(|l| l.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("sum"));
+            let rest = lines.iter().filter(|l| !l.starts_with("span_duration_seconds_sum")).map(|l| l.to_string());
+            (rest.collect(), sums.collect())
+        };
+        for format in [crate::exposition::Format::Text, crate::exposition::Format::OpenMetrics] {
+            let mut encoded = String::new();
+            crate::export::prometheus::encode_for_tests(&rm, &mut encoded, format);
+            let mut ours = String::new();
+            native::write(&native_sites, &mut ours, format);
+            let (mut want, want_sums) = split(&encoded);
+            let (mut got, got_sums) = split(&ours);
+            // The SDK writes its series in hash order; the endpoint in resolution order.
+            want.sort();
+            got.sort();
+            assert!(want.len() > 2 * crate::SECONDS_BUCKETS.len(), "{encoded}");
+            assert_eq!(got, want, "{format:?}\n{ours}\n{encoded}");
+            let (mut want_sums, mut got_sums) = (want_sums, got_sums);
+            want_sums.sort_by(f64::total_cmp);
+            got_sums.sort_by(f64::total_cmp);
+            assert_eq!(got_sums.len(), 4, "ok and error series of two callsites");
+            for (g, w) in got_sums.iter().zip(&want_sums) {
+                assert!((g - w).abs() < 1e-8, "{g} vs {w}");
+            }
+        }
+    }
 
     #[test]
     fn config_validates() {

@@ -21,6 +21,7 @@
 pub(crate) mod exemplar;
 mod lint;
 mod names;
+pub(crate) mod native;
 mod text;
 
 pub(crate) use lint::append_checked;

@@ -301,7 +301,8 @@ impl Started {
     fn layers(&self, settings: &Settings) -> Result<Layers, InitError> {
         let (Some(inner), Some(installed)) = (&self.inner, &self.installed) else { return Ok(Layers::default()) };
         let traces = inner.tracer_provider.as_ref().map(|tp| (tp, settings.traces.sampler));
-        Layers::new(traces, &settings.span_metrics, &installed.meter, inner.logger_provider.as_ref())
+        let pull_only = installed.push_only.is_none();
+        Layers::new(traces, &settings.span_metrics, &installed.meter, pull_only, inner.logger_provider.as_ref())
     }
 
     /// Undoes step 2 after a failure: stops what started and shuts the providers down quickly.

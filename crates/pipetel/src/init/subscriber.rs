@@ -41,7 +41,8 @@ pub(super) struct Layers {
 }
 
 impl Layers {
-    /// The layers over the providers `init` built and pipetel's meter.
+    /// The layers over the providers `init` built and pipetel's meter (`pull_only`: no push
+    /// metric exporter reads it, so span metrics are kept for the pull endpoint alone).
     ///
     /// # Errors
     /// An invalid span-metrics configuration, naming where it was set.
@@ -49,9 +50,10 @@ impl Layers {
         traces: Option<(&SdkTracerProvider, SamplerConfig)>,
         span_metrics: &Sourced<SpanMetricsConfig>,
         meter: &Meter,
+        pull_only: bool,
         logs: Option<&SdkLoggerProvider>,
     ) -> Result<Self, InitError> {
-        let span_layer = crate::span_metrics::layer(&span_metrics.value, meter)
+        let span_layer = crate::span_metrics::layer(&span_metrics.value, meter, pull_only)
             .map_err(|e| span_metrics.invalid(span_metrics.value.filter.clone(), e.to_string()))?;
         Ok(Layers {
             bridge: traces.and_then(|(tp, sampler)| Bridge::new(tp, sampler)),
