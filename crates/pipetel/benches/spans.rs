@@ -112,7 +112,9 @@ fn spans(c: &mut Criterion) {
             Dispatch::new(
                 tracing_subscriber::registry()
                     .with(SamplingGate::new(tracing_opentelemetry::layer().with_tracer(on.tracer("c")), false))
-                    .with(SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid")),
+                    .with(
+                        SpanMetricsLayer::new(&SpanMetricsConfig::default(), &meter).expect("default config is valid"),
+                    ),
             ),
         ),
         // What `init` composes when the sampler is `always_off`: the OTel layer is left out.
@@ -233,7 +235,7 @@ fn function(c: &mut Criterion) {
     });
     // `init` with the pull endpoint alone, the default exporter: durations stay in the
     // function's own atomics, which the endpoint renders.
-    let _telemetry = pipetel::init(
+    let telemetry = pipetel::init(
         pipetel::Config::default()
             .with_service_name("bench")
             .with_prometheus_port(0)
@@ -248,6 +250,17 @@ fn function(c: &mut Criterion) {
         group.bench_function("tracing_instrument", |b| b.iter(|| instrumented(black_box(1))));
         group.bench_function("pipetel_measure", |b| b.iter(|| measured(black_box(1))));
     });
+    // The measured calls were counted and timed, as the endpoint shows them.
+    let page = telemetry.prometheus_render().expect("pull endpoint").render();
+    let count = |metric: &str| -> u64 {
+        page.lines()
+            .find(|l| l.starts_with(metric) && l.contains("function=\"measured\""))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no {metric} for `measured`:\n{page}")) as u64
+    };
+    let (calls, timed) = (count("function_calls_total{"), count("function_duration_seconds_count{"));
+    assert!(timed > 1000 && calls >= timed, "calls {calls}, durations {timed}");
     // The same two calls under the stack `init` composes (sampling gate around the bridge, span
     // metrics, always-on sampler): there a measured call and the span-metrics layer share one
     // pair of clock readings.
@@ -264,5 +277,7 @@ fn function(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, spans, request_trees, function);
+// `function` first: its `init` (the pull endpoint alone) then holds for the other groups, as in a
+// program that serves the endpoint (exemplar capture on, span metrics kept for the endpoint).
+criterion_group!(benches, function, spans, request_trees);
 criterion_main!(benches);

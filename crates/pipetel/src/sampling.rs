@@ -71,6 +71,9 @@ thread_local! {
     static REMOTE: RefCell<Option<SpanContext>> = const { RefCell::new(None) };
 }
 
+/// Threads inside [`with_remote_parent`] now: while none is, a new span skips reading [`REMOTE`].
+static REMOTE_PENDING: AtomicUsize = AtomicUsize::new(0);
+
 /// The SDK's `TraceIdRatioBased` bound: a trace id is kept when its low 64 bits, shifted right
 /// once, are below it.
 fn ratio_bound(ratio: f64) -> u64 {
@@ -352,8 +355,10 @@ impl<L> SamplingGate<L> {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        if let Some(remote) = REMOTE.with(|r| r.borrow_mut().take()) {
-            return self.with_remote(remote);
+        if REMOTE_PENDING.load(Ordering::Relaxed) != 0 {
+            if let Some(remote) = REMOTE.with(|r| r.borrow_mut().take()) {
+                return self.with_remote(remote);
+            }
         }
         if let Some(parent) = attrs.parent() {
             return match self.held.get(parent, ctx) {
@@ -605,10 +610,12 @@ pub fn with_remote_parent(parent: &opentelemetry::Context, make: impl FnOnce() -
     impl Drop for Clear {
         fn drop(&mut self) {
             REMOTE.with(|r| r.borrow_mut().take());
+            REMOTE_PENDING.fetch_sub(1, Ordering::Relaxed);
         }
     }
     let sc = parent.span().span_context().clone();
     let span = {
+        REMOTE_PENDING.fetch_add(1, Ordering::Relaxed);
         let _clear = Clear;
         REMOTE.with(|r| *r.borrow_mut() = sc.is_valid().then_some(sc));
         make()
