@@ -66,7 +66,11 @@ fn write_value(v: &Value, out: &mut String) {
 
 /// A data point's labels: its attributes (sanitised, collisions joined with `;`, sorted)
 /// followed by the scope labels (`scope_labels`, already formatted).
-fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &str, block: &mut LabelBlock<'_>) {
+pub(crate) fn write_labels<'a>(
+    attrs: impl Iterator<Item = &'a KeyValue>,
+    scope_labels: &str,
+    block: &mut LabelBlock<'_>,
+) {
     let mut pairs: Vec<(Cow<'a, str>, &'a Value)> =
         attrs.map(|kv| (label_key_cow(kv.key.as_str()), &kv.value)).collect();
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -178,7 +182,13 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
             continue;
         }
         let scope_labels = scope_block(sm.scope());
+        // The stage and worker families pipetel's scope also has for push exporters: the
+        // pipeline runtime writes them from its stage table.
+        let native = scope == crate::SCOPE_NAME;
         for m in sm.metrics() {
+            if native && crate::pipeline::rendered_natively(m.name()) {
+                continue;
+            }
             let Some((name, kind)) = family_name(m) else { continue };
             let fam = families.entry(name.clone()).or_insert_with(|| Family {
                 kind,

@@ -19,6 +19,7 @@ use opentelemetry_sdk::metrics::{InstrumentKind, ManualReader, Pipeline, Tempora
 use crate::exposition::{Format, Writer};
 
 #[cfg(feature = "tls")]
+pub(crate) use encode::write_labels;
 pub(crate) use server::tls_config;
 pub(crate) use server::{EndpointOptions, PrometheusServer};
 
