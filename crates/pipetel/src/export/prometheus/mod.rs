@@ -18,8 +18,8 @@ use opentelemetry_sdk::metrics::{InstrumentKind, ManualReader, Pipeline, Tempora
 
 use crate::exposition::{Format, Writer};
 
-#[cfg(feature = "tls")]
 pub(crate) use encode::write_labels;
+#[cfg(feature = "tls")]
 pub(crate) use server::tls_config;
 pub(crate) use server::{EndpointOptions, PrometheusServer};
 
