@@ -262,57 +262,93 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
 }
 
 #[cfg(feature = "prometheus")]
-pub(crate) use native::{rendered_natively, NativeFamilies};
+pub(crate) use native::{merge_native, NativeFamilies};
 
 #[cfg(feature = "prometheus")]
 mod native {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{Mutex, OnceLock};
+    use std::cell::RefCell;
+    use std::sync::{Arc, Mutex, RwLock, Weak};
 
     use opentelemetry::metrics::AsyncInstrument;
     use opentelemetry::KeyValue;
 
     use super::{desc, observables, unit, Observable, Values};
 
-    /// Live [`NativeFamilies`] sources: while one lives, the pull endpoint's encoder leaves the
-    /// SDK's data of the stage and worker instruments out (they are written from the table).
-    static NATIVE: AtomicUsize = AtomicUsize::new(0);
+    /// The families `init` installed, for the encoder to merge into (see [`merge_native`]).
+    static LIVE: RwLock<Option<Weak<NativeFamilies>>> = RwLock::new(None);
 
-    /// Whether the pull endpoint writes the family of the OTel instrument `name` (of pipetel's
-    /// scope) from the stage table, so that the SDK's data of it is left out.
-    pub(crate) fn rendered_natively(name: &str) -> bool {
-        static NAMES: OnceLock<Vec<&'static str>> = OnceLock::new();
-        NATIVE.load(Ordering::Acquire) > 0
-            && NAMES.get_or_init(|| observables(0).iter().map(|o| o.name).collect()).contains(&name)
+    thread_local! {
+        /// The families of this thread's render that [`merge_native`] already wrote.
+        static MERGED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
     }
 
     /// The stage and worker families as the pull endpoint serves them: written from the stage
     /// table at each scrape, the same text the OTel instruments give through the encoder (series
     /// of a family in the table's order instead of the SDK's hash order), without the SDK's
-    /// per-instrument tables of attribute sets. Registered as an exposition source while it lives.
+    /// per-instrument tables of attribute sets. An exposition source while it lives.
     pub(crate) struct NativeFamilies {
-        families: Vec<Observable>,
+        /// Each family with its exposition name and Prometheus type.
+        families: Vec<(Observable, String, &'static str)>,
     }
 
     impl NativeFamilies {
         /// The families, worker series past `cardinality_limit` folding as the instruments fold
         /// them.
         pub(crate) fn new(cardinality_limit: usize) -> Self {
-            NATIVE.fetch_add(1, Ordering::AcqRel);
-            Self { families: observables(cardinality_limit) }
+            let families = observables(cardinality_limit)
+                .into_iter()
+                .map(|o| {
+                    let (name, kind) = o.exposition_name();
+                    (o, name, kind)
+                })
+                .collect();
+            Self { families }
+        }
+
+        /// As [`NativeFamilies::new`], and the families the encoder merges into (see
+        /// [`merge_native`]) while the returned `Arc` lives.
+        pub(crate) fn install(cardinality_limit: usize) -> Arc<Self> {
+            let native = Arc::new(Self::new(cardinality_limit));
+            *crate::sync::write(&LIVE) = Some(Arc::downgrade(&native));
+            native
         }
     }
 
-    impl Drop for NativeFamilies {
-        fn drop(&mut self) {
-            NATIVE.fetch_sub(1, Ordering::AcqRel);
+    /// The encoder's hook, given the OTel families it collected (exposition name, Prometheus
+    /// type, body): where one has the name of a stage or worker family (a hub's family named
+    /// as a pipeline metric, say), the table's series join its body, so that the page has one
+    /// family of that name, as when both were OTel instruments; a family of the name but of
+    /// another type is left out and reported in `conflicts`. The installed source then leaves
+    /// those families out of this thread's next exposition (the rest of the same render).
+    pub(crate) fn merge_native<'a>(
+        families: impl Iterator<Item = (&'a str, &'a str, &'a mut String)>,
+        format: crate::exposition::Format,
+        conflicts: &mut Vec<String>,
+    ) {
+        MERGED.with(|m| m.borrow_mut().clear());
+        let Some(native) = crate::sync::read(&LIVE).as_ref().and_then(Weak::upgrade) else { return };
+        for (name, kind, body) in families {
+            let Some(i) = native.families.iter().position(|(_, n, _)| n == name) else { continue };
+            let (family, _, own) = &native.families[i];
+            if *own == kind {
+                family.write_text(name, own, body, format, false);
+            } else {
+                conflicts.push(format!(
+                    "{} ({own}, from the stage table) conflicts with an earlier {kind} of the same exposition name {name}",
+                    family.name
+                ));
+            }
+            MERGED.with(|m| m.borrow_mut().push(i));
         }
     }
 
     impl crate::export::ExpositionSource for NativeFamilies {
         fn write_exposition(&self, out: &mut String, format: crate::exposition::Format) {
-            for family in &self.families {
-                family.write_text(out, format);
+            let merged = MERGED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+            for (i, (family, name, kind)) in self.families.iter().enumerate() {
+                if !merged.contains(&i) {
+                    family.write_text(name, kind, out, format, true);
+                }
             }
         }
     }
@@ -385,19 +421,19 @@ mod native {
             (crate::exposition::translate(self.name, unit(self.name), kind), prom)
         }
 
-        /// Writes the family's exposition from the table, as the encoder writes the instrument's
-        /// collected data.
-        fn write_text(&self, out: &mut String, format: crate::exposition::Format) {
-            let (name, prom) = self.exposition_name();
+        /// Writes the family's series from the table as the encoder writes the instrument's
+        /// collected data, as family `name` of Prometheus type `kind`; with `header`, its
+        /// `# HELP` / `# TYPE` lines before the first series (none without series).
+        fn write_text(
+            &self,
+            name: &str,
+            kind: &'static str,
+            out: &mut String,
+            format: crate::exposition::Format,
+            header: bool,
+        ) {
             let lines = Lines {
-                state: Mutex::new(LinesState {
-                    out,
-                    format,
-                    name: &name,
-                    kind: prom,
-                    help: desc(self.name),
-                    started: false,
-                }),
+                state: Mutex::new(LinesState { out, format, name, kind, help: desc(self.name), started: !header }),
             };
             match &self.values {
                 Values::CounterU64(f) | Values::GaugeU64(f) => f(&lines),
@@ -606,6 +642,18 @@ mod native_tests {
             got["pipeline_worker_items_total"].0.iter().any(|l| l == "# TYPE pipeline_worker_items counter"),
             "{got:#?}"
         );
+
+        // Installed, the table's series join an OTel family of the same name (here the
+        // instruments' own: every series twice, one family block).
+        let installed = super::NativeFamilies::install(100_000);
+        let merged = render.render();
+        drop(installed);
+        let mine = format!("pipeline_execution_id=\"{id}\"");
+        let items = |text: &str| -> usize {
+            text.lines().filter(|l| l.starts_with("pipeline_worker_items_total{") && l.contains(&mine)).count()
+        };
+        assert_eq!(items(&merged), 2 * items(&sdk_text), "{merged}");
+        assert_eq!(merged.matches("# TYPE pipeline_worker_items_total counter").count(), 1, "{merged}");
         drop((first, retry, stage));
     }
 

@@ -129,22 +129,26 @@ pub(crate) fn install(
     };
     let sink = RowSink::open(logger, store, settings.rows_rotation)?;
     let meter = &installed.meter;
-    // The pull endpoint writes the stage and worker families from the stage table; the
-    // observable instruments exist only for push exporters (OTLP, console), which receive them
-    // as before. With the pull endpoint alone, the SDK keeps no series of them.
+    // The pull endpoint writes the stage and worker families from the stage table; their
+    // observable instruments exist only for push exporters (OTLP, console), on the push-only
+    // scope that the pull endpoint leaves out. With the pull endpoint alone, the SDK keeps no
+    // series of them.
     #[cfg(feature = "prometheus")]
     let native = settings.metrics.then(|| {
         let source: Arc<dyn crate::export::ExpositionSource> =
-            Arc::new(metrics::NativeFamilies::new(installed.cardinality_limit));
+            metrics::NativeFamilies::install(installed.cardinality_limit);
         crate::export::add_exposition_source(&source);
         source
     });
     #[cfg(not(feature = "prometheus"))]
     let native = None;
     if settings.metrics {
-        if cfg!(not(feature = "prometheus")) || installed.push_only.is_some() {
-            metrics::register(meter, installed.cardinality_limit);
+        #[cfg(feature = "prometheus")]
+        if let Some(push_only) = &installed.push_only {
+            metrics::register(push_only, installed.cardinality_limit);
         }
+        #[cfg(not(feature = "prometheus"))]
+        metrics::register(meter, installed.cardinality_limit);
         if settings.counter_metrics {
             metrics::register_counters(meter, installed.cardinality_limit);
         }

@@ -182,13 +182,7 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
             continue;
         }
         let scope_labels = scope_block(sm.scope());
-        // The stage and worker families pipetel's scope also has for push exporters: the
-        // pipeline runtime writes them from its stage table.
-        let native = scope == crate::SCOPE_NAME;
         for m in sm.metrics() {
-            if native && crate::pipeline::rendered_natively(m.name()) {
-                continue;
-            }
             let Some((name, kind)) = family_name(m) else { continue };
             let fam = families.entry(name.clone()).or_insert_with(|| Family {
                 kind,
@@ -211,6 +205,12 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
             }
         }
     }
+    // The stage and worker families written from the stage table join a family of their name.
+    crate::pipeline::merge_native(
+        families.iter_mut().map(|(name, f)| (name.as_str(), f.kind, &mut f.body)),
+        format,
+        conflicts,
+    );
     let mut w = Writer::new(out, format);
     // The resource, as target_info.
     let info: BTreeMap<String, String> = rm
