@@ -1,6 +1,8 @@
-//! The stage and worker metrics: observable instruments whose callbacks fold the shards' cells
-//! at collection time, so the hot path never touches the SDK, and the two instruments recorded
-//! when a stage row is emitted (duration and runs).
+//! The stage and worker metrics: families whose series fold the shards' cells when they are
+//! read, so the hot path never touches the SDK, and the two instruments recorded when a stage
+//! row is emitted (duration and runs). The pull endpoint writes the families straight from the
+//! stage table (`NativeFamilies`); push exporters read them through observable instruments
+//! with the same callbacks.
 
 use std::collections::HashMap;
 use std::ops::Add;

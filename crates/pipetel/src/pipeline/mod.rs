@@ -5,8 +5,9 @@
 //!
 //! # The hot path
 //! [`Shard::record`] is two relaxed atomic adds on the shard's own cache line. Nothing is
-//! aggregated on the hot path: observable instruments fold the shards' cells when a reader
-//! collects (a Prometheus scrape, an OTLP export).
+//! aggregated on the hot path: the shards' cells are folded when they are read (a Prometheus
+//! scrape writes the families from the stage table; an OTLP export collects observable
+//! instruments).
 //!
 //! # What is emitted
 //! - **Metrics** ([`METRICS`]): stage items, bytes, duration, active, runs, shards by state,
