@@ -98,7 +98,7 @@ fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(&dyn AsyncInstrument<M
 
 /// The values of a stage group's shards, one per shard index: where a shard index ran more
 /// than once (a retry), its last attempt with a value.
-fn shard_values<'a, M>(group: &'a [Vec<Arc<ShardInner>>], value: ShardValue<M>) -> Vec<(&'a ShardInner, M)> {
+fn shard_values<M>(group: &[Vec<Arc<ShardInner>>], value: ShardValue<M>) -> Vec<(&ShardInner, M)> {
     let mut values: Vec<(&ShardInner, M)> =
         group.iter().flatten().filter_map(|s| value(s).map(|v| (s.as_ref(), v))).collect();
     let mut seen: Vec<u64> = Vec::new();
