@@ -9,6 +9,10 @@
 //!   family beside pipetel's registry as a program serving the pull endpoint alone has it (a
 //!   `Registry::new` registry after `init`, no push exporter: the series are the registry's
 //!   only).
+//! - 100,000 and 1,000,000 stage/worker series beside `prometheus-client`'s 3-label family: in
+//!   the same program (stage metrics on), shards reported through `emit_worker_stat` with every
+//!   value a `pipeline.worker.*` family needs, then one render of the pull page; the series are
+//!   the `pipeline_worker_*` samples counted on it, the bytes those held after the render.
 //! - The peak of extra heap during one scrape of the million-series endpoint over HTTP (plain
 //!   and gzip), beside the bytes the series themselves hold: the page is streamed, never whole.
 //!
