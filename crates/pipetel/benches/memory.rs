@@ -9,6 +9,10 @@
 //!   family beside pipetel's registry as a program serving the pull endpoint alone has it (a
 //!   `Registry::new` registry after `init`, no push exporter: the series are the registry's
 //!   only).
+//! - 100,000 and 1,000,000 stage/worker series beside `prometheus-client`'s 3-label family: in
+//!   the same program (stage metrics on), shards reported through `emit_worker_stat` with every
+//!   value a `pipeline.worker.*` family needs, then one render of the pull page; the series are
+//!   the `pipeline_worker_*` samples counted on it, the bytes those held after the render.
 //! - The peak of extra heap during one scrape of the million-series endpoint over HTTP (plain
 //!   and gzip), beside the bytes the series themselves hold: the page is streamed, never whole.
 //!
@@ -160,12 +164,15 @@ fn pull_only(entry: &mut dyn FnMut(&str, f64, f64)) {
         .with_prometheus_port(0)
         .with_console_log(false)
         .with_cardinality_limit(2_000_000)
-        .with_stage_metrics(false)
+        .with_stage_metrics(true)
+        .with_rows(false)
         .with_gpu_mode(pipetel::gpu::GpuMode::Off)
         .with_span_metrics(pipetel::span_metrics::SpanMetricsConfig::default().with_enabled(false))
         .with_traces_exporters([])
         .with_logs_exporters([]);
-    let telemetry = pipetel::init(config).expect("init");
+    let (telemetry, at_init) = held(|| pipetel::init(config).expect("init"));
+    // The SDK reserves a table of the cardinality limit's size per instrument when it is made.
+    println!("memory init: {:.1} MB held by `init` (stage metrics on)", at_init as f64 / 1e6);
     let addr = telemetry.prometheus_addr().expect("pull endpoint");
     for (n, tag) in [(100_000usize, "100k"), (1_000_000, "1m")] {
         let (family, pc) = held(|| pc_family3(n));
@@ -203,7 +210,56 @@ fn pull_only(entry: &mut dyn FnMut(&str, f64, f64)) {
         }
         drop(kept);
     }
+    let render = telemetry.prometheus_render().expect("pull endpoint");
+    for (n, tag) in [(100_000usize, "100k"), (1_000_000, "1m")] {
+        let (family, pc) = held(|| pc_family3(n));
+        drop(family);
+        let pc = pc as f64 / n as f64;
+        let (series, bytes) = held(|| worker_series(&render, n / WORKER_FAMILIES, tag));
+        let per = bytes as f64 / series as f64;
+        println!("memory stage_worker_{tag}: {series} pipeline_worker_* samples on the page");
+        entry(&format!("pipetel_stage_worker_series_{tag}"), per, pc);
+    }
     drop(telemetry);
+}
+
+/// The `pipeline.worker.*` families a shard with items, bytes, CPU and memory samples and a
+/// heartbeat has: items, bytes, CPU time, CPU utilization, memory usage / average / peak,
+/// heartbeat.
+const WORKER_FAMILIES: usize = 8;
+/// Shards per stage in the stage/worker case.
+const STAGE_WIDTH: usize = 500;
+
+/// `shards` shards reported as a coordinator reports them (`emit_worker_stat`, with the values
+/// that make every `pipeline.worker.*` series exist), in stages of [`STAGE_WIDTH`] shards of
+/// execution `tag`, then one render of the pull page: the `pipeline_worker_*` samples of that
+/// execution on it.
+fn worker_series(render: &pipetel::PrometheusRender, shards: usize, tag: &str) -> usize {
+    use pipetel::pipeline::{emit_worker_stat, WorkerStat, WorkerStatus};
+    for i in 0..shards {
+        emit_worker_stat(&WorkerStat {
+            shard_index: (i % STAGE_WIDTH) as u32,
+            stage_name: format!("stage-{}", i / STAGE_WIDTH),
+            execution_id: tag.to_string(),
+            status: WorkerStatus::Running,
+            timestamp: std::time::SystemTime::now(),
+            items: 1_000 + i as u64,
+            bytes: 64_000 + i as u64,
+            item_rate: 10.0,
+            byte_rate: 640.0,
+            cpu_time: std::time::Duration::from_millis(1_500),
+            cpu_percent: Some(75.0),
+            cpu_percent_avg: Some(60.0),
+            memory_current: 1 << 30,
+            memory_avg: 900 << 20,
+            memory_peak: 1 << 31,
+            counters: Vec::new(),
+            reason: None,
+        });
+    }
+    let page = render.render();
+    let execution = format!("pipeline_execution_id=\"{tag}\"");
+    page.lines().filter(|l| l.starts_with("pipeline_worker_") && l.contains(&execution)).count()
 }
 
 fn main() {

@@ -1,8 +1,12 @@
-//! The stage and worker metrics: observable instruments whose callbacks fold the shards' cells
-//! at collection time, so the hot path never touches the SDK, and the two instruments recorded
-//! when a stage row is emitted (duration and runs).
+//! The stage and worker metrics: families whose series fold the shards' cells when they are
+//! read, so the hot path never touches the SDK, and the two instruments recorded when a stage
+//! row is emitted (duration and runs). The pull endpoint writes the families straight from the
+//! stage table (`NativeFamilies`); push exporters read them through observable instruments
+//! with the same callbacks.
 
+use std::collections::HashMap;
 use std::ops::Add;
+use std::sync::Arc;
 
 use opentelemetry::metrics::{AsyncInstrument, AsyncInstrumentBuilder, Counter, Histogram, Meter};
 use opentelemetry::KeyValue;
@@ -60,19 +64,70 @@ fn described<'a, I, M>(builder: AsyncInstrumentBuilder<'a, I, M>) -> AsyncInstru
 type StageValue<M> = fn(&StageInner) -> Option<M>;
 type ShardValue<M> = fn(&ShardInner) -> Option<M>;
 
-/// A callback observing `value` once per exported stage, under the stage's attributes.
+/// The table's stages, those with the same attributes (namespace, name, execution id) in one
+/// group, groups in the order of their first stage: series of one attribute set are observed
+/// once, as the SDK keeps one series per attribute set (the last observation winning).
+fn stage_groups() -> Vec<Vec<Arc<StageInner>>> {
+    let stages = table().stages();
+    let mut groups: Vec<Vec<Arc<StageInner>>> = Vec::with_capacity(stages.len());
+    let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::with_capacity(stages.len());
+    for stage in &stages {
+        let key = (stage.meta.namespace, stage.meta.name.as_str(), stage.meta.execution_id.as_str());
+        match seen.get(&key) {
+            Some(i) => groups[*i].push(stage.clone()),
+            None => {
+                seen.insert(key, groups.len());
+                groups.push(vec![stage.clone()]);
+            }
+        }
+    }
+    groups
+}
+
+/// A callback observing `value` once per exported stage, under the stage's attributes (for
+/// stages sharing their attributes, the last one's value).
 fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static {
     move |obs| {
-        for stage in table().stages() {
-            if let Some(v) = value(&stage) {
+        for group in stage_groups() {
+            if let Some((stage, v)) = group.iter().rev().find_map(|s| value(s).map(|v| (s, v))) {
                 obs.observe(v, &stage.meta.attrs);
             }
         }
     }
 }
 
-/// A callback observing `value` once per shard, under the shard's attributes, within the
-/// cardinality `limit` (see [`super::overflow`]).
+/// The values of a stage group's shards, one per shard index: where a shard index ran more
+/// than once (a retry), its last attempt with a value.
+fn shard_values<M>(group: &[Vec<Arc<ShardInner>>], value: ShardValue<M>) -> Vec<(&ShardInner, M)> {
+    let mut values: Vec<(&ShardInner, M)> =
+        group.iter().flatten().filter_map(|s| value(s).map(|v| (s.as_ref(), v))).collect();
+    let mut seen: Vec<u64> = Vec::new();
+    let mut repeated = false;
+    for (s, _) in &values {
+        let (word, bit) = (s.index as usize / 64, 1u64 << (s.index % 64));
+        if seen.len() <= word {
+            seen.resize(word + 1, 0);
+        }
+        repeated |= seen[word] & bit != 0;
+        seen[word] |= bit;
+    }
+    if repeated {
+        // Stable: attempts of one index keep their order, and the last one stays.
+        values.sort_by_key(|(s, _)| s.index);
+        let mut kept: Vec<(&ShardInner, M)> = Vec::with_capacity(values.len());
+        for entry in values {
+            match kept.last_mut() {
+                Some(last) if last.0.index == entry.0.index => *last = entry,
+                _ => kept.push(entry),
+            }
+        }
+        values = kept;
+    }
+    values
+}
+
+/// A callback observing `value` once per shard index of each stage, under the shard's
+/// attributes, within the cardinality `limit` (see [`super::overflow`]).
 fn per_shard<M>(
     limit: usize,
     fold: Fold,
@@ -83,57 +138,115 @@ where
 {
     move |obs| {
         let mut series = Series::new(limit, fold);
-        for stage in table().stages() {
-            for shard in stage.shards() {
-                if let Some(v) = value(&shard) {
-                    series.observe(obs, v, &shard.attrs);
-                }
+        for group in stage_groups() {
+            let shards: Vec<Vec<Arc<ShardInner>>> = group.iter().map(|s| s.shards()).collect();
+            for (shard, v) in shard_values(&shards, value) {
+                series.observe(obs, v, &shard.attrs);
             }
         }
         series.finish(obs);
     }
 }
 
-/// Registers every observable instrument on `meter`; worker series past `cardinality_limit`
-/// fold. The SDK keeps the callbacks for the provider's lifetime.
-pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
-    // Registration order is exposition order: keep it.
+type Observe<M> = Box<dyn Fn(&dyn AsyncInstrument<M>) + Send + Sync>;
+
+/// One observable family: its instrument kind and number type, and the callback that observes
+/// its series.
+enum Values {
+    CounterU64(Observe<u64>),
+    CounterF64(Observe<f64>),
+    UpDownI64(Observe<i64>),
+    GaugeU64(Observe<u64>),
+    GaugeF64(Observe<f64>),
+}
+
+/// A stage or worker family read from the stage table: an observable instrument for the SDK
+/// (push exporters), or text the pull endpoint writes straight from the table.
+pub(crate) struct Observable {
+    name: &'static str,
+    values: Values,
+}
+
+impl Observable {
+    fn new(name: &'static str, values: Values) -> Self {
+        Self { name, values }
+    }
+
+    /// Registers the family's observable instrument on `meter` (the SDK keeps the callback for
+    /// the provider's lifetime).
+    fn register(self, meter: &Meter) {
+        let name = self.name;
+        match self.values {
+            Values::CounterU64(f) => {
+                let _ = described(meter.u64_observable_counter(name)).with_callback(move |o| f(o)).build();
+            }
+            Values::CounterF64(f) => {
+                let _ = described(meter.f64_observable_counter(name)).with_callback(move |o| f(o)).build();
+            }
+            Values::UpDownI64(f) => {
+                let _ = described(meter.i64_observable_up_down_counter(name)).with_callback(move |o| f(o)).build();
+            }
+            Values::GaugeU64(f) => {
+                let _ = described(meter.u64_observable_gauge(name)).with_callback(move |o| f(o)).build();
+            }
+            Values::GaugeF64(f) => {
+                let _ = described(meter.f64_observable_gauge(name)).with_callback(move |o| f(o)).build();
+            }
+        }
+    }
+}
+
+/// The stage and worker families, in registration order; worker series past
+/// `cardinality_limit` fold.
+pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
+    fn b<M, F: Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static>(f: F) -> Observe<M> {
+        Box::new(f)
+    }
+    let mut all = Vec::with_capacity(14);
     let stage_totals: [(&'static str, StageValue<u64>); 2] =
         [("pipeline.stage.items", |s| Some(s.totals().0)), ("pipeline.stage.bytes", |s| Some(s.totals().1))];
     for (name, value) in stage_totals {
-        let _ = described(meter.u64_observable_counter(name)).with_callback(per_stage(value)).build();
+        all.push(Observable::new(name, Values::CounterU64(b(per_stage(value)))));
     }
-    let _ = described(meter.i64_observable_up_down_counter("pipeline.stage.active"))
-        .with_callback(per_stage(|s| Some(i64::from(s.is_running()))))
-        .build();
-    let _ = described(meter.u64_observable_gauge("pipeline.stage.shards"))
-        .with_callback(|obs| {
-            for stage in table().stages() {
-                for (count, attrs) in stage.shard_counts().iter().zip(stage.state_attrs.iter()) {
-                    obs.observe(*count, attrs);
+    all.push(Observable::new(
+        "pipeline.stage.active",
+        Values::UpDownI64(b(per_stage(|s| Some(i64::from(s.is_running()))))),
+    ));
+    all.push(Observable::new(
+        "pipeline.stage.shards",
+        Values::GaugeU64(b(|obs: &dyn AsyncInstrument<u64>| {
+            for group in stage_groups() {
+                // The last stage of a group, as the SDK keeps the last observation.
+                if let Some(stage) = group.last() {
+                    for (count, attrs) in stage.shard_counts().iter().zip(stage.state_attrs.iter()) {
+                        obs.observe(*count, attrs);
+                    }
                 }
             }
-        })
-        .build();
-    let _ = described(meter.u64_observable_counter("pipeline.stage.errors"))
-        .with_callback(per_stage(|s| Some(s.errors())))
-        .build();
-    let _ = described(meter.f64_observable_gauge("pipeline.stage.cpu.utilization"))
-        .with_callback(per_stage(|s| s.cpu_percent_avg().map(|p| p / 100.0)))
-        .build();
+        })),
+    ));
+    all.push(Observable::new("pipeline.stage.errors", Values::CounterU64(b(per_stage(|s| Some(s.errors()))))));
+    all.push(Observable::new(
+        "pipeline.stage.cpu.utilization",
+        Values::GaugeF64(b(per_stage(|s| s.cpu_percent_avg().map(|p| p / 100.0)))),
+    ));
 
     let limit = cardinality_limit;
     let worker_totals: [(&'static str, ShardValue<u64>); 2] =
         [("pipeline.worker.items", |s| Some(s.items())), ("pipeline.worker.bytes", |s| Some(s.bytes()))];
     for (name, value) in worker_totals {
-        let _ = described(meter.u64_observable_counter(name)).with_callback(per_shard(limit, Fold::Sum, value)).build();
+        all.push(Observable::new(name, Values::CounterU64(b(per_shard(limit, Fold::Sum, value)))));
     }
-    let _ = described(meter.f64_observable_counter("pipeline.worker.cpu.time"))
-        .with_callback(per_shard(limit, Fold::Sum, |s| s.last_sample().map(|t| t.cpu_time.as_secs_f64())))
-        .build();
-    let _ = described(meter.f64_observable_gauge("pipeline.worker.cpu.utilization"))
-        .with_callback(per_shard(limit, Fold::Drop, |s| s.last_sample().and_then(|t| t.cpu_percent).map(|p| p / 100.0)))
-        .build();
+    all.push(Observable::new(
+        "pipeline.worker.cpu.time",
+        Values::CounterF64(b(per_shard(limit, Fold::Sum, |s| s.last_sample().map(|t| t.cpu_time.as_secs_f64())))),
+    ));
+    all.push(Observable::new(
+        "pipeline.worker.cpu.utilization",
+        Values::GaugeF64(b(per_shard(limit, Fold::Drop, |s| {
+            s.last_sample().and_then(|t| t.cpu_percent).map(|p| p / 100.0)
+        }))),
+    ));
     // Memory reads 0 where it cannot be read: no series rather than a false zero.
     let worker_memory: [(&'static str, ShardValue<u64>); 3] = [
         ("pipeline.worker.memory.usage", |s| s.last_sample().map(|t| t.memory_current).filter(|m| *m > 0)),
@@ -141,11 +254,204 @@ pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
         ("pipeline.worker.memory.peak", |s| s.last_sample().map(|t| t.memory_peak).filter(|m| *m > 0)),
     ];
     for (name, value) in worker_memory {
-        let _ = described(meter.u64_observable_gauge(name)).with_callback(per_shard(limit, Fold::Drop, value)).build();
+        all.push(Observable::new(name, Values::GaugeU64(b(per_shard(limit, Fold::Drop, value)))));
     }
-    let _ = described(meter.f64_observable_gauge("pipeline.worker.heartbeat"))
-        .with_callback(per_shard(limit, Fold::Drop, |s| s.heartbeat().filter(|h| *h > 0.0)))
-        .build();
+    all.push(Observable::new(
+        "pipeline.worker.heartbeat",
+        Values::GaugeF64(b(per_shard(limit, Fold::Drop, |s| s.heartbeat().filter(|h| *h > 0.0)))),
+    ));
+    all
+}
+
+#[cfg(feature = "prometheus")]
+pub(crate) use native::{merge_native, NativeFamilies};
+
+#[cfg(feature = "prometheus")]
+mod native {
+    use std::cell::RefCell;
+    use std::sync::{Arc, Mutex, RwLock, Weak};
+
+    use opentelemetry::metrics::AsyncInstrument;
+    use opentelemetry::KeyValue;
+
+    use super::{desc, observables, unit, Observable, Values};
+
+    /// The families `init` installed, for the encoder to merge into (see [`merge_native`]).
+    static LIVE: RwLock<Option<Weak<NativeFamilies>>> = RwLock::new(None);
+
+    thread_local! {
+        /// The families of this thread's render that [`merge_native`] already wrote.
+        static MERGED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// The stage and worker families as the pull endpoint serves them: written from the stage
+    /// table at each scrape, the same text the OTel instruments give through the encoder (series
+    /// of a family in the table's order instead of the SDK's hash order), without the SDK's
+    /// per-instrument tables of attribute sets. An exposition source while it lives.
+    pub(crate) struct NativeFamilies {
+        /// Each family with its exposition name and Prometheus type.
+        families: Vec<(Observable, String, &'static str)>,
+    }
+
+    impl NativeFamilies {
+        /// The families, worker series past `cardinality_limit` folding as the instruments fold
+        /// them.
+        pub(crate) fn new(cardinality_limit: usize) -> Self {
+            let families = observables(cardinality_limit)
+                .into_iter()
+                .map(|o| {
+                    let (name, kind) = o.exposition_name();
+                    (o, name, kind)
+                })
+                .collect();
+            Self { families }
+        }
+
+        /// As [`NativeFamilies::new`], and the families the encoder merges into (see
+        /// [`merge_native`]) while the returned `Arc` lives.
+        pub(crate) fn install(cardinality_limit: usize) -> Arc<Self> {
+            let native = Arc::new(Self::new(cardinality_limit));
+            *crate::sync::write(&LIVE) = Some(Arc::downgrade(&native));
+            native
+        }
+    }
+
+    /// The encoder's hook, given the OTel families it collected (exposition name, Prometheus
+    /// type, body): where one has the name of a stage or worker family (a hub's family named
+    /// as a pipeline metric, say), the table's series join its body, so that the page has one
+    /// family of that name, as when both were OTel instruments; a family of the name but of
+    /// another type is left out and reported in `conflicts`. The installed source then leaves
+    /// those families out of this thread's next exposition (the rest of the same render).
+    pub(crate) fn merge_native<'a>(
+        families: impl Iterator<Item = (&'a str, &'a str, &'a mut String)>,
+        format: crate::exposition::Format,
+        conflicts: &mut Vec<String>,
+    ) {
+        MERGED.with(|m| m.borrow_mut().clear());
+        let Some(native) = crate::sync::read(&LIVE).as_ref().and_then(Weak::upgrade) else { return };
+        for (name, kind, body) in families {
+            let Some(i) = native.families.iter().position(|(_, n, _)| n == name) else { continue };
+            let (family, _, own) = &native.families[i];
+            if *own == kind {
+                family.write_text(name, own, body, format, false);
+            } else {
+                conflicts.push(format!(
+                    "{} ({own}, from the stage table) conflicts with an earlier {kind} of the same exposition name {name}",
+                    family.name
+                ));
+            }
+            MERGED.with(|m| m.borrow_mut().push(i));
+        }
+    }
+
+    impl crate::export::ExpositionSource for NativeFamilies {
+        fn write_exposition(&self, out: &mut String, format: crate::exposition::Format) {
+            let merged = MERGED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+            for (i, (family, name, kind)) in self.families.iter().enumerate() {
+                if !merged.contains(&i) {
+                    family.write_text(name, kind, out, format, true);
+                }
+            }
+        }
+    }
+
+    /// A family's sample lines as the encoder writes an OTel data point of pipetel's scope, its
+    /// `# HELP` / `# TYPE` lines before the first (none for a family without series).
+    struct Lines<'a> {
+        state: Mutex<LinesState<'a>>,
+    }
+
+    struct LinesState<'a> {
+        out: &'a mut String,
+        format: crate::exposition::Format,
+        name: &'a str,
+        kind: &'static str,
+        help: &'static str,
+        started: bool,
+    }
+
+    /// A sample value the SDK keeps: it drops NaN and infinities.
+    trait Finite: crate::exposition::Number {
+        fn finite(self) -> bool;
+    }
+
+    impl Finite for u64 {
+        fn finite(self) -> bool {
+            true
+        }
+    }
+
+    impl Finite for i64 {
+        fn finite(self) -> bool {
+            true
+        }
+    }
+
+    impl Finite for f64 {
+        fn finite(self) -> bool {
+            self.is_finite()
+        }
+    }
+
+    impl<M: Finite> AsyncInstrument<M> for Lines<'_> {
+        fn observe(&self, value: M, attrs: &[KeyValue]) {
+            if !value.finite() {
+                return;
+            }
+            let mut state = crate::sync::lock(&self.state);
+            let LinesState { out, format, name, kind, help, started } = &mut *state;
+            let mut w = crate::exposition::Writer::new(out, *format);
+            if !*started {
+                w.header(name, kind, help, "");
+                *started = true;
+            }
+            let mut sample = w.sample(name, "");
+            crate::export::prometheus::write_labels(attrs.iter(), &crate::exposition::scope_labels(None), &mut sample);
+            sample.value(value);
+        }
+    }
+
+    impl Observable {
+        /// The family's Prometheus name, as the encoder translates the instrument's, and type.
+        pub(super) fn exposition_name(&self) -> (String, &'static str) {
+            use crate::exposition::MetricType;
+            let (kind, prom) = match self.values {
+                Values::CounterU64(_) | Values::CounterF64(_) => (MetricType::Counter, "counter"),
+                Values::UpDownI64(_) => (MetricType::UpDownSum, "gauge"),
+                Values::GaugeU64(_) | Values::GaugeF64(_) => (MetricType::Gauge, "gauge"),
+            };
+            (crate::exposition::translate(self.name, unit(self.name), kind), prom)
+        }
+
+        /// Writes the family's series from the table as the encoder writes the instrument's
+        /// collected data, as family `name` of Prometheus type `kind`; with `header`, its
+        /// `# HELP` / `# TYPE` lines before the first series (none without series).
+        fn write_text(
+            &self,
+            name: &str,
+            kind: &'static str,
+            out: &mut String,
+            format: crate::exposition::Format,
+            header: bool,
+        ) {
+            let lines = Lines {
+                state: Mutex::new(LinesState { out, format, name, kind, help: desc(self.name), started: !header }),
+            };
+            match &self.values {
+                Values::CounterU64(f) | Values::GaugeU64(f) => f(&lines),
+                Values::CounterF64(f) | Values::GaugeF64(f) => f(&lines),
+                Values::UpDownI64(f) => f(&lines),
+            }
+        }
+    }
+}
+
+/// Registers every stage and worker family as an observable instrument on `meter`; worker
+/// series past `cardinality_limit` fold.
+pub(crate) fn register(meter: &Meter, cardinality_limit: usize) {
+    for family in observables(cardinality_limit) {
+        family.register(meter);
+    }
 }
 
 /// The attribute naming a user counter on `pipeline.stage.counters`.
@@ -216,5 +522,180 @@ impl StageRunInstruments {
         ];
         self.duration.record(stat.elapsed.as_secs_f64(), &attrs);
         self.runs.add(1, &attrs);
+    }
+}
+
+/// The pull endpoint's text of the stage and worker families is the same whether the encoder
+/// writes the observable instruments' collected data or [`NativeFamilies`] writes the table.
+#[cfg(all(test, feature = "prometheus"))]
+mod native_tests {
+    use std::collections::BTreeMap;
+    use std::time::{Duration, SystemTime};
+
+    use opentelemetry::metrics::MeterProvider as _;
+    use opentelemetry_sdk::metrics::SdkMeterProvider;
+
+    use crate::export::prometheus::PullReader;
+    use crate::export::{ExpositionSource as _, PrometheusRender};
+    use crate::exposition::Format;
+    use crate::pipeline::{emit_worker_stat, WorkerStat, WorkerStatus};
+
+    /// Per family of the native set: its header lines and its sample lines of execution `id`
+    /// (other tests share the stage table), sorted: the SDK's series order is its hash order.
+    fn families(text: &str, id: &str) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
+        let names: Vec<String> = super::observables(0).iter().map(|o| o.exposition_name().0).collect();
+        let mut out: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
+        let mut current = String::new();
+        let label = format!("pipeline_execution_id=\"{id}\"");
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# ") {
+                let name = rest.split(' ').nth(1).unwrap_or("");
+                current = names
+                    .iter()
+                    .find(|n| name == n.as_str() || format!("{name}_total") == **n)
+                    .cloned()
+                    .unwrap_or_default();
+                if !current.is_empty() {
+                    out.entry(current.clone()).or_default().0.push(line.to_string());
+                }
+            } else if !current.is_empty() && line.contains(&label) {
+                out.entry(current.clone()).or_default().1.push(line.to_string());
+            }
+        }
+        for (_, samples) in out.values_mut() {
+            samples.sort();
+        }
+        out
+    }
+
+    fn worker_row(stage: &str, id: &str, index: u32, memory: u64) -> WorkerStat {
+        WorkerStat {
+            shard_index: index,
+            stage_name: stage.to_string(),
+            execution_id: id.to_string(),
+            status: WorkerStatus::Running,
+            timestamp: SystemTime::UNIX_EPOCH + Duration::from_millis(1_700_000_000_250),
+            items: 10 + u64::from(index),
+            bytes: 1_000,
+            item_rate: 1.0,
+            byte_rate: 2.0,
+            cpu_time: Duration::from_millis(1_250),
+            cpu_percent: Some(12.5),
+            cpu_percent_avg: Some(33.3),
+            memory_current: memory,
+            memory_avg: memory / 2,
+            memory_peak: memory * 2,
+            counters: Vec::new(),
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn the_table_renders_the_same_text_as_the_instruments_through_the_encoder() {
+        let id = format!("native-{}", std::process::id());
+        // Handle shards: one recording, one failed then retried (one series for its index),
+        // one never sampled (no CPU or memory series).
+        let stage = crate::pipeline::stage("native \"quoted\"\\stage").execution_id(&id).shards(3).start();
+        let first = stage.shard(0).start();
+        first.record(5, 500);
+        let failed = stage.shard(1).start();
+        failed.record(1, 1);
+        let _ = failed.fail("boom");
+        let retry = stage.shard(1).start();
+        retry.record(7, 70);
+        // Explicit rows with every worker value, on a second stage; one with memory unreadable.
+        for (index, memory) in [(0, 1 << 30), (1, 0), (2, 3 << 20)] {
+            emit_worker_stat(&worker_row("explicit", &id, index, memory));
+        }
+
+        let reader = PullReader::new();
+        let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
+        super::register(&provider.meter(crate::SCOPE_NAME), 100_000);
+        let render = PrometheusRender::new(reader);
+        let sdk_text = render.render();
+        let sdk_open = render.render_openmetrics();
+
+        let native = super::NativeFamilies::new(100_000);
+        let mut text = String::new();
+        native.write_exposition(&mut text, Format::Text);
+        let mut open = String::new();
+        native.write_exposition(&mut open, Format::OpenMetrics);
+        drop(native);
+
+        let (want, got) = (families(&sdk_text, &id), families(&text, &id));
+        assert_eq!(got, want, "SDK:\n{sdk_text}\nnative:\n{text}");
+        assert_eq!(got.len(), 14, "every stage and worker family: {got:#?}");
+        let items = &got["pipeline_worker_items_total"].1;
+        assert_eq!(items.iter().filter(|l| l.contains("pipeline_stage_name=\"explicit\"")).count(), 3, "{items:?}");
+        let retried: Vec<&String> =
+            items.iter().filter(|l| l.contains("pipeline_shard_index=\"1\"") && l.contains("quoted")).collect();
+        assert_eq!(retried.len(), 1, "a retried shard is one series, its last attempt's: {retried:?}");
+        assert!(retried[0].ends_with(" 7"), "{retried:?}");
+        assert!(
+            items.iter().any(|l| l.contains(r#"pipeline_stage_name="native \"quoted\"\\stage""#)
+                && l.contains("otel_scope_name=\"pipetel\"")),
+            "{items:?}"
+        );
+        assert_eq!(got["pipeline_worker_memory_usage_bytes"].1.iter().filter(|l| l.contains("explicit")).count(), 2);
+
+        let (want, got) = (families(&sdk_open, &id), families(&open, &id));
+        assert_eq!(got, want, "SDK:\n{sdk_open}\nnative:\n{open}");
+        assert!(
+            got["pipeline_worker_items_total"].0.iter().any(|l| l == "# TYPE pipeline_worker_items counter"),
+            "{got:#?}"
+        );
+
+        // Installed, the table's series join an OTel family of the same name (here the
+        // instruments' own: every series twice, one family block).
+        let installed = super::NativeFamilies::install(100_000);
+        let merged = render.render();
+        drop(installed);
+        let mine = format!("pipeline_execution_id=\"{id}\"");
+        let items = |text: &str| -> usize {
+            text.lines().filter(|l| l.starts_with("pipeline_worker_items_total{") && l.contains(&mine)).count()
+        };
+        assert_eq!(items(&merged), 2 * items(&sdk_text), "{merged}");
+        assert_eq!(merged.matches("# TYPE pipeline_worker_items_total counter").count(), 1, "{merged}");
+        drop((first, retry, stage));
+    }
+
+    #[test]
+    fn worker_series_past_the_limit_fold_the_same_way() {
+        let id = format!("native-fold-{}", std::process::id());
+        for index in 0..4 {
+            emit_worker_stat(&worker_row("fold", &id, index, 1 << 20));
+        }
+        let reader = PullReader::new();
+        let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
+        super::register(&provider.meter(crate::SCOPE_NAME), 2);
+        let sdk_text = PrometheusRender::new(reader).render();
+        let native = super::NativeFamilies::new(2);
+        let mut text = String::new();
+        native.write_exposition(&mut text, Format::Text);
+        drop(native);
+        // Other tests' shards share the table: compare which series exist, not the sums.
+        let series = |text: &str| -> Vec<String> {
+            let mut v: Vec<String> = text
+                .lines()
+                .filter(|l| l.starts_with("pipeline_worker_"))
+                .filter_map(|l| l.rsplit_once(' ').map(|(s, _)| s.to_string()))
+                .filter(|s| s.contains("otel_metric_overflow"))
+                .collect();
+            v.sort();
+            v
+        };
+        let (want, got) = (series(&sdk_text), series(&text));
+        assert_eq!(got, want, "SDK:\n{sdk_text}\nnative:\n{text}");
+        assert_eq!(
+            got,
+            [
+                "pipeline_worker_bytes_total{otel_metric_overflow=\"true\",otel_scope_name=\"pipetel\"}",
+                "pipeline_worker_cpu_time_seconds_total{otel_metric_overflow=\"true\",otel_scope_name=\"pipetel\"}",
+                "pipeline_worker_items_total{otel_metric_overflow=\"true\",otel_scope_name=\"pipetel\"}",
+            ],
+            "counters fold into one overflow series, gauges drop: {text}"
+        );
+        // Within the limit: one series per gauge family besides nothing else.
+        assert_eq!(text.lines().filter(|l| l.starts_with("pipeline_worker_memory_usage_bytes{")).count(), 1, "{text}");
     }
 }

@@ -5,8 +5,9 @@
 //!
 //! # The hot path
 //! [`Shard::record`] is two relaxed atomic adds on the shard's own cache line. Nothing is
-//! aggregated on the hot path: observable instruments fold the shards' cells when a reader
-//! collects (a Prometheus scrape, an OTLP export).
+//! aggregated on the hot path: the shards' cells are folded when they are read (a Prometheus
+//! scrape writes the families from the stage table; an OTLP export collects observable
+//! instruments).
 //!
 //! # What is emitted
 //! - **Metrics** ([`METRICS`]): stage items, bytes, duration, active, runs, shards by state,
@@ -62,6 +63,8 @@ pub use pipetel_rows as store;
 
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
+#[cfg(feature = "prometheus")]
+pub(crate) use metrics::merge_native;
 pub use metrics::METRICS;
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
 pub use remote::{RemoteIngested, RemoteReportError};

@@ -84,6 +84,9 @@ pub(crate) struct PipelineGuard {
     sampler: Option<std::thread::JoinHandle<()>>,
     /// The progress display, when `PIPETEL_PROGRESS` turned it on.
     progress: Option<super::progress::ProgressGuard>,
+    /// Keeps the stage and worker families on the pull endpoint (an exposition source lives as
+    /// long as its `Arc`).
+    _native: Option<Arc<dyn crate::export::ExpositionSource>>,
 }
 
 impl Drop for PipelineGuard {
@@ -126,7 +129,25 @@ pub(crate) fn install(
     };
     let sink = RowSink::open(logger, store, settings.rows_rotation)?;
     let meter = &installed.meter;
+    // The pull endpoint writes the stage and worker families from the stage table; their
+    // observable instruments exist only for push exporters (OTLP, console), on the push-only
+    // scope that the pull endpoint leaves out. With the pull endpoint alone, the SDK keeps no
+    // series of them.
+    #[cfg(feature = "prometheus")]
+    let native = settings.metrics.then(|| {
+        let source: Arc<dyn crate::export::ExpositionSource> =
+            metrics::NativeFamilies::install(installed.cardinality_limit);
+        crate::export::add_exposition_source(&source);
+        source
+    });
+    #[cfg(not(feature = "prometheus"))]
+    let native = None;
     if settings.metrics {
+        #[cfg(feature = "prometheus")]
+        if let Some(push_only) = &installed.push_only {
+            metrics::register(push_only, installed.cardinality_limit);
+        }
+        #[cfg(not(feature = "prometheus"))]
         metrics::register(meter, installed.cardinality_limit);
         if settings.counter_metrics {
             metrics::register_counters(meter, installed.cardinality_limit);
@@ -146,7 +167,7 @@ pub(crate) fn install(
     let sampler =
         std::thread::Builder::new().name("pipetel-sampler".into()).spawn(move || sampler_loop(interval, &stop2))?;
     let progress = super::progress::start(settings.progress);
-    Ok(PipelineGuard { stop, sampler: Some(sampler), progress })
+    Ok(PipelineGuard { stop, sampler: Some(sampler), progress, _native: native })
 }
 
 // ----- the sampler -----

@@ -66,7 +66,11 @@ fn write_value(v: &Value, out: &mut String) {
 
 /// A data point's labels: its attributes (sanitised, collisions joined with `;`, sorted)
 /// followed by the scope labels (`scope_labels`, already formatted).
-fn write_labels<'a>(attrs: impl Iterator<Item = &'a KeyValue>, scope_labels: &str, block: &mut LabelBlock<'_>) {
+pub(crate) fn write_labels<'a>(
+    attrs: impl Iterator<Item = &'a KeyValue>,
+    scope_labels: &str,
+    block: &mut LabelBlock<'_>,
+) {
     let mut pairs: Vec<(Cow<'a, str>, &'a Value)> =
         attrs.map(|kv| (label_key_cow(kv.key.as_str()), &kv.value)).collect();
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -201,6 +205,12 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
             }
         }
     }
+    // The stage and worker families written from the stage table join a family of their name.
+    crate::pipeline::merge_native(
+        families.iter_mut().map(|(name, f)| (name.as_str(), f.kind, &mut f.body)),
+        format,
+        conflicts,
+    );
     let mut w = Writer::new(out, format);
     // The resource, as target_info.
     let info: BTreeMap<String, String> = rm

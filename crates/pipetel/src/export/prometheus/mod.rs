@@ -18,6 +18,7 @@ use opentelemetry_sdk::metrics::{InstrumentKind, ManualReader, Pipeline, Tempora
 
 use crate::exposition::{Format, Writer};
 
+pub(crate) use encode::write_labels;
 #[cfg(feature = "tls")]
 pub(crate) use server::tls_config;
 pub(crate) use server::{EndpointOptions, PrometheusServer};
