@@ -1,8 +1,8 @@
 //! The stage and worker metrics: families whose series fold the shards' cells when they are
 //! read, so the hot path never touches the SDK, and the two instruments recorded when a stage
-//! row is emitted (duration and runs). The pull endpoint writes the families straight from the
-//! stage table (`NativeFamilies`); push exporters read them through observable instruments
-//! with the same callbacks.
+//! row is emitted (duration and runs). With the pull endpoint alone, the endpoint writes the
+//! families straight from the stage table (`NativeFamilies`); with a push exporter they are
+//! observable instruments with the same callbacks, which every reader collects.
 
 use std::collections::HashMap;
 use std::ops::Add;

@@ -37,7 +37,8 @@
 //   table     table (the shared per-stage / per-shard state the handles write and the
 //             instruments and sampler read)
 //   out       sink (rows as log records and JSON lines), overflow (worker series past the
-//             cardinality limit), metrics (observable instruments over the table)
+//             cardinality limit), metrics (the families written from the table for the pull
+//             endpoint alone, or observable instruments over it with a push exporter)
 //   progress  progress (the live display on stderr and the stage table's lines; reads the table)
 //   runtime   runtime (what `init` installs, the sampler thread, retention, row emission)
 //   handles   shard (Shard, ShardBuilder), stage (Stage, StageBuilder; uses shard),

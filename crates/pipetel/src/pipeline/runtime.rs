@@ -129,12 +129,13 @@ pub(crate) fn install(
     };
     let sink = RowSink::open(logger, store, settings.rows_rotation)?;
     let meter = &installed.meter;
-    // The pull endpoint writes the stage and worker families from the stage table; their
-    // observable instruments exist only for push exporters (OTLP, console), on the push-only
-    // scope that the pull endpoint leaves out. With the pull endpoint alone, the SDK keeps no
-    // series of them.
+    // With the pull endpoint alone, the endpoint writes the stage and worker families from the
+    // stage table and no observable instrument exists: the SDK keeps no series of them. With a
+    // push exporter (OTLP, console) they are observable instruments of pipetel's meter, which
+    // the push exporters and the pull endpoint both read, as before.
+    let pull_only = installed.push_only.is_none() && cfg!(feature = "prometheus");
     #[cfg(feature = "prometheus")]
-    let native = settings.metrics.then(|| {
+    let native = (settings.metrics && pull_only).then(|| {
         let source: Arc<dyn crate::export::ExpositionSource> =
             metrics::NativeFamilies::install(installed.cardinality_limit);
         crate::export::add_exposition_source(&source);
@@ -143,12 +144,9 @@ pub(crate) fn install(
     #[cfg(not(feature = "prometheus"))]
     let native = None;
     if settings.metrics {
-        #[cfg(feature = "prometheus")]
-        if let Some(push_only) = &installed.push_only {
-            metrics::register(push_only, installed.cardinality_limit);
+        if !pull_only {
+            metrics::register(meter, installed.cardinality_limit);
         }
-        #[cfg(not(feature = "prometheus"))]
-        metrics::register(meter, installed.cardinality_limit);
         if settings.counter_metrics {
             metrics::register_counters(meter, installed.cardinality_limit);
         }
