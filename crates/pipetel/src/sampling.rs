@@ -118,6 +118,10 @@ pub(crate) struct HeldSpans {
     /// Markers kept in extensions (table full, or a trace state) and not yet removed at close:
     /// while zero, a span missing from the table is not held back, with nothing to look up.
     boxed: AtomicUsize,
+    /// Whether any marker went into the table: until one does (a sampler that keeps every span
+    /// and no unsampled remote parent yet), a lookup probes nothing, so a kept span's enter,
+    /// exit and close pay no table read (a cache miss each on a cold table).
+    used: AtomicBool,
 }
 
 impl std::fmt::Debug for HeldSpans {
@@ -128,7 +132,11 @@ impl std::fmt::Debug for HeldSpans {
 
 impl HeldSpans {
     fn new() -> Self {
-        HeldSpans { slots: (0..HELD_SLOTS).map(|_| HeldSlot::default()).collect(), boxed: AtomicUsize::new(0) }
+        HeldSpans {
+            slots: (0..HELD_SLOTS).map(|_| HeldSlot::default()).collect(),
+            boxed: AtomicUsize::new(0),
+            used: AtomicBool::new(false),
+        }
     }
 
     #[inline]
@@ -143,6 +151,10 @@ impl HeldSpans {
     fn insert(&self, key: u64, sc: &SpanContext) -> bool {
         if key == EMPTY || key == FREED || *sc.trace_state() != TraceState::NONE {
             return false;
+        }
+        // Before the marker: whoever learns of this span (after its creation) sees the flag.
+        if !self.used.load(Ordering::Relaxed) {
+            self.used.store(true, Ordering::Relaxed);
         }
         let home = Self::home(key);
         for i in 0..HELD_PROBES {
@@ -166,6 +178,9 @@ impl HeldSpans {
 
     #[inline]
     fn find(&self, key: u64) -> Option<&HeldSlot> {
+        if !self.used.load(Ordering::Relaxed) {
+            return None;
+        }
         let home = Self::home(key);
         for i in 0..HELD_PROBES {
             let slot = &self.slots[(home + i) % HELD_SLOTS];
