@@ -376,29 +376,34 @@ pub mod __private {
         }
     }
 
-    impl Sink<f64> {
-        /// Records `v`; returns the exemplar cells and the bucket (`None`: to be searched) it
-        /// went to, for [`Call::offer`].
+    /// What a site's histogram records: seconds (`f64`) or a size (`u64`).
+    trait Recorded: Copy {
+        /// Records `self` into `h`; returns its bucket.
+        fn into_native(self, h: &Native) -> usize;
+    }
+
+    impl Recorded for f64 {
         #[inline]
-        fn record(&self, v: f64) -> Option<(&Exemplars, Option<usize>)> {
-            match self {
-                Sink::Off => None,
-                Sink::Native(h) => Some((h.exemplars(), Some(h.record_f64(v)))),
-                Sink::Otel(h, exemplars) => {
-                    h.record(v);
-                    Some((exemplars, None))
-                }
-            }
+        fn into_native(self, h: &Native) -> usize {
+            h.record_f64(self)
         }
     }
 
-    impl Sink<u64> {
-        /// As `Sink<f64>::record`, for a size.
+    impl Recorded for u64 {
         #[inline]
-        fn record(&self, v: u64) -> Option<(&Exemplars, Option<usize>)> {
+        fn into_native(self, h: &Native) -> usize {
+            h.record_u64(self)
+        }
+    }
+
+    impl<T: Recorded> Sink<T> {
+        /// Records `v`; returns the exemplar cells and the bucket (`None`: to be searched) it
+        /// went to, for [`Call::offer`].
+        #[inline]
+        fn record(&self, v: T) -> Option<(&Exemplars, Option<usize>)> {
             match self {
                 Sink::Off => None,
-                Sink::Native(h) => Some((h.exemplars(), Some(h.record_u64(v)))),
+                Sink::Native(h) => Some((h.exemplars(), Some(v.into_native(h)))),
                 Sink::Otel(h, exemplars) => {
                     h.record(v);
                     Some((exemplars, None))
@@ -928,8 +933,6 @@ pub mod __private {
         #[test]
         fn native_histograms_render_as_the_encoder_renders_otel_ones() {
             use opentelemetry::metrics::MeterProvider as _;
-            use opentelemetry_sdk::metrics::data::ResourceMetrics;
-            use opentelemetry_sdk::metrics::reader::MetricReader as _;
 
             static SITE: Site = Site::new(SiteInfo {
                 function: "native_f",
@@ -946,31 +949,8 @@ pub mod __private {
                 input: Some(Native::new(SIZE_BUCKETS, false)),
                 output: Some(Native::new(SIZE_BUCKETS, false)),
             });
-            let reader = std::sync::Arc::new(opentelemetry_sdk::metrics::ManualReader::builder().build());
-            #[derive(Debug)]
-            struct Shared(std::sync::Arc<opentelemetry_sdk::metrics::ManualReader>);
-            impl opentelemetry_sdk::metrics::reader::MetricReader for Shared {
-                fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
-                    self.0.register_pipeline(p)
-                }
-                fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
-                    self.0.collect(rm)
-                }
-                fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-                    self.0.force_flush()
-                }
-                fn shutdown_with_timeout(&self, t: std::time::Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-                    self.0.shutdown_with_timeout(t)
-                }
-                fn temporality(
-                    &self,
-                    _: opentelemetry_sdk::metrics::InstrumentKind,
-                ) -> opentelemetry_sdk::metrics::Temporality {
-                    opentelemetry_sdk::metrics::Temporality::Cumulative
-                }
-            }
-            let provider =
-                opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(Shared(reader.clone())).build();
+            let reader = crate::export::prometheus::PullReader::new();
+            let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(reader.clone()).build();
             let meter = provider.meter(crate::SCOPE_NAME);
             let duration = meter
                 .f64_histogram(FUNCTION_DURATION)
@@ -1001,14 +981,11 @@ pub mod __private {
             // `function.output.size` bound (as a site binds it when resolved) but never recorded:
             // a series of count 0 on both sides.
             let _bound = output.bind(&attrs.base);
-            let mut rm = ResourceMetrics::default();
-            reader.collect(&mut rm).expect("collect");
             let ours = |text: &str| -> Vec<String> {
                 text.lines().filter(|l| l.contains("function_")).map(str::to_string).collect()
             };
             for format in [Format::Text, Format::OpenMetrics] {
-                let mut encoded = String::new();
-                crate::export::prometheus::encode_for_tests(&rm, &mut encoded, format);
+                let encoded = reader.encode_for_tests(format);
                 let mut native = String::new();
                 write_native(&[&SITE], &mut native, format);
                 let expected = ours(&encoded);

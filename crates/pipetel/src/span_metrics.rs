@@ -889,34 +889,10 @@ mod tests {
     #[test]
     fn native_span_durations_render_as_the_encoder_renders_otel_ones() {
         use opentelemetry::metrics::MeterProvider as _;
-        use opentelemetry_sdk::metrics::data::ResourceMetrics;
-        use opentelemetry_sdk::metrics::reader::MetricReader as _;
-        use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
+        use opentelemetry_sdk::metrics::SdkMeterProvider;
         use tracing_subscriber::layer::SubscriberExt as _;
 
-        #[derive(Debug, Clone)]
-        struct Shared(Arc<ManualReader>);
-        impl opentelemetry_sdk::metrics::reader::MetricReader for Shared {
-            fn register_pipeline(&self, p: std::sync::Weak<opentelemetry_sdk::metrics::Pipeline>) {
-                self.0.register_pipeline(p)
-            }
-            fn collect(&self, rm: &mut ResourceMetrics) -> opentelemetry_sdk::error::OTelSdkResult {
-                self.0.collect(rm)
-            }
-            fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-                self.0.force_flush()
-            }
-            fn shutdown_with_timeout(&self, t: std::time::Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-                self.0.shutdown_with_timeout(t)
-            }
-            fn temporality(
-                &self,
-                _: opentelemetry_sdk::metrics::InstrumentKind,
-            ) -> opentelemetry_sdk::metrics::Temporality {
-                opentelemetry_sdk::metrics::Temporality::Cumulative
-            }
-        }
-        let reader = Shared(Arc::new(ManualReader::builder().build()));
+        let reader = crate::export::prometheus::PullReader::new();
         let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
         let config = SpanMetricsConfig::default();
         let otel = SpanMetricsLayer::new(&config, &provider.meter(crate::SCOPE_NAME)).expect("layer");
@@ -944,8 +920,6 @@ mod tests {
                 pick(b).record(ticks, None);
             }
         }
-        let mut rm = ResourceMetrics::default();
-        reader.collect(&mut rm).expect("collect");
         let split = |text: &str| -> (Vec<String>, Vec<f64>) {
             let lines: Vec<&str> = text.lines().filter(|l| l.contains("span_duration")).collect();
             let sums = lines
@@ -956,8 +930,7 @@ mod tests {
             (rest.collect(), sums.collect())
         };
         for format in [crate::exposition::Format::Text, crate::exposition::Format::OpenMetrics] {
-            let mut encoded = String::new();
-            crate::export::prometheus::encode_for_tests(&rm, &mut encoded, format);
+            let encoded = reader.encode_for_tests(format);
             let mut ours = String::new();
             native::write(&native_sites, &mut ours, format);
             let (mut want, want_sums) = split(&encoded);

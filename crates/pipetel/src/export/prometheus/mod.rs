@@ -57,12 +57,6 @@ pub(crate) fn wants_openmetrics(accept: &str) -> bool {
     om > 0.0 && om >= text
 }
 
-/// [`encode::encode`] for other modules' tests (conflicts ignored).
-#[cfg(test)]
-pub(crate) fn encode_for_tests(rm: &ResourceMetrics, out: &mut String, format: Format) {
-    encode::encode(rm, out, &mut Vec::new(), format);
-}
-
 /// The reader registered with the meter provider; the render handle shares its manual reader.
 #[derive(Debug, Clone)]
 pub(crate) struct PullReader(Arc<ManualReader>);
@@ -72,6 +66,19 @@ impl PullReader {
         // Exemplars can be shown from now on (OpenMetrics on the pull endpoint).
         crate::exposition::exemplar::enable_capture();
         Self(Arc::new(ManualReader::builder().with_temporality(Temporality::Cumulative).build()))
+    }
+}
+
+#[cfg(test)]
+impl PullReader {
+    /// Collects and encodes the SDK's data as the endpoint does, without the exposition sources
+    /// (for tests comparing a source's text with the encoder's).
+    pub(crate) fn encode_for_tests(&self, format: Format) -> String {
+        let mut rm = ResourceMetrics::default();
+        self.collect(&mut rm).expect("collect");
+        let mut out = String::new();
+        encode::encode(&rm, &mut out, &mut Vec::new(), format);
+        out
     }
 }
 
