@@ -995,18 +995,23 @@ pub mod __private {
             }
         }
 
-        /// The rendered family of a site's native duration histogram: its labels, count and sum.
-        #[test]
-        fn a_native_duration_renders_with_the_sites_labels() {
-            static SITE: Site = Site::new(SiteInfo {
-                function: "ticks_f",
+        /// A site of function `function` in module `m`, without options.
+        const fn plain(function: &'static str) -> SiteInfo {
+            SiteInfo {
+                function,
                 module: "m",
                 stage: None,
                 buckets: None,
                 input_size: false,
                 output_size: false,
                 mark_span: false,
-            });
+            }
+        }
+
+        /// The rendered family of a site's native duration histogram: its labels, count and sum.
+        #[test]
+        fn a_native_duration_renders_with_the_sites_labels() {
+            static SITE: Site = Site::new(plain("ticks_f"));
             SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
             let set = SITE.native.get_or_init(|| NativeSet {
                 duration: Native::new(crate::SECONDS_BUCKETS, true),
@@ -1034,15 +1039,7 @@ pub mod __private {
 
         #[test]
         fn handles_are_resolved_once_and_again_after_init() {
-            static SITE: Site = Site::new(SiteInfo {
-                function: "f",
-                module: "m",
-                stage: None,
-                buckets: None,
-                input_size: false,
-                output_size: false,
-                mark_span: false,
-            });
+            static SITE: Site = Site::new(plain("f"));
             let first: *const Handles = SITE.handles();
             assert!(ptr::eq(first, SITE.handles()));
             // What `init` does last: publish a new context.
