@@ -794,7 +794,7 @@ pub mod __private {
                     let ticks = if end > self.start { end.wrapping_sub(self.start) } else { 0 };
                     let i = h.record_ticks(ticks);
                     if let Some(ids) = self.exemplar_ids() {
-                        h.exemplars().record(Some(i), crate::exposition::native::ticks_to_seconds(ticks), ids);
+                        h.exemplars().record_at(Some(i), crate::exposition::native::ticks_to_seconds(ticks), ids, end);
                     }
                 }
                 sink @ Sink::Otel(..) => {

@@ -169,21 +169,22 @@ enum Series {
 }
 
 impl Series {
-    /// Records a span that lasted `ticks` clock readings, with its exemplar's ids.
+    /// Records a span that lasted `ticks` clock readings and ended at reading `end`, with its
+    /// exemplar's ids.
     #[inline]
-    fn record(&self, ticks: u64, ids: Option<SpanIds>) {
+    fn record(&self, ticks: u64, end: u64, ids: Option<SpanIds>) {
         match self {
             Series::Otel(histogram, exemplars) => {
                 let seconds = ticks_to_seconds(ticks);
                 histogram.record(seconds);
                 if let Some(ids) = ids {
-                    exemplars.record(None, seconds, ids);
+                    exemplars.record_at(None, seconds, ids, end);
                 }
             }
             Series::Native(h) => {
                 let bucket = h.record_ticks(ticks);
                 if let Some(ids) = ids {
-                    h.exemplars().record(Some(bucket), ticks_to_seconds(ticks), ids);
+                    h.exemplars().record_at(Some(bucket), ticks_to_seconds(ticks), ids, end);
                 }
             }
         }
@@ -449,7 +450,7 @@ where
         };
         let Some(site) = reading.site else { return };
         let series = if reading.failed { &site.error } else { &site.ok };
-        series.record(reading.ticks, reading.ids);
+        series.record(reading.ticks, now, reading.ids);
     }
 }
 
@@ -701,9 +702,20 @@ impl OpenSpans {
         OpenSpans { slots: (0..OPEN_SLOTS).map(|_| Slot::default()).collect() }
     }
 
+    /// Where `key`'s probe starts. The registry's span ids are its slab keys plus one: a slot
+    /// address in the low 38 bits, the thread's shard in the next 13, and above them a
+    /// generation that changes each time the slot is reused. The generation is left out, so a
+    /// slab slot reused span after span (a loop, a request's tree) keeps its table slot and the
+    /// cache line stays hot; any other id still works, only spread by the same hash.
     #[inline]
     fn home(key: u64) -> usize {
-        // Fibonacci hashing: the top bits of the product, spread over the table.
+        const SLOT_AND_SHARD: u64 = (1 << 51) - 1;
+        Self::spread(key & SLOT_AND_SHARD)
+    }
+
+    /// Fibonacci hashing: the top bits of the product, spread over the table.
+    #[inline]
+    fn spread(key: u64) -> usize {
         (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
     }
 
@@ -787,7 +799,7 @@ impl SiteCache {
         resolve: impl FnOnce(&'static Metadata<'static>) -> Option<Site>,
     ) -> Option<&'static Site> {
         let key = std::ptr::from_ref(meta) as usize;
-        let home = OpenSpans::home(key as u64) % SITE_SLOTS;
+        let home = OpenSpans::spread(key as u64) % SITE_SLOTS;
         for i in 0..PROBES {
             let at = (home + i) % SITE_SLOTS;
             match self.keys[at].load(Ordering::Acquire) {
@@ -812,7 +824,7 @@ impl SiteCache {
         }
         let writer = crate::sync::lock(&self.writer);
         // Another thread may have resolved it meanwhile.
-        let home = OpenSpans::home(key as u64) % SITE_SLOTS;
+        let home = OpenSpans::spread(key as u64) % SITE_SLOTS;
         let mut free = None;
         for i in 0..PROBES {
             let at = (home + i) % SITE_SLOTS;
@@ -916,8 +928,8 @@ mod tests {
             for s in seconds {
                 let ticks = (s * rate) as u64;
                 let pick = |site: &'static Site| if failed { &site.error } else { &site.ok };
-                pick(a).record(ticks, None);
-                pick(b).record(ticks, None);
+                pick(a).record(ticks, 0, None);
+                pick(b).record(ticks, 0, None);
             }
         }
         let split = |text: &str| -> (Vec<String>, Vec<f64>) {

@@ -9,6 +9,9 @@
 //!   bucket; the slots are allocated on the first exemplar, so a series that never sees a
 //!   sampled span costs one pointer. A slot is a sequence lock over atomics: a writer that
 //!   meets another writer in the same slot drops its exemplar rather than wait.
+//! - Time: an exemplar's timestamp is computed from a reading of [`crate::clock`] (the span's or
+//!   the call's end, already read to time it) and an anchor to the system's wall clock renewed
+//!   each second ([`wall_ns_at`]), so keeping one reads no OS clock.
 //! - The SDK's histograms keep no exemplars (`opentelemetry_sdk` 0.33 builds every data point
 //!   with an empty exemplar list and offers no way to add one), so pipetel's own SDK-recorded
 //!   histograms (`span.duration`, `function.duration`) keep theirs here, registered by
@@ -121,9 +124,35 @@ pub(crate) struct Exemplar {
     pub(crate) ids: SpanIds,
 }
 
-/// Nanoseconds since the Unix epoch, now.
-fn now_ns() -> u64 {
+/// Nanoseconds since the Unix epoch, now, from the system's wall clock.
+fn wall_clock_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Nanoseconds since the Unix epoch, now: see [`wall_ns_at`].
+fn now_ns() -> u64 {
+    wall_ns_at(crate::clock().raw())
+}
+
+/// Nanoseconds since the Unix epoch at `ticks`, a raw reading of [`crate::clock`] taken just
+/// before (a span's or a call's end, already read to time it): the reading's distance from an
+/// anchor, so an exemplar costs no read of the system's wall clock. The anchor (the wall clock
+/// less the clock's nanoseconds) is renewed when a reading comes a second or more after it,
+/// so a step of the wall clock shows in exemplar times within a second.
+pub(crate) fn wall_ns_at(ticks: u64) -> u64 {
+    // Wrapping: the wall clock less the clock's nanoseconds since its start, possibly negative.
+    static OFFSET: AtomicU64 = AtomicU64::new(0);
+    // The reading from which the anchor is renewed; 0 before the first.
+    static RENEW_AT: AtomicU64 = AtomicU64::new(0);
+    let clock = crate::clock();
+    let nanos = clock.delta_as_nanos(0, ticks);
+    if ticks >= RENEW_AT.load(Ordering::Acquire) {
+        // Racing renewals each store an anchor read now: any of them is right.
+        OFFSET.store(wall_clock_ns().wrapping_sub(nanos), Ordering::Relaxed);
+        let second = super::native::ticks_per_second() as u64;
+        RENEW_AT.store(ticks.saturating_add(second.max(1)), Ordering::Release);
+    }
+    OFFSET.load(Ordering::Relaxed).wrapping_add(nanos)
 }
 
 /// One exemplar, behind a sequence number (odd while written; 0 while empty).
@@ -213,9 +242,21 @@ impl Exemplars {
     /// when the caller already knows it).
     #[inline]
     pub(crate) fn record(&self, bucket: Option<usize>, value: f64, ids: SpanIds) {
+        self.store(bucket, value, ids, now_ns);
+    }
+
+    /// [`Exemplars::record`] for a measurement that ended at `ticks`, a raw reading of
+    /// [`crate::clock`] the caller already took: its time comes from that reading.
+    #[inline]
+    pub(crate) fn record_at(&self, bucket: Option<usize>, value: f64, ids: SpanIds, ticks: u64) {
+        self.store(bucket, value, ids, || wall_ns_at(ticks));
+    }
+
+    #[inline]
+    fn store(&self, bucket: Option<usize>, value: f64, ids: SpanIds, time_ns: impl FnOnce() -> u64) {
         let bucket = bucket.unwrap_or_else(|| bucket_of(&self.bounds, value));
         if let Some(slot) = self.slots().get(bucket) {
-            slot.store(&Exemplar { value, time_ns: now_ns(), ids });
+            slot.store(&Exemplar { value, time_ns: time_ns(), ids });
         }
     }
 
@@ -306,6 +347,40 @@ pub(crate) fn has_instrument(instrument: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An exemplar's time, taken from a clock reading rather than the wall clock, is the wall
+    /// clock's time of that reading: between the wall clock read before and after it, and later
+    /// readings give later times by the clock's own distance.
+    #[test]
+    fn exemplar_times_from_clock_readings_follow_the_wall_clock() {
+        let clock = crate::clock();
+        for _ in 0..3 {
+            let before = wall_clock_ns();
+            let ticks = clock.raw();
+            let at = wall_ns_at(ticks);
+            let after = wall_clock_ns();
+            // The anchor may be up to a second old; the clock and the wall clock agree far
+            // closer than a millisecond over a second.
+            assert!(at + 1_000_000 >= before && at <= after + 1_000_000, "{before} <= {at} <= {after}");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let later = clock.raw();
+            let gap = wall_ns_at(later).wrapping_sub(at);
+            assert!((5_000_000..1_000_000_000).contains(&gap), "{gap} ns between readings 5 ms apart");
+            let (apart, by_clock) =
+                (wall_ns_at(later).wrapping_sub(wall_ns_at(ticks)), clock.delta_as_nanos(ticks, later));
+            assert!(apart.abs_diff(by_clock) < 1_000_000, "{apart} ns apart, {by_clock} ns by the clock");
+        }
+        let e = Exemplars::new(Arc::from(&[1.0][..]));
+        let ids = SpanIds { trace_id: 1, span_id: 2 };
+        let before = wall_clock_ns();
+        e.record_at(None, 0.5, ids, clock.raw());
+        e.record(None, 2.0, ids);
+        let after = wall_clock_ns();
+        for i in 0..2 {
+            let t = e.get(i).map(|x| x.time_ns).unwrap_or(0);
+            assert!(t + 1_000_000 >= before && t <= after + 1_000_000, "bucket {i}: {before} <= {t} <= {after}");
+        }
+    }
 
     #[test]
     fn a_slot_keeps_the_latest_exemplar_of_its_bucket() {
