@@ -88,7 +88,7 @@ fn ratio_keeps(bound: u64, trace_id: TraceId) -> bool {
 
 /// Slots in a gate's table of held-back spans; more spans held back at once keep their marker
 /// in their extensions.
-const HELD_SLOTS: usize = 1024;
+const HELD_SLOTS: usize = crate::sync::SPAN_TABLE_SLOTS;
 /// Slots a lookup or an insertion probes before giving up.
 const HELD_PROBES: usize = 16;
 const EMPTY: u64 = 0;
@@ -141,8 +141,7 @@ impl HeldSpans {
 
     #[inline]
     fn home(key: u64) -> usize {
-        // Fibonacci hashing: the top bits of the product, spread over the table.
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
+        crate::sync::span_table_home(key)
     }
 
     /// Keeps `sc` for `key`; `false` when no slot was free within [`HELD_PROBES`] or `sc` has a

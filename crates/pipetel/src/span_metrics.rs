@@ -664,7 +664,7 @@ impl TimingRef<'_> {
 }
 
 /// Slots in the open-span table; more spans open at once go to their extensions.
-const OPEN_SLOTS: usize = 1024;
+const OPEN_SLOTS: usize = crate::sync::SPAN_TABLE_SLOTS;
 /// Slots a lookup or an insertion probes before giving up.
 const PROBES: usize = 16;
 const EMPTY: u64 = 0;
@@ -702,21 +702,9 @@ impl OpenSpans {
         OpenSpans { slots: (0..OPEN_SLOTS).map(|_| Slot::default()).collect() }
     }
 
-    /// Where `key`'s probe starts. The registry's span ids are its slab keys plus one: a slot
-    /// address in the low 38 bits, the thread's shard in the next 13, and above them a
-    /// generation that changes each time the slot is reused. The generation is left out, so a
-    /// slab slot reused span after span (a loop, a request's tree) keeps its table slot and the
-    /// cache line stays hot; any other id still works, only spread by the same hash.
     #[inline]
     fn home(key: u64) -> usize {
-        const SLOT_AND_SHARD: u64 = (1 << 51) - 1;
-        Self::spread(key & SLOT_AND_SHARD)
-    }
-
-    /// Fibonacci hashing: the top bits of the product, spread over the table.
-    #[inline]
-    fn spread(key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize
+        crate::sync::span_table_home(key)
     }
 
     /// Claims a slot for `key`; `false` when none was free within [`PROBES`].
@@ -799,7 +787,7 @@ impl SiteCache {
         resolve: impl FnOnce(&'static Metadata<'static>) -> Option<Site>,
     ) -> Option<&'static Site> {
         let key = std::ptr::from_ref(meta) as usize;
-        let home = OpenSpans::spread(key as u64) % SITE_SLOTS;
+        let home = crate::sync::spread(key as u64) % SITE_SLOTS;
         for i in 0..PROBES {
             let at = (home + i) % SITE_SLOTS;
             match self.keys[at].load(Ordering::Acquire) {
@@ -824,7 +812,7 @@ impl SiteCache {
         }
         let writer = crate::sync::lock(&self.writer);
         // Another thread may have resolved it meanwhile.
-        let home = OpenSpans::spread(key as u64) % SITE_SLOTS;
+        let home = crate::sync::spread(key as u64) % SITE_SLOTS;
         let mut free = None;
         for i in 0..PROBES {
             let at = (home + i) % SITE_SLOTS;
