@@ -631,6 +631,8 @@ pub mod __private {
         /// The raw reading taken when the call completed (0 before, or when not timed), handed
         /// to the span-metrics layer as the span's end.
         end: AtomicU64,
+        /// The span-metrics layer timed the span (`start` is its reading): it gets `end`.
+        layer_timed: bool,
         // Atomic rather than a `Cell` so an async fn's future, which holds `&Call` across its
         // await, stays `Send`.
         done: AtomicBool,
@@ -672,6 +674,7 @@ pub mod __private {
                 mark_span: site.info.mark_span,
                 start,
                 end: AtomicU64::new(0),
+                layer_timed: shared.is_some(),
                 done: AtomicBool::new(false),
                 span,
                 ids_state: AtomicU8::new(UNREAD),
@@ -823,7 +826,7 @@ pub mod __private {
             // Close the span with the reading the call ended on, so the span-metrics layer
             // records the same duration without reading the clock again.
             let end = *self.end.get_mut();
-            if end != 0 && crate::span_metrics::handoff::active() {
+            if end != 0 && self.layer_timed {
                 if let Some(id) = self.span.id() {
                     let span = std::mem::replace(&mut self.span, tracing::Span::none());
                     crate::span_metrics::handoff::end_while(id.into_u64(), end, || drop(span));

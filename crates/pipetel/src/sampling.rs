@@ -175,6 +175,12 @@ impl HeldSpans {
         false
     }
 
+    /// Whether any span was held back so far (in the table or in its extensions).
+    #[inline]
+    fn ever_held(&self) -> bool {
+        self.used.load(Ordering::Relaxed) || self.boxed.load(Ordering::Relaxed) != 0
+    }
+
     #[inline]
     fn find(&self, key: u64) -> Option<&HeldSlot> {
         if !self.used.load(Ordering::Relaxed) {
@@ -399,7 +405,8 @@ impl<L> SamplingGate<L> {
         match current {
             Some(decided) => decided,
             // No OTel span is current: a root, or a span held back here and entered where its
-            // parent's context is not current.
+            // parent's context is not current (never while no span was ever held back).
+            None if !self.held.ever_held() => self.root(),
             None => match ctx.current_span().id().and_then(|current| self.held.get(current, ctx)) {
                 Some(sc) => Decision::Held(sc),
                 None => self.root(),
