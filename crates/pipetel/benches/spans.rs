@@ -25,10 +25,22 @@
 //! provider (durations in an OTel histogram, as with a push exporter); `_full_stack`: the two
 //! calls under the full stack as (c).
 //!
+//! Interleaved comparisons: on a shared machine a row's median moves by a quarter between
+//! invocations, so the ratio of two rows measured seconds apart inherits that drift. For the
+//! rows whose targets are within that noise (the measured call, span (c) against (b), the
+//! request tree against its comparisons), the bench also runs the two sides alternately, in
+//! short batches, and keeps the median of the batches' ratios; a side compared with itself reads
+//! 1.00 this way. They run at the end of a `cargo bench` run (not in `cargo test`) when
+//! `PIPETEL_BENCH_OUT` names a folder, are printed, and are written there as `paired.json`
+//! (what `scripts/bench` reads).
+//!
 //! Run: `cargo bench -p pipetel --bench spans -- --warm-up-time 1 --measurement-time 2`
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
+
+use std::sync::Mutex;
+use std::time::Instant;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use opentelemetry::metrics::MeterProvider as _;
@@ -72,6 +84,61 @@ fn under_root(dispatch: &Dispatch, work: impl FnOnce()) {
 /// The span-metrics layer `init` builds with the pull endpoint alone (the default exporter).
 fn span_metrics() -> SpanMetricsLayer {
     SpanMetricsLayer::for_pull_endpoint(&SpanMetricsConfig::default()).expect("default config is valid")
+}
+
+/// The interleaved comparisons measured so far, as JSON objects (see the module docs).
+static PAIRED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Whether this run takes interleaved comparisons: a benchmark run (not `cargo test`'s single
+/// pass) with `PIPETEL_BENCH_OUT` set.
+fn pairing() -> bool {
+    std::env::args().any(|a| a == "--bench") && std::env::var_os("PIPETEL_BENCH_OUT").is_some()
+}
+
+/// Runs `a` and `b` alternately, `ROUNDS` rounds of a batch of each (`a(n)` runs `n` calls;
+/// `batch_a` and `batch_b` calls, each batch long enough to dwarf the clock), and keeps under
+/// `name` the median time per call of each side and the median of the rounds' ratios `b / a`.
+fn interleave(name: &str, (batch_a, mut a): (u32, impl FnMut(u32)), (batch_b, mut b): (u32, impl FnMut(u32))) {
+    const ROUNDS: usize = 400;
+    const WARM_UP: usize = 40;
+    let time = |batch: u32, f: &mut dyn FnMut(u32)| {
+        let start = Instant::now();
+        f(batch);
+        start.elapsed().as_nanos() as f64 / f64::from(batch)
+    };
+    let (mut times_a, mut times_b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..WARM_UP + ROUNDS {
+        let (ta, tb) = (time(batch_a, &mut a), time(batch_b, &mut b));
+        if round >= WARM_UP {
+            times_a.push(ta);
+            times_b.push(tb);
+            ratios.push(tb / ta);
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (ma, mb, r) = (median(&mut times_a), median(&mut times_b), median(&mut ratios));
+    println!("paired/{name}: {mb:.1} ns vs {ma:.1} ns per call, median of {ROUNDS} interleaved ratios {r:.3}");
+    PAIRED
+        .lock()
+        .expect("paired results")
+        .push(format!("{{\"name\":\"{name}\",\"ns\":{mb:.1},\"other_ns\":{ma:.1},\"ratio\":{r:.4}}}"));
+}
+
+/// `n` calls of `f` under `dispatch`, for [`interleave`].
+fn batches(dispatch: &Dispatch, f: fn()) -> impl FnMut(u32) + '_ {
+    move |n| tracing::dispatcher::with_default(dispatch, || (0..n).for_each(|_| f()))
+}
+
+/// Writes the interleaved comparisons to `$PIPETEL_BENCH_OUT/paired.json`; runs last.
+fn write_paired(_: &mut Criterion) {
+    let paired = PAIRED.lock().expect("paired results");
+    if let (false, Some(dir)) = (paired.is_empty(), std::env::var_os("PIPETEL_BENCH_OUT")) {
+        let path = std::path::Path::new(&dir).join("paired.json");
+        std::fs::write(&path, format!("[{}]", paired.join(","))).expect("write paired.json");
+    }
 }
 
 fn spans(c: &mut Criterion) {
@@ -139,6 +206,12 @@ fn spans(c: &mut Criterion) {
         group.bench_function("d_ratio_sampler_drops_child", |b| b.iter(one_span));
     });
     group.finish();
+    if pairing() {
+        let (b, c) = (&stacks[1].1, &stacks[2].1);
+        interleave("span_c_vs_b", (500, batches(b, one_span)), (500, batches(c, one_span)));
+        // The method's own check: one stack against itself.
+        interleave("span_b_vs_itself", (500, batches(b, one_span)), (500, batches(b, one_span)));
+    }
 }
 
 /// One request: a root, 3 children, 2 grandchildren under each (10 spans, 2 levels below the root).
@@ -201,6 +274,19 @@ fn request_trees(c: &mut Criterion) {
         tracing::dispatcher::with_default(dispatch, || group.bench_function(*name, |b| b.iter(request_tree)));
     }
     group.finish();
+    if pairing() {
+        let (ratio, sampled, sdk) = (&stacks[0].1, &stacks[1].1, &stacks[2].1);
+        interleave(
+            "request_tree_ratio_vs_fully_sampled",
+            (100, batches(sampled, request_tree)),
+            (500, batches(ratio, request_tree)),
+        );
+        interleave(
+            "request_tree_ratio_vs_sdk_ratio",
+            (500, batches(sdk, request_tree)),
+            (500, batches(ratio, request_tree)),
+        );
+    }
 }
 
 #[inline(never)]
@@ -249,6 +335,16 @@ fn function(c: &mut Criterion) {
         group.bench_function("bare", |b| b.iter(|| bare(black_box(1))));
         group.bench_function("tracing_instrument", |b| b.iter(|| instrumented(black_box(1))));
         group.bench_function("pipetel_measure", |b| b.iter(|| measured(black_box(1))));
+        if pairing() {
+            let calls = |f: fn(u64) -> u64| {
+                move |n| {
+                    (0..u64::from(n)).for_each(|i| {
+                        black_box(f(black_box(i)));
+                    })
+                }
+            };
+            interleave("measure_vs_instrument", (2000, calls(instrumented)), (2000, calls(measured)));
+        }
     });
     // Measured calls are counted and timed, as the endpoint shows them (1000 more calls, so
     // the check holds when a filter skipped the rows).
@@ -285,5 +381,5 @@ fn function(c: &mut Criterion) {
 
 // `function` first: its `init` (the pull endpoint alone) then holds for the other groups, as in a
 // program that serves the endpoint (exemplar capture on, span metrics kept for the endpoint).
-criterion_group!(benches, function, spans, request_trees);
+criterion_group!(benches, function, spans, request_trees, write_paired);
 criterion_main!(benches);
