@@ -12,6 +12,9 @@
 //!   in the histogram group; `prometheus_client_histogram_observe_varying`, the summary rows'
 //!   values).
 //!
+//! Each target row is also measured interleaved with its comparison (see `common`), written as
+//! `paired-registry.json`.
+//!
 //! `cargo bench -p pipetel --bench registry`
 
 // criterion's macros generate undocumented items.
@@ -26,6 +29,17 @@ use pipetel::registry::{Metric, MetricVec, Opts, Registry, RegistryError};
 use prometheus_client::metrics::counter::Counter as PcCounter;
 use prometheus_client::metrics::family::Family as PcFamily;
 use prometheus_client::metrics::histogram::Histogram as PcHistogram;
+
+mod common;
+use common::{interleave, pairing};
+
+/// Calls per batch of an interleaved comparison: a few hundred microseconds.
+const BATCH: u32 = 20_000;
+
+/// `n` calls of `f`, for [`interleave`].
+fn calls(mut f: impl FnMut()) -> impl FnMut(u32) {
+    move |n| (0..n).for_each(|_| f())
+}
 
 /// A registry on a real SDK provider, so the push exporters' OTel histogram is measured too.
 fn sdk_registry(prefix: &str) -> (Registry, SdkMeterProvider) {
@@ -83,6 +97,15 @@ fn counter(c: &mut Criterion) {
     let pc = family.get_or_create(&vec![("method".to_string(), "GET".to_string())]).clone();
     g.bench_function("prometheus_client_counter_inc", |b| b.iter(|| black_box(&pc).inc()));
     g.finish();
+    if pairing() {
+        let (ours, theirs) = (
+            calls(|| black_box(&handle).inc()),
+            calls(|| {
+                black_box(black_box(&pc).inc());
+            }),
+        );
+        interleave("counter_inc_vs_prometheus_client", (BATCH, theirs), (BATCH, ours));
+    }
 }
 
 fn histogram(c: &mut Criterion) {
@@ -97,6 +120,10 @@ fn histogram(c: &mut Criterion) {
     g.bench_function("pipetel_handle_observe_varying", |b| b.iter(|| handle.observe(black_box(x.next()))));
     g.bench_function("prometheus_client_histogram_observe_varying", |b| b.iter(|| pc.observe(black_box(x.next()))));
     g.finish();
+    if pairing() {
+        let (ours, theirs) = (calls(|| handle.observe(black_box(0.042))), calls(|| pc.observe(black_box(0.042))));
+        interleave("histogram_observe_vs_prometheus_client", (BATCH, theirs), (BATCH, ours));
+    }
 }
 
 fn summary(c: &mut Criterion) {
@@ -111,6 +138,16 @@ fn summary(c: &mut Criterion) {
     g.bench_function("prometheus_client_histogram_observe", |b| b.iter(|| pc.observe(black_box(0.042))));
     g.bench_function("prometheus_client_histogram_observe_varying", |b| b.iter(|| pc.observe(black_box(x.next()))));
     g.finish();
+    if pairing() {
+        let mut y = Values(0.0);
+        let (ours, theirs) = (calls(|| handle.observe(black_box(y.next()))), calls(|| pc.observe(black_box(0.042))));
+        interleave("summary_observe_vs_prometheus_client_histogram", (BATCH, theirs), (BATCH, ours));
+    }
+}
+
+/// Writes the interleaved comparisons; runs last.
+fn write_paired(_: &mut Criterion) {
+    common::write_paired("paired-registry.json");
 }
 
 criterion_group! {
@@ -118,6 +155,6 @@ criterion_group! {
     config = Criterion::default()
         .warm_up_time(std::time::Duration::from_millis(500))
         .measurement_time(std::time::Duration::from_secs(2));
-    targets = counter, histogram, summary
+    targets = counter, histogram, summary, write_paired
 }
 criterion_main!(benches);

@@ -25,22 +25,15 @@
 //! provider (durations in an OTel histogram, as with a push exporter); `_full_stack`: the two
 //! calls under the full stack as (c).
 //!
-//! Interleaved comparisons: on a shared machine a row's median moves by a quarter between
-//! invocations, so the ratio of two rows measured seconds apart inherits that drift. For the
-//! rows whose targets are within that noise (the measured call, span (c) against (b), the
-//! request tree against its comparisons), the bench also runs the two sides alternately, in
-//! short batches, and keeps the median of the batches' ratios; a side compared with itself reads
-//! 1.00 this way. They run at the end of a `cargo bench` run (not in `cargo test`) when
-//! `PIPETEL_BENCH_OUT` names a folder, are printed, and are written there as `paired.json`
-//! (what `scripts/bench` reads).
+//! Interleaved comparisons (see `common`), for the rows whose targets are within the
+//! machine's drift: the measured call against the instrumented one, span (c) against (b) (and
+//! (b) against itself, the method's own error), the request tree against its two comparisons;
+//! written as `paired-spans.json`.
 //!
 //! Run: `cargo bench -p pipetel --bench spans -- --warm-up-time 1 --measurement-time 2`
 
 // `criterion_group!` generates an undocumented public function.
 #![allow(missing_docs)]
-
-use std::sync::Mutex;
-use std::time::Instant;
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 use opentelemetry::metrics::MeterProvider as _;
@@ -50,6 +43,9 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use pipetel::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
 use pipetel::span_metrics::{SpanMetricsConfig, SpanMetricsLayer};
 use tracing::Dispatch;
+
+mod common;
+use common::{interleave, pairing};
 use tracing_subscriber::layer::SubscriberExt;
 
 /// A meter provider with a reader, so instruments really aggregate (no reader makes them no-ops).
@@ -86,59 +82,9 @@ fn span_metrics() -> SpanMetricsLayer {
     SpanMetricsLayer::for_pull_endpoint(&SpanMetricsConfig::default()).expect("default config is valid")
 }
 
-/// The interleaved comparisons measured so far, as JSON objects (see the module docs).
-static PAIRED: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-/// Whether this run takes interleaved comparisons: a benchmark run (not `cargo test`'s single
-/// pass) with `PIPETEL_BENCH_OUT` set.
-fn pairing() -> bool {
-    std::env::args().any(|a| a == "--bench") && std::env::var_os("PIPETEL_BENCH_OUT").is_some()
-}
-
-/// Runs `a` and `b` alternately, `ROUNDS` rounds of a batch of each (`a(n)` runs `n` calls;
-/// `batch_a` and `batch_b` calls, each batch long enough to dwarf the clock), and keeps under
-/// `name` the median time per call of each side and the median of the rounds' ratios `b / a`.
-fn interleave(name: &str, (batch_a, mut a): (u32, impl FnMut(u32)), (batch_b, mut b): (u32, impl FnMut(u32))) {
-    const ROUNDS: usize = 400;
-    const WARM_UP: usize = 40;
-    let time = |batch: u32, f: &mut dyn FnMut(u32)| {
-        let start = Instant::now();
-        f(batch);
-        start.elapsed().as_nanos() as f64 / f64::from(batch)
-    };
-    let (mut times_a, mut times_b, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..WARM_UP + ROUNDS {
-        let (ta, tb) = (time(batch_a, &mut a), time(batch_b, &mut b));
-        if round >= WARM_UP {
-            times_a.push(ta);
-            times_b.push(tb);
-            ratios.push(tb / ta);
-        }
-    }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let (ma, mb, r) = (median(&mut times_a), median(&mut times_b), median(&mut ratios));
-    println!("paired/{name}: {mb:.1} ns vs {ma:.1} ns per call, median of {ROUNDS} interleaved ratios {r:.3}");
-    PAIRED
-        .lock()
-        .expect("paired results")
-        .push(format!("{{\"name\":\"{name}\",\"ns\":{mb:.1},\"other_ns\":{ma:.1},\"ratio\":{r:.4}}}"));
-}
-
 /// `n` calls of `f` under `dispatch`, for [`interleave`].
 fn batches(dispatch: &Dispatch, f: fn()) -> impl FnMut(u32) + '_ {
     move |n| tracing::dispatcher::with_default(dispatch, || (0..n).for_each(|_| f()))
-}
-
-/// Writes the interleaved comparisons to `$PIPETEL_BENCH_OUT/paired.json`; runs last.
-fn write_paired(_: &mut Criterion) {
-    let paired = PAIRED.lock().expect("paired results");
-    if let (false, Some(dir)) = (paired.is_empty(), std::env::var_os("PIPETEL_BENCH_OUT")) {
-        let path = std::path::Path::new(&dir).join("paired.json");
-        std::fs::write(&path, format!("[{}]", paired.join(","))).expect("write paired.json");
-    }
 }
 
 fn spans(c: &mut Criterion) {
@@ -381,5 +327,10 @@ fn function(c: &mut Criterion) {
 
 // `function` first: its `init` (the pull endpoint alone) then holds for the other groups, as in a
 // program that serves the endpoint (exemplar capture on, span metrics kept for the endpoint).
+/// Writes the interleaved comparisons; runs last.
+fn write_paired(_: &mut Criterion) {
+    common::write_paired("paired-spans.json");
+}
+
 criterion_group!(benches, function, spans, request_trees, write_paired);
 criterion_main!(benches);
