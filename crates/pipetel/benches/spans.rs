@@ -82,6 +82,11 @@ fn span_metrics() -> SpanMetricsLayer {
     SpanMetricsLayer::for_pull_endpoint(&SpanMetricsConfig::default()).expect("default config is valid")
 }
 
+/// The stack of row `name` in `stacks`.
+fn named<'a>(stacks: &'a [(&str, Dispatch)], name: &str) -> &'a Dispatch {
+    stacks.iter().find(|(n, _)| *n == name).map(|(_, d)| d).unwrap_or_else(|| panic!("no stack `{name}`"))
+}
+
 /// `n` calls of `f` under `dispatch`, for [`interleave`].
 fn batches(dispatch: &Dispatch, f: fn()) -> impl FnMut(u32) + '_ {
     move |n| tracing::dispatcher::with_default(dispatch, || (0..n).for_each(|_| f()))
@@ -153,7 +158,7 @@ fn spans(c: &mut Criterion) {
     });
     group.finish();
     if pairing() {
-        let (b, c) = (&stacks[1].1, &stacks[2].1);
+        let (b, c) = (named(&stacks, "b_registry_otel"), named(&stacks, "c_full_stack"));
         interleave("span_c_vs_b", (500, batches(b, one_span)), (500, batches(c, one_span)));
         // The method's own check: one stack against itself.
         interleave("span_b_vs_itself", (500, batches(b, one_span)), (500, batches(b, one_span)));
@@ -221,7 +226,11 @@ fn request_trees(c: &mut Criterion) {
     }
     group.finish();
     if pairing() {
-        let (ratio, sampled, sdk) = (&stacks[0].1, &stacks[1].1, &stacks[2].1);
+        let (ratio, sampled, sdk) = (
+            named(&stacks, "pipetel_parentbased_ratio_0_01"),
+            named(&stacks, "pipetel_fully_sampled"),
+            named(&stacks, "tracing_otel_sdk_ratio_0_01"),
+        );
         interleave(
             "request_tree_ratio_vs_fully_sampled",
             (100, batches(sampled, request_tree)),
