@@ -104,6 +104,13 @@ pub(crate) fn current() -> Installed {
     }
 }
 
+/// The meter pipetel's own instruments use: pipetel's scope on the meter provider `init` built
+/// (whether or not it also set it as the global one); before `init`, or when the SDK is
+/// disabled, the global meter provider's (a no-op one unless the program set its own).
+pub fn meter() -> opentelemetry::metrics::Meter {
+    current().meter
+}
+
 /// Registers `listener` to be rebound by every later publication, for as long as it lives.
 pub(crate) fn register(listener: Weak<dyn Rebind>) {
     let mut state = write(&STATE);
@@ -193,9 +200,12 @@ pub(crate) fn set_gpu(reader: Option<pipetel_gpu::SampleReader>) {
     *write(&GPU) = reader;
 }
 
-/// The latest GPU sample of the poller `init` started.
+/// The latest sample of the GPU poller `init` started (TeleFuser's `collect_gpu_metrics()`):
+/// `None` before `init`, when no GPU was found or GPU telemetry is off, before the first poll,
+/// and after the guard dropped.
 #[cfg(feature = "gpu")]
-pub(crate) fn gpu_sample() -> Option<Arc<pipetel_gpu::GpuSample>> {
+#[cfg_attr(docsrs, doc(cfg(feature = "gpu")))]
+pub fn gpu_snapshot() -> Option<Arc<pipetel_gpu::GpuSample>> {
     read(&GPU).as_ref().and_then(pipetel_gpu::SampleReader::latest)
 }
 
@@ -219,17 +229,17 @@ mod tests {
 
     #[test]
     fn the_gpu_snapshot_is_the_running_pollers_latest_sample() {
-        assert!(crate::gpu_snapshot().is_none(), "no poller yet");
+        assert!(super::gpu_snapshot().is_none(), "no poller yet");
         let poller = GpuPoller::spawn(Duration::from_secs(60), || Ok(NoDevices)).expect("poller");
         let gpu = GpuTelemetry::from_poller(poller);
         assert!(matches!(gpu.wait_started(Duration::from_secs(10)), GpuState::Running { .. }));
         assert!(gpu.refresh(Duration::from_secs(10)), "a poll");
         super::set_gpu(Some(gpu.reader()));
-        let sample = crate::gpu_snapshot().expect("the latest sample");
+        let sample = super::gpu_snapshot().expect("the latest sample");
         assert!(sample.devices.is_empty());
         assert_eq!(Some(sample), gpu.latest());
         super::set_gpu(None);
-        assert!(crate::gpu_snapshot().is_none(), "forgotten when the poller stops");
+        assert!(super::gpu_snapshot().is_none(), "forgotten when the poller stops");
         gpu.shutdown();
     }
 }

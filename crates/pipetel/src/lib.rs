@@ -53,6 +53,7 @@
 // `unsafe` lives in `sync` alone, behind safe APIs with their soundness argument.
 #![deny(unsafe_code)]
 
+mod buckets;
 pub mod config;
 pub mod error;
 mod export;
@@ -76,39 +77,27 @@ mod sync;
 #[cfg(test)]
 mod test_exporter;
 
-/// The clock of per-call and per-span durations: the CPU's time-stamp counter where it is
-/// invariant (about a third of the OS clock's cost per read), the OS monotonic clock elsewhere;
-/// calibrated against the OS clock on first use (under a millisecond), which `init` does.
-pub(crate) fn clock() -> &'static quanta::Clock {
-    static CLOCK: std::sync::OnceLock<quanta::Clock> = std::sync::OnceLock::new();
-    CLOCK.get_or_init(quanta::Clock::new)
-}
-
 #[doc(hidden)]
 pub use measure::__private;
 
 /// Measures a function: a span plus call, error, in-flight, duration and size metrics.
 pub use pipetel_macros::measure;
 
+pub use buckets::{SECONDS_BUCKETS, TELEFUSER_BUCKETS};
 pub use config::Config;
 pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use export::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
-pub use init::{init, init_with, layers, layers_with, InitOptions, Telemetry, SCOPE_NAME};
+pub use init::{init, init_with, layers, layers_with, InitOptions, Telemetry};
+#[cfg(feature = "gpu")]
+#[cfg_attr(docsrs, doc(cfg(feature = "gpu")))]
+pub use installed::gpu_snapshot;
+pub use installed::{meter, SCOPE_NAME};
 pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
 pub use registry::Registry;
 pub use service::{service_metrics, ServiceMetrics};
 pub use stage_metrics::{disable_stage_metrics, enable_stage_metrics, StageMetrics};
-
-/// The latest sample of the GPU poller `init` started (TeleFuser's `collect_gpu_metrics()`):
-/// `None` before `init`, when no GPU was found or GPU telemetry is off, before the first poll,
-/// and after the guard dropped.
-#[cfg(feature = "gpu")]
-#[cfg_attr(docsrs, doc(cfg(feature = "gpu")))]
-pub fn gpu_snapshot() -> Option<std::sync::Arc<gpu::GpuSample>> {
-    crate::installed::gpu_sample()
-}
 
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.
 pub use opentelemetry;
@@ -124,18 +113,3 @@ pub use pipetel_recorders as recorders;
 pub use tracing;
 /// The `tracing-opentelemetry` bridge (for `OpenTelemetrySpanExt` and friends).
 pub use tracing_opentelemetry;
-
-/// Histogram bucket bounds for durations in seconds (5 ms to 10 s), as the OTel semantic
-/// conventions advise; the SDK's default bounds are meant for milliseconds.
-pub const SECONDS_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
-
-/// TeleFuser's default histogram bounds (5 ms to 10 s, 11 bounds), selected with
-/// `PIPETEL_HISTOGRAM_BUCKETS=telefuser` (`seconds` names [`SECONDS_BUCKETS`]).
-pub const TELEFUSER_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
-/// The meter pipetel's own instruments use: pipetel's scope on the meter provider `init` built
-/// (whether or not it also set it as the global one); before `init`, or when the SDK is
-/// disabled, the global meter provider's (a no-op one unless the program set its own).
-pub fn meter() -> opentelemetry::metrics::Meter {
-    crate::installed::current().meter
-}

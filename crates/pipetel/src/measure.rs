@@ -309,7 +309,7 @@ pub mod __private {
         if observers.as_ref().is_some_and(|(g, _)| *g == generation) {
             return;
         }
-        let meter = crate::meter();
+        let meter = crate::installed::meter();
         let calls = meter
             .u64_observable_counter(FUNCTION_CALLS)
             .with_unit("{call}")
@@ -428,7 +428,7 @@ pub mod __private {
             // OTel keeps one bucket layout per metric: the first function to resolve
             // `function.duration` decides it. Say so when another one asks for a different one.
             static FIRST_LAYOUT: OnceLock<&'static [f64]> = OnceLock::new();
-            let asked = info.buckets.unwrap_or(crate::SECONDS_BUCKETS);
+            let asked = info.buckets.unwrap_or(crate::buckets::SECONDS_BUCKETS);
             let layout = *FIRST_LAYOUT.get_or_init(|| asked);
             if layout != asked {
                 tracing::warn!(
@@ -665,7 +665,7 @@ pub mod __private {
             };
             let start = match shared {
                 Some(ticks) => ticks,
-                None if handles.duration.is_on() => crate::clock().raw(),
+                None if handles.duration.is_on() => crate::sync::clock().raw(),
                 None => 0,
             };
             Call {
@@ -792,7 +792,7 @@ pub mod __private {
                 // The pull endpoint alone: the two readings' difference is bucketed and summed
                 // as it is; seconds are computed only for an exemplar.
                 Sink::Native(h) => {
-                    let end = crate::clock().raw();
+                    let end = crate::sync::clock().raw();
                     self.end.store(end, Ordering::Relaxed);
                     let ticks = if end > self.start { end.wrapping_sub(self.start) } else { 0 };
                     let i = h.record_ticks(ticks);
@@ -801,9 +801,9 @@ pub mod __private {
                     }
                 }
                 sink @ Sink::Otel(..) => {
-                    let end = crate::clock().raw();
+                    let end = crate::sync::clock().raw();
                     self.end.store(end, Ordering::Relaxed);
-                    let seconds = crate::clock().delta_as_nanos(self.start, end) as f64 / 1e9;
+                    let seconds = crate::sync::clock().delta_as_nanos(self.start, end) as f64 / 1e9;
                     self.offer(sink.record(seconds), seconds);
                 }
             }
@@ -948,18 +948,18 @@ pub mod __private {
             });
             let attrs = SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
             let set = SITE.native.get_or_init(|| NativeSet {
-                duration: Native::new(crate::SECONDS_BUCKETS, true),
+                duration: Native::new(crate::buckets::SECONDS_BUCKETS, true),
                 input: Some(Native::new(SIZE_BUCKETS, false)),
                 output: Some(Native::new(SIZE_BUCKETS, false)),
             });
             let reader = crate::export::prometheus::PullReader::new();
             let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(reader.clone()).build();
-            let meter = provider.meter(crate::SCOPE_NAME);
+            let meter = provider.meter(crate::installed::SCOPE_NAME);
             let duration = meter
                 .f64_histogram(FUNCTION_DURATION)
                 .with_unit("s")
                 .with_description("Wall time of completed calls")
-                .with_boundaries(crate::SECONDS_BUCKETS.to_vec())
+                .with_boundaries(crate::buckets::SECONDS_BUCKETS.to_vec())
                 .build();
             let size = |name: &'static str, description: &'static str| {
                 meter
@@ -992,7 +992,7 @@ pub mod __private {
                 let mut native = String::new();
                 write_native(&[&SITE], &mut native, format);
                 let expected = ours(&encoded);
-                assert!(expected.len() > 2 * crate::SECONDS_BUCKETS.len(), "{encoded}");
+                assert!(expected.len() > 2 * crate::buckets::SECONDS_BUCKETS.len(), "{encoded}");
                 assert!(native.contains("function_output_size_bytes_count{"), "{native}");
                 assert_eq!(ours(&native), expected, "{format:?}");
             }
@@ -1017,7 +1017,7 @@ pub mod __private {
             static SITE: Site = Site::new(plain("ticks_f"));
             SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
             let set = SITE.native.get_or_init(|| NativeSet {
-                duration: Native::new(crate::SECONDS_BUCKETS, true),
+                duration: Native::new(crate::buckets::SECONDS_BUCKETS, true),
                 input: None,
                 output: None,
             });

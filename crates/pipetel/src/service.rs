@@ -530,13 +530,15 @@ mod tests {
         assert!(text.contains("telefuser_task_duration_seconds_bucket{le=\"10\"} 1"), "{text}");
 
         // Named bucket sets.
-        for (name, bounds) in [("telefuser", crate::TELEFUSER_BUCKETS), (" Seconds ", crate::SECONDS_BUCKETS)] {
+        for (name, bounds) in
+            [("telefuser", crate::buckets::TELEFUSER_BUCKETS), (" Seconds ", crate::buckets::SECONDS_BUCKETS)]
+        {
             let c = ServiceMetricsConfig::from_lookup(|n| (n == PIPETEL_HISTOGRAM_BUCKETS).then(|| name.to_string()))
                 .expect("a named set");
             assert_eq!(c.histogram_buckets, bounds, "{name}");
         }
-        assert_eq!(crate::TELEFUSER_BUCKETS.len(), 11);
-        assert_eq!(parse_buckets("telefuser").expect("named"), crate::TELEFUSER_BUCKETS);
+        assert_eq!(crate::buckets::TELEFUSER_BUCKETS.len(), 11);
+        assert_eq!(parse_buckets("telefuser").expect("named"), crate::buckets::TELEFUSER_BUCKETS);
         let err = parse_buckets("tele").expect_err("unknown name");
         assert!(err.contains("telefuser") && err.contains("seconds"), "{err}");
 
@@ -544,9 +546,9 @@ mod tests {
         let path = std::path::Path::new("pipetel.toml");
         let from_file = |text: &str| crate::Config::from_toml_str(text, path).map(|c| c.service_metrics());
         let c = from_file("[metrics]\nhistogram_buckets = \"telefuser\"\n").expect("a named set");
-        assert_eq!(c.histogram_buckets, crate::TELEFUSER_BUCKETS);
+        assert_eq!(c.histogram_buckets, crate::buckets::TELEFUSER_BUCKETS);
         let c = from_file("[metrics]\nhistogram_buckets = [\"seconds\"]\n").expect("a named set");
-        assert_eq!(c.histogram_buckets, crate::SECONDS_BUCKETS);
+        assert_eq!(c.histogram_buckets, crate::buckets::SECONDS_BUCKETS);
         for text in ["[metrics]\nhistogram_buckets = \"fast\"\n", "[metrics]\nhistogram_buckets = 5\n"] {
             let msg = from_file(text).expect_err("refused").to_string();
             assert!(msg.contains("metrics.histogram_buckets"), "{msg}");

@@ -6,7 +6,7 @@
 //!
 //! | metric | unit | kind | attributes |
 //! |---|---|---|---|
-//! | [`SPAN_DURATION`] (`span.duration`) | `s` | histogram, bounds [`crate::SECONDS_BUCKETS`] | [`ATTR_SPAN_NAME`] (`span.name`), [`ATTR_SPAN_TARGET`] (`span.target`, the `tracing` target, usually the module path), [`ATTR_STATUS`] (`status`: `ok` or `error`) |
+//! | [`SPAN_DURATION`] (`span.duration`) | `s` | histogram, bounds [`crate::buckets::SECONDS_BUCKETS`] | [`ATTR_SPAN_NAME`] (`span.name`), [`ATTR_SPAN_TARGET`] (`span.target`, the `tracing` target, usually the module path), [`ATTR_STATUS`] (`status`: `ok` or `error`) |
 //!
 //! A span's status is `error` when it recorded an `error` field (any value but `false`), an
 //! `otel.status_code` field equal to `ERROR`, or an `ERROR`-level event happened directly inside
@@ -261,7 +261,7 @@ impl SpanMetricsLayer {
             .f64_histogram(SPAN_DURATION)
             .with_unit("s")
             .with_description(DESCRIPTION)
-            .with_boundaries(crate::SECONDS_BUCKETS.to_vec())
+            .with_boundaries(crate::buckets::SECONDS_BUCKETS.to_vec())
             .build();
         Self::with(config, Some(histogram))
     }
@@ -290,7 +290,7 @@ impl SpanMetricsLayer {
             sites: SiteCache::default(),
             open: OpenSpans::new(),
             boxed: AtomicUsize::new(0),
-            clock: crate::clock(),
+            clock: crate::sync::clock(),
         })
     }
 
@@ -324,9 +324,9 @@ impl SpanMetricsLayer {
         let series = |status: &'static str| match &self.histogram {
             Some(histogram) => Series::Otel(
                 histogram.bind(&attrs(status)),
-                exemplar::register(SPAN_DURATION, &attrs(status), crate::SECONDS_BUCKETS),
+                exemplar::register(SPAN_DURATION, &attrs(status), crate::buckets::SECONDS_BUCKETS),
             ),
-            None => Series::Native(Native::new(crate::SECONDS_BUCKETS, true)),
+            None => Series::Native(Native::new(crate::buckets::SECONDS_BUCKETS, true)),
         };
         let fields = meta.fields();
         Some(Site {
@@ -895,7 +895,7 @@ mod tests {
         let reader = crate::export::prometheus::PullReader::new();
         let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
         let config = SpanMetricsConfig::default();
-        let otel = SpanMetricsLayer::new(&config, &provider.meter(crate::SCOPE_NAME)).expect("layer");
+        let otel = SpanMetricsLayer::new(&config, &provider.meter(crate::installed::SCOPE_NAME)).expect("layer");
         let native = SpanMetricsLayer::for_pull_endpoint(&config).expect("layer");
         // Each layer reads the clock itself: record the same readings into both by hand,
         // through the sites each resolves for the same callsites.
@@ -938,7 +938,7 @@ mod tests {
             // The SDK writes its series in hash order; the endpoint in resolution order.
             want.sort();
             got.sort();
-            assert!(want.len() > 2 * crate::SECONDS_BUCKETS.len(), "{encoded}");
+            assert!(want.len() > 2 * crate::buckets::SECONDS_BUCKETS.len(), "{encoded}");
             assert_eq!(got, want, "{format:?}\n{ours}\n{encoded}");
             let (mut want_sums, mut got_sums) = (want_sums, got_sums);
             want_sums.sort_by(f64::total_cmp);

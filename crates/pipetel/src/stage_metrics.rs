@@ -35,7 +35,7 @@
 //! | [`StageMetrics::duration`] | `function.duration` (seconds) | `function_duration_seconds_bucket{stage="tokenize",le="..."}` |
 //! | `input_size` / `output_size` | `function.input.size` / `function.output.size` (bytes) | `function_input_size_bytes`, `function_output_size_bytes` |
 //!
-//! The duration buckets are `function.duration`'s: [`crate::SECONDS_BUCKETS`], or the
+//! The duration buckets are `function.duration`'s: [`crate::buckets::SECONDS_BUCKETS`], or the
 //! `buckets = [...]` of the first `#[pipetel::measure]` function resolved.
 //!
 //! # Switches

@@ -29,7 +29,7 @@ impl Default for ServiceMetricsConfig {
             queue_metrics: true,
             http_metrics: true,
             prefix: DEFAULT_SERVICE_PREFIX.to_string(),
-            histogram_buckets: crate::SECONDS_BUCKETS.to_vec(),
+            histogram_buckets: crate::buckets::SECONDS_BUCKETS.to_vec(),
         }
     }
 }

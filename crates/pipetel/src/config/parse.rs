@@ -340,7 +340,7 @@ pub(crate) fn names(v: &str) -> Result<Vec<String>, String> {
 /// The named bucket sets [`bucket_bounds`] accepts: `seconds` (pipetel's default) and
 /// `telefuser` (TeleFuser's default).
 pub(crate) const NAMED_BUCKETS: &[(&str, &[f64])] =
-    &[("seconds", crate::SECONDS_BUCKETS), ("telefuser", crate::TELEFUSER_BUCKETS)];
+    &[("seconds", crate::buckets::SECONDS_BUCKETS), ("telefuser", crate::buckets::TELEFUSER_BUCKETS)];
 
 /// A named bucket set (case-insensitive) or comma-separated numbers.
 fn bucket_bounds(v: &str) -> Result<Vec<f64>, String> {
@@ -778,7 +778,7 @@ fn library(p: &PathBuf) -> Result<(), String> {
 }
 
 /// Comma-separated, finite, strictly increasing bucket bounds, or the name of a set:
-/// `seconds` ([`crate::SECONDS_BUCKETS`]) or `telefuser` ([`crate::TELEFUSER_BUCKETS`]).
+/// `seconds` ([`crate::buckets::SECONDS_BUCKETS`]) or `telefuser` ([`crate::buckets::TELEFUSER_BUCKETS`]).
 ///
 /// # Errors
 /// The reason, for the caller to pair with the variable or key it came from.

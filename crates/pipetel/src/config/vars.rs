@@ -278,8 +278,8 @@ variables! {
     /// The name prefix (snake_case) of [`crate::service_metrics`]. Default `service`.
     PIPETEL_SERVICE_PREFIX,
     /// Default histogram bucket bounds of registries and service metrics: comma-separated
-    /// seconds (`0.01,0.1,1,10`), `seconds` ([`crate::SECONDS_BUCKETS`], the default) or
-    /// `telefuser` ([`crate::TELEFUSER_BUCKETS`]).
+    /// seconds (`0.01,0.1,1,10`), `seconds` ([`crate::buckets::SECONDS_BUCKETS`], the default) or
+    /// `telefuser` ([`crate::buckets::TELEFUSER_BUCKETS`]).
     PIPETEL_HISTOGRAM_BUCKETS,
     /// Which histogram measurements keep an exemplar: `always_on`, `always_off` or `trace_based`
     /// (default: those made inside a sampled span).

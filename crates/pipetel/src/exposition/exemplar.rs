@@ -131,7 +131,7 @@ fn wall_clock_ns() -> u64 {
 
 /// Nanoseconds since the Unix epoch, now: see [`wall_ns_at`].
 fn now_ns() -> u64 {
-    wall_ns_at(crate::clock().raw())
+    wall_ns_at(crate::sync::clock().raw())
 }
 
 /// Nanoseconds since the Unix epoch at `ticks`, a raw reading of [`crate::clock`] taken just
@@ -144,7 +144,7 @@ pub(crate) fn wall_ns_at(ticks: u64) -> u64 {
     static OFFSET: AtomicU64 = AtomicU64::new(0);
     // The reading from which the anchor is renewed; 0 before the first.
     static RENEW_AT: AtomicU64 = AtomicU64::new(0);
-    let clock = crate::clock();
+    let clock = crate::sync::clock();
     let nanos = clock.delta_as_nanos(0, ticks);
     if ticks >= RENEW_AT.load(Ordering::Acquire) {
         // Racing renewals each store an anchor read now: any of them is right.
@@ -353,7 +353,7 @@ mod tests {
     /// readings give later times by the clock's own distance.
     #[test]
     fn exemplar_times_from_clock_readings_follow_the_wall_clock() {
-        let clock = crate::clock();
+        let clock = crate::sync::clock();
         for _ in 0..3 {
             let before = wall_clock_ns();
             let ticks = clock.raw();

@@ -33,7 +33,7 @@ pub(crate) struct Native {
 
 /// Seconds in `ticks` raw readings of [`crate::clock`].
 pub(crate) fn ticks_to_seconds(ticks: u64) -> f64 {
-    crate::clock().delta_as_nanos(0, ticks) as f64 / 1e9
+    crate::sync::clock().delta_as_nanos(0, ticks) as f64 / 1e9
 }
 
 /// Raw readings of [`crate::clock`] per second.
@@ -41,7 +41,7 @@ pub(crate) fn ticks_per_second() -> f64 {
     static RATE: OnceLock<f64> = OnceLock::new();
     *RATE.get_or_init(|| {
         const PROBE: u64 = 1 << 40;
-        let nanos = crate::clock().delta_as_nanos(0, PROBE);
+        let nanos = crate::sync::clock().delta_as_nanos(0, PROBE);
         if nanos == 0 {
             1e9
         } else {
@@ -157,14 +157,18 @@ mod tests {
     /// a reading of a bound), and the sum is the durations' sum in seconds.
     #[test]
     fn durations_in_clock_readings_bucket_and_sum_as_seconds() {
-        let h = Native::new(crate::SECONDS_BUCKETS, true);
+        let h = Native::new(crate::buckets::SECONDS_BUCKETS, true);
         let rate = ticks_per_second();
         let mut expected_sum = 0.0;
-        let mut expected = vec![0u64; crate::SECONDS_BUCKETS.len() + 1];
+        let mut expected = vec![0u64; crate::buckets::SECONDS_BUCKETS.len() + 1];
         for seconds in [1e-7, 0.004, 0.006, 0.3, 2.0, 9.0, 1e4, 0.0] {
             let ticks = (seconds * rate) as u64;
             let i = h.record_ticks(ticks);
-            assert_eq!(i, crate::registry::bucket_index(crate::SECONDS_BUCKETS, ticks_to_seconds(ticks)), "{seconds}");
+            assert_eq!(
+                i,
+                crate::registry::bucket_index(crate::buckets::SECONDS_BUCKETS, ticks_to_seconds(ticks)),
+                "{seconds}"
+            );
             expected[i] += 1;
             expected_sum += ticks_to_seconds(ticks);
         }

@@ -421,7 +421,7 @@ pub(crate) fn escape_help(v: &str, format: Format, out: &mut String) {
 
 /// The label block naming an instrumentation scope (`otel_scope_name`, and
 /// `otel_scope_version` when there is one), as the OTel → Prometheus rules add it to every
-/// sample of an OTel instrument. `None` means pipetel's own scope ([`crate::SCOPE_NAME`], no
+/// sample of an OTel instrument. `None` means pipetel's own scope ([`crate::installed::SCOPE_NAME`], no
 /// version), the one its meter uses, formatted once.
 pub(crate) fn scope_labels(scope: Option<(&str, &str)>) -> std::borrow::Cow<'static, str> {
     fn format(name: &str, version: &str) -> String {
@@ -437,7 +437,7 @@ pub(crate) fn scope_labels(scope: Option<(&str, &str)>) -> std::borrow::Cow<'sta
         Some((name, version)) => format(name, version).into(),
         None => {
             static OWN: OnceLock<String> = OnceLock::new();
-            OWN.get_or_init(|| format(crate::SCOPE_NAME, "")).as_str().into()
+            OWN.get_or_init(|| format(crate::installed::SCOPE_NAME, "")).as_str().into()
         }
     }
 }

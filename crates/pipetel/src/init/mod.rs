@@ -94,7 +94,6 @@ use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-pub use crate::installed::SCOPE_NAME;
 pub use guard::Telemetry;
 
 use crate::config::{Config, LogExporter, MetricExporter, OtlpProtocol, Settings, TraceExporter};
@@ -231,7 +230,7 @@ fn start(config: Config, install_subscriber: bool) -> Result<(Started, Layers, S
     // Resolved once: everything below reads plain values.
     let settings = config.resolve()?;
     // Calibrated here rather than inside the first measured call or span.
-    let _ = crate::clock();
+    let _ = crate::sync::clock();
     if !installed::claim() {
         return Err(InitError::AlreadyInitialized);
     }
@@ -379,7 +378,7 @@ fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError>
     } else {
         Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit)
     };
-    let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(SCOPE_NAME));
+    let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(crate::installed::SCOPE_NAME));
     let rows = &settings.pipeline;
     inner.pipeline = Some(
         crate::pipeline::runtime::install(rows, &settings.resource.service_name, &installed, logger).map_err(|e| {

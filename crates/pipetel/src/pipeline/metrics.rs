@@ -610,7 +610,7 @@ mod native_tests {
 
         let reader = PullReader::new();
         let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
-        super::register(&provider.meter(crate::SCOPE_NAME), 100_000);
+        super::register(&provider.meter(crate::installed::SCOPE_NAME), 100_000);
         let render = PrometheusRender::new(reader);
         let sdk_text = render.render();
         let sdk_open = render.render_openmetrics();
@@ -667,7 +667,7 @@ mod native_tests {
         }
         let reader = PullReader::new();
         let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
-        super::register(&provider.meter(crate::SCOPE_NAME), 2);
+        super::register(&provider.meter(crate::installed::SCOPE_NAME), 2);
         let sdk_text = PrometheusRender::new(reader).render();
         let native = super::NativeFamilies::new(2);
         let mut text = String::new();

@@ -248,7 +248,7 @@ impl Opts {
     }
 
     /// Histogram bucket upper bounds: finite, strictly increasing, at least one (`+Inf` is
-    /// implied). Default: the registry's default buckets ([`crate::SECONDS_BUCKETS`] unless
+    /// implied). Default: the registry's default buckets ([`crate::buckets::SECONDS_BUCKETS`] unless
     /// [`Registry::set_default_buckets`] changed them).
     pub fn buckets(mut self, bounds: impl Into<Vec<f64>>) -> Self {
         self.buckets = Some(bounds.into());
@@ -376,7 +376,7 @@ pub fn global() -> &'static Registry {
 impl Registry {
     /// A registry whose metric names start with `prefix_` (an empty prefix adds nothing).
     /// Histograms registered without buckets of their own get the configured default buckets
-    /// (`PIPETEL_HISTOGRAM_BUCKETS` / `metrics.histogram_buckets`, [`crate::SECONDS_BUCKETS`]
+    /// (`PIPETEL_HISTOGRAM_BUCKETS` / `metrics.histogram_buckets`, [`crate::buckets::SECONDS_BUCKETS`]
     /// when unset): those `init` resolved, or before `init` those of the file and environment,
     /// replaced by `init`'s once it runs (unless [`Registry::set_default_buckets`] chose others).
     ///

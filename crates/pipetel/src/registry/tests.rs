@@ -106,7 +106,7 @@ fn gauge_moves_both_ways() {
 fn histogram_buckets_count_sum_average() {
     let r = Registry::new("t_hist").expect("registry");
     let h = r.histogram("latency_seconds", "Latency").expect("histogram");
-    assert_eq!(h.buckets(), crate::SECONDS_BUCKETS);
+    assert_eq!(h.buckets(), crate::buckets::SECONDS_BUCKETS);
     assert_eq!(h.average(), None);
     for v in [0.005, 0.007, 2.0, 100.0] {
         h.observe(v);

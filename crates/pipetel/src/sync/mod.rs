@@ -22,6 +22,7 @@
 //! panicked. Every lock in the crate is taken through these three functions.
 
 pub(crate) mod clock;
+pub(crate) use clock::clock;
 mod layer;
 mod publish;
 mod spin;
