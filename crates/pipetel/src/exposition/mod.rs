@@ -18,12 +18,14 @@
 // and some of the writer wait unused.
 #![cfg_attr(not(feature = "prometheus"), allow(dead_code, unused_imports))]
 
+mod bucket;
 pub(crate) mod exemplar;
 mod lint;
 mod names;
 pub(crate) mod native;
 mod text;
 
+pub(crate) use bucket::bucket_index;
 pub(crate) use lint::append_checked;
 pub(crate) use names::{label_key, label_key_cow, prometheus_name, translate, unit_keeping_name, MetricType};
 pub(crate) use text::{

@@ -100,7 +100,7 @@ impl Native {
     /// plus the durations recorded as clock readings.
     pub(crate) fn sum(&self) -> f64 {
         let ticks = self.ticks.load(Ordering::Relaxed);
-        let sum = crate::registry::load_f64(&self.sum);
+        let sum = crate::sync::load_f64(&self.sum);
         if ticks > 0 {
             sum + ticks_to_seconds(ticks)
         } else {
@@ -111,18 +111,18 @@ impl Native {
     /// Counts `v` (seconds) in its bucket and adds it to the sum; returns the bucket.
     #[inline]
     pub(crate) fn record_f64(&self, v: f64) -> usize {
-        let i = crate::registry::bucket_index(self.bounds, v);
+        let i = crate::exposition::bucket_index(self.bounds, v);
         if let Some(b) = self.buckets.get(i) {
             b.fetch_add(1, Ordering::Relaxed);
         }
-        crate::registry::add_f64(&self.sum, v);
+        crate::sync::add_f64(&self.sum, v);
         i
     }
 
     /// Counts a size in its bucket and adds it to the sum; returns the bucket.
     #[inline]
     pub(crate) fn record_u64(&self, v: u64) -> usize {
-        let i = crate::registry::bucket_index(self.bounds, v as f64);
+        let i = crate::exposition::bucket_index(self.bounds, v as f64);
         if let Some(b) = self.buckets.get(i) {
             b.fetch_add(1, Ordering::Relaxed);
         }
@@ -166,7 +166,7 @@ mod tests {
             let i = h.record_ticks(ticks);
             assert_eq!(
                 i,
-                crate::registry::bucket_index(crate::buckets::SECONDS_BUCKETS, ticks_to_seconds(ticks)),
+                crate::exposition::bucket_index(crate::buckets::SECONDS_BUCKETS, ticks_to_seconds(ticks)),
                 "{seconds}"
             );
             expected[i] += 1;

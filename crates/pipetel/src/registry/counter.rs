@@ -6,11 +6,11 @@ use std::sync::Arc;
 use opentelemetry::metrics::Meter;
 
 use super::family::{
-    add_f64, bind_values, load_f64, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle,
-    Meta,
+    bind_values, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle, Meta,
 };
 use super::{Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::{Format, MetricType};
+use crate::sync::{add_f64, load_f64};
 
 /// Whole increments go to an integer cell (one `fetch_add`); fractional ones to an `f64` cell.
 pub(crate) struct CounterCell {

@@ -435,16 +435,6 @@ pub(crate) fn observing<'a, C: Cell, I>(
     })
 }
 
-#[inline]
-pub(crate) fn load_f64(a: &AtomicU64) -> f64 {
-    f64::from_bits(a.load(Ordering::Relaxed))
-}
-
-#[inline]
-pub(crate) fn add_f64(a: &AtomicU64, n: f64) {
-    let _ = a.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| Some((f64::from_bits(bits) + n).to_bits()));
-}
-
 /// One series and its family: what a metric handle ([`super::Counter`], ...) holds.
 pub(crate) struct Handle<C: Cell> {
     pub(crate) family: Arc<Family<C>>,

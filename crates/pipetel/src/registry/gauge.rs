@@ -6,11 +6,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{
-    add_f64, bind_values, load_f64, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle,
-};
+use super::family::{bind_values, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle};
 use super::{Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::{Format, MetricType};
+use crate::sync::{add_f64, load_f64};
 
 /// The value's `f64` bits.
 pub(crate) struct GaugeCell(AtomicU64);

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use opentelemetry::metrics::{BoundHistogram, Histogram as OtelHistogram, Meter};
 use opentelemetry::KeyValue;
 
-use super::family::{add_f64, load_f64, metric_handle, Cell, Family, Handle};
+use super::family::{metric_handle, Cell, Family, Handle};
 use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::exemplar::{self, Exemplars};
-use crate::exposition::{BoundsText, Format, LabelBlock, Writer};
+use crate::exposition::{bucket_index, BoundsText, Format, LabelBlock, Writer};
 use crate::sync::Published;
+use crate::sync::{add_f64, load_f64};
 
 pub(crate) struct HistogramCell {
     /// Per bucket (not cumulative); the last one is `+Inf`.
@@ -28,23 +29,6 @@ pub(crate) struct HistogramCell {
 struct BoundSeries {
     key: usize,
     handle: BoundHistogram<f64>,
-}
-
-/// Bucket bounds up to which `observe` scans linearly.
-const LINEAR_SCAN_MAX: usize = 16;
-
-/// The bucket of `v` (`le` semantics: a value equal to a bound belongs to that bucket); the
-/// last one, `bounds.len()`, is `+Inf`.
-#[inline]
-pub(crate) fn bucket_index(bounds: &[f64], v: f64) -> usize {
-    if bounds.len() <= LINEAR_SCAN_MAX {
-        // Observed values cluster in a few buckets, so a scan's exit branch predicts well: on the
-        // default 14 bounds it beat a binary search by a quarter on a repeated value and trailed
-        // it by a tenth on values spread over every bucket.
-        bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len())
-    } else {
-        bounds.partition_point(|b| *b < v)
-    }
 }
 
 impl HistogramCell {

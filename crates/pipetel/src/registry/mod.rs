@@ -97,10 +97,8 @@ use opentelemetry::metrics::Meter;
 
 pub use collector::Sample;
 pub use counter::{Counter, CounterVec};
-pub(crate) use family::{add_f64, load_f64};
 pub use family::{Metric, MetricVec};
 pub use gauge::{Gauge, GaugeVec};
-pub(crate) use histogram::bucket_index;
 pub use histogram::{Histogram, HistogramValue, HistogramVec};
 pub use sketch::RELATIVE_ERROR;
 pub use summary::{Summary, SummaryValue, SummaryVec, DEFAULT_AGE_BUCKETS, DEFAULT_MAX_AGE, DEFAULT_QUANTILES};

@@ -22,6 +22,7 @@
 //! panicked. Every lock in the crate is taken through these three functions.
 
 pub(crate) mod clock;
+mod float;
 pub(crate) use clock::clock;
 mod layer;
 mod publish;
@@ -30,6 +31,7 @@ mod thread;
 
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+pub(crate) use float::{add_f64, load_f64};
 pub(crate) use layer::forward_downcast_raw;
 pub(crate) use publish::{Published, StaticCell};
 pub(crate) use spin::{SpinGuard, SpinLock};
