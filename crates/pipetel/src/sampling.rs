@@ -56,6 +56,8 @@ use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+use crate::sync::{SpanSlot, SpanTable};
+
 /// Marks a span held back from the bridge in its extensions, where the gate's table of held-back
 /// spans had no room or the context has a trace state; holds the span context of its unsampled
 /// parent (a context of its own for a dropped root).
@@ -86,15 +88,7 @@ fn ratio_keeps(bound: u64, trace_id: TraceId) -> bool {
     (low >> 1) < bound
 }
 
-/// Slots in a gate's table of held-back spans; more spans held back at once keep their marker
-/// in their extensions.
-const HELD_SLOTS: usize = crate::sync::SPAN_TABLE_SLOTS;
-/// Slots a lookup or an insertion probes before giving up.
-const HELD_PROBES: usize = 16;
-const EMPTY: u64 = 0;
-const FREED: u64 = u64::MAX;
-
-/// One held-back span: its id (or [`EMPTY`] / [`FREED`]) and the span context it propagates
+/// One held-back span: its id (see [`SpanTable`]) and the span context it propagates
 /// (trace state empty; one with a trace state is kept in the span's extensions). A cache line of
 /// its own, so threads holding back different spans do not contend.
 #[repr(align(64))]
@@ -108,13 +102,19 @@ struct HeldSlot {
     remote: AtomicBool,
 }
 
-/// The markers of held-back spans, keyed by span id: a fixed open-addressing table of atomics
-/// (the layout of the span-metrics layer's open-span table), so holding a span back costs no
-/// allocation in its extensions, and its enter, exit and close find out with one probe that the
-/// bridge has nothing to do. A span's id stays unique while it is open, and its slot is freed at
-/// its close, before the registry can reuse the id.
+impl SpanSlot for HeldSlot {
+    #[inline]
+    fn id(&self) -> &AtomicU64 {
+        &self.id
+    }
+}
+
+/// The markers of held-back spans, keyed by span id: a [`SpanTable`] (the span-metrics layer's
+/// open-span table holds their timing the same way), so holding a span back costs no allocation
+/// in its extensions, and its enter, exit and close find out with one probe that the bridge has
+/// nothing to do; more spans held back at once keep their marker in their extensions.
 pub(crate) struct HeldSpans {
-    slots: Box<[HeldSlot]>,
+    slots: SpanTable<HeldSlot>,
     /// Markers kept in extensions (table full, or a trace state) and not yet removed at close:
     /// while zero, a span missing from the table is not held back, with nothing to look up.
     boxed: AtomicUsize,
@@ -132,47 +132,27 @@ impl std::fmt::Debug for HeldSpans {
 
 impl HeldSpans {
     fn new() -> Self {
-        HeldSpans {
-            slots: (0..HELD_SLOTS).map(|_| HeldSlot::default()).collect(),
-            boxed: AtomicUsize::new(0),
-            used: AtomicBool::new(false),
-        }
+        HeldSpans { slots: SpanTable::new(), boxed: AtomicUsize::new(0), used: AtomicBool::new(false) }
     }
 
-    #[inline]
-    fn home(key: u64) -> usize {
-        crate::sync::span_table_home(key)
-    }
-
-    /// Keeps `sc` for `key`; `false` when no slot was free within [`HELD_PROBES`] or `sc` has a
-    /// trace state.
+    /// Keeps `sc` for `key`; `false` when no slot was free or `sc` has a trace state.
     #[inline]
     fn insert(&self, key: u64, sc: &SpanContext) -> bool {
-        if key == EMPTY || key == FREED || *sc.trace_state() != TraceState::NONE {
+        if !self.slots.accepts(key) || *sc.trace_state() != TraceState::NONE {
             return false;
         }
         // Before the marker: whoever learns of this span (after its creation) sees the flag.
         if !self.used.load(Ordering::Relaxed) {
             self.used.store(true, Ordering::Relaxed);
         }
-        let home = Self::home(key);
-        for i in 0..HELD_PROBES {
-            let slot = &self.slots[(home + i) % HELD_SLOTS];
-            let current = slot.id.load(Ordering::Relaxed);
-            if current != EMPTY && current != FREED {
-                continue;
-            }
-            if slot.id.compare_exchange(current, key, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                let trace = u128::from_be_bytes(sc.trace_id().to_bytes());
-                slot.trace_hi.store((trace >> 64) as u64, Ordering::Relaxed);
-                slot.trace_lo.store(trace as u64, Ordering::Relaxed);
-                slot.span_id.store(u64::from_be_bytes(sc.span_id().to_bytes()), Ordering::Relaxed);
-                slot.flags.store(sc.trace_flags().to_u8(), Ordering::Relaxed);
-                slot.remote.store(sc.is_remote(), Ordering::Relaxed);
-                return true;
-            }
-        }
-        false
+        self.slots.insert(key, |slot| {
+            let trace = u128::from_be_bytes(sc.trace_id().to_bytes());
+            slot.trace_hi.store((trace >> 64) as u64, Ordering::Relaxed);
+            slot.trace_lo.store(trace as u64, Ordering::Relaxed);
+            slot.span_id.store(u64::from_be_bytes(sc.span_id().to_bytes()), Ordering::Relaxed);
+            slot.flags.store(sc.trace_flags().to_u8(), Ordering::Relaxed);
+            slot.remote.store(sc.is_remote(), Ordering::Relaxed);
+        })
     }
 
     /// Whether any span was held back so far (in the table or in its extensions).
@@ -186,16 +166,7 @@ impl HeldSpans {
         if !self.used.load(Ordering::Relaxed) {
             return None;
         }
-        let home = Self::home(key);
-        for i in 0..HELD_PROBES {
-            let slot = &self.slots[(home + i) % HELD_SLOTS];
-            match slot.id.load(Ordering::Acquire) {
-                id if id == key => return Some(slot),
-                EMPTY => return None,
-                _ => {}
-            }
-        }
-        None
+        self.slots.find(key)
     }
 
     fn context(slot: &HeldSlot) -> SpanContext {
@@ -273,7 +244,7 @@ impl HeldSpans {
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         if let Some(slot) = self.find(id.into_u64()) {
-            slot.id.store(FREED, Ordering::Release);
+            self.slots.remove(slot);
             return true;
         }
         if self.boxed.load(Ordering::Relaxed) == 0 {
@@ -815,7 +786,7 @@ mod tests {
             let root = tracing::info_span!("root");
             let trace_id = span_context(&root).expect("a dropped root has a marker").trace_id();
             let _in_root = root.enter();
-            let open: Vec<_> = (0..HELD_SLOTS * 2).map(|_| tracing::info_span!("child")).collect();
+            let open: Vec<_> = (0..crate::sync::SPAN_TABLE_SLOTS * 2).map(|_| tracing::info_span!("child")).collect();
             assert!(boxed().is_some_and(|n| n > 0), "more spans held back than the table has slots");
             for span in &open {
                 assert_eq!(span_context(span).map(|sc| sc.trace_id()), Some(trace_id));

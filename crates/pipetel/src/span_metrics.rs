@@ -75,7 +75,7 @@ use tracing_subscriber::Layer;
 use crate::config::ExemplarFilter;
 use crate::exposition::exemplar::{self, Exemplars, SpanIds};
 use crate::exposition::native::{ticks_to_seconds, Native};
-use crate::sync::StaticCell;
+use crate::sync::{SpanSlot, SpanTable, StaticCell};
 
 /// Histogram of closed spans' durations, in seconds.
 pub const SPAN_DURATION: &str = "span.duration";
@@ -371,7 +371,7 @@ where
         };
         let start = self.now();
         handoff::offer_start(id.into_u64(), attrs.metadata(), start);
-        if self.open.insert(id.into_u64(), site, start, failed) {
+        if self.open.insert(id.into_u64(), |slot| slot.open(site, start, failed)) {
             return;
         }
         // The table is full (thousands of spans open at once): the span's extensions hold it.
@@ -663,15 +663,11 @@ impl TimingRef<'_> {
     }
 }
 
-/// Slots in the open-span table; more spans open at once go to their extensions.
-const OPEN_SLOTS: usize = crate::sync::SPAN_TABLE_SLOTS;
-/// Slots a lookup or an insertion probes before giving up.
+/// Slots a lookup or an insertion probes before giving up (the callsite cache).
 const PROBES: usize = 16;
-const EMPTY: u64 = 0;
-const FREED: u64 = u64::MAX;
 
-/// One open span: its id (or [`EMPTY`] / [`FREED`]) and timing. A cache line of its own, so
-/// threads timing different spans do not contend.
+/// One open span: its id (see [`SpanTable`]) and timing. A cache line of its own, so threads
+/// timing different spans do not contend.
 #[repr(align(64))]
 #[derive(Default)]
 struct Slot {
@@ -689,70 +685,31 @@ struct Slot {
     span_id: AtomicU64,
 }
 
-/// The timing of open spans, keyed by span id: a fixed open-addressing table of atomics, so
-/// timing a span costs a few uncontended atomic operations instead of an allocation in the
-/// span's extensions and a lookup of the span at its close. A span's id stays unique while it
-/// is open, and its slot is freed at its close, before the id can be reused.
-struct OpenSpans {
-    slots: Box<[Slot]>,
+impl SpanSlot for Slot {
+    #[inline]
+    fn id(&self) -> &AtomicU64 {
+        &self.id
+    }
 }
 
-impl OpenSpans {
-    fn new() -> Self {
-        OpenSpans { slots: (0..OPEN_SLOTS).map(|_| Slot::default()).collect() }
-    }
-
+impl Slot {
+    /// Starts timing a span in this slot, just claimed for it.
     #[inline]
-    fn home(key: u64) -> usize {
-        crate::sync::span_table_home(key)
-    }
-
-    /// Claims a slot for `key`; `false` when none was free within [`PROBES`].
-    #[inline]
-    fn insert(&self, key: u64, site: &'static Site, start: u64, failed: bool) -> bool {
-        if key == EMPTY || key == FREED {
-            return false;
-        }
-        let home = Self::home(key);
-        for i in 0..PROBES {
-            let slot = &self.slots[(home + i) % OPEN_SLOTS];
-            let current = slot.id.load(Ordering::Relaxed);
-            if current != EMPTY && current != FREED {
-                continue;
-            }
-            if slot.id.compare_exchange(current, key, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                slot.site.set(Some(site));
-                slot.start.store(start, Ordering::Relaxed);
-                slot.busy.store(0, Ordering::Relaxed);
-                slot.entered_at.store(0, Ordering::Relaxed);
-                slot.depth.store(0, Ordering::Relaxed);
-                slot.failed.store(failed, Ordering::Relaxed);
-                slot.exemplar.store(0, Ordering::Relaxed);
-                return true;
-            }
-        }
-        false
-    }
-
-    #[inline]
-    fn find(&self, key: u64) -> Option<&Slot> {
-        let home = Self::home(key);
-        for i in 0..PROBES {
-            let slot = &self.slots[(home + i) % OPEN_SLOTS];
-            match slot.id.load(Ordering::Acquire) {
-                id if id == key => return Some(slot),
-                EMPTY => return None,
-                _ => {}
-            }
-        }
-        None
-    }
-
-    #[inline]
-    fn remove(&self, slot: &Slot) {
-        slot.id.store(FREED, Ordering::Release);
+    fn open(&self, site: &'static Site, start: u64, failed: bool) {
+        self.site.set(Some(site));
+        self.start.store(start, Ordering::Relaxed);
+        self.busy.store(0, Ordering::Relaxed);
+        self.entered_at.store(0, Ordering::Relaxed);
+        self.depth.store(0, Ordering::Relaxed);
+        self.failed.store(failed, Ordering::Relaxed);
+        self.exemplar.store(0, Ordering::Relaxed);
     }
 }
+
+/// The timing of open spans, keyed by span id (see [`SpanTable`]): timing a span costs a few
+/// uncontended atomic operations instead of an allocation in the span's extensions and a lookup
+/// of the span at its close; more spans open at once go to their extensions.
+type OpenSpans = SpanTable<Slot>;
 
 /// Resolved callsites, keyed by their metadata's address: a fixed table read without locks,
 /// written under `writer`'s lock; callsites beyond it go to `overflow`. Sites are leaked: they
