@@ -26,6 +26,7 @@ mod float;
 pub(crate) use clock::clock;
 mod layer;
 mod publish;
+mod span_table;
 mod spin;
 mod thread;
 
@@ -34,6 +35,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockW
 pub(crate) use float::{add_f64, load_f64};
 pub(crate) use layer::forward_downcast_raw;
 pub(crate) use publish::{Published, StaticCell};
+pub(crate) use span_table::{SpanSlot, SpanTable};
 pub(crate) use spin::{SpinGuard, SpinLock};
 pub(crate) use thread::current_tid;
 
