@@ -212,14 +212,14 @@ impl PyServiceMetrics {
         let metrics = self.metrics();
         let Some(registry) = metrics.registry() else { return Ok(None) };
         let counter = registry.counter(name, "").map_err(registry_error)?;
-        Ok(Some(PyCounter::wrap(counter, "")))
+        Ok(Some(PyCounter::new(counter, "", Vec::new())))
     }
 
     fn gauge(&self, name: &str) -> PyResult<Option<PyGauge>> {
         let metrics = self.metrics();
         let Some(registry) = metrics.registry() else { return Ok(None) };
         let gauge = registry.gauge(name, "").map_err(registry_error)?;
-        Ok(Some(PyGauge::wrap(gauge, "")))
+        Ok(Some(PyGauge::new(gauge, "", Vec::new())))
     }
 
     fn histogram(
@@ -231,7 +231,7 @@ impl PyServiceMetrics {
         let (Some(registry), Some(value)) = (metrics.registry(), value(&metrics)) else { return Ok(None) };
         let bounds: Vec<f64> = value.buckets.iter().map(|(b, _)| *b).collect();
         let histogram = registry.histogram_with(name, "", Opts::new().buckets(bounds)).map_err(registry_error)?;
-        Ok(Some(PyHistogram::wrap(histogram, "")))
+        Ok(Some(PyHistogram::new(histogram, "", Vec::new())))
     }
 }
 
