@@ -5,6 +5,8 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use crate::args::{repr, type_name};
+
 /// A Python value as an OTel attribute value; `what` names it in errors.
 pub(crate) fn to_attribute(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
     if let Ok(b) = value.cast::<PyBool>() {
@@ -43,16 +45,34 @@ pub(crate) fn to_attribute(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Val
         };
         return Ok(Value::Array(array));
     }
-    let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-    Err(PyTypeError::new_err(format!("{what}: a {type_name} is not a bool, int, float, str or a list of one of them")))
+    Err(PyTypeError::new_err(format!(
+        "{what}: a {} is not a bool, int, float, str or a list of one of them",
+        type_name(value)
+    )))
 }
 
-pub(crate) fn attributes(attrs: Option<&Bound<'_, PyDict>>, out: &mut Vec<KeyValue>) -> PyResult<()> {
+/// The attributes of `attrs` added to `out`: the dict passed as the argument `arg` (errors name
+/// `arg["key"]`), or with `arg` `None` the keyword arguments (errors name the keyword).
+pub(crate) fn attributes(
+    arg: Option<&str>,
+    attrs: Option<&Bound<'_, PyDict>>,
+    out: &mut Vec<KeyValue>,
+) -> PyResult<()> {
     let Some(attrs) = attrs else { return Ok(()) };
     for (k, v) in attrs.iter() {
-        let key: String =
-            k.extract().map_err(|_| PyTypeError::new_err(format!("attribute names are strings, got {k}")))?;
-        let value = to_attribute(&format!("attribute {key:?}"), &v)?;
+        let key: String = k.extract().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "{}: attribute names are strings, got {} ({})",
+                arg.unwrap_or("attributes"),
+                repr(&k),
+                type_name(&k)
+            ))
+        })?;
+        let what = match arg {
+            Some(arg) => format!("{arg}[{key:?}]"),
+            None => format!("attribute {key:?}"),
+        };
+        let value = to_attribute(&what, &v)?;
         out.push(KeyValue::new(key, value));
     }
     Ok(())

@@ -21,6 +21,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 
+use crate::args::arg;
 use crate::attributes::{attributes, to_attribute};
 use crate::errors::guard;
 
@@ -181,27 +182,31 @@ impl PySpan {
     }
 
     /// Sets one attribute (a bool, int, float, str or a list of one of them).
-    fn set_attribute(&self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn set_attribute(&self, #[pyo3(from_py_with = arg::key)] key: String, value: &Bound<'_, PyAny>) -> PyResult<()> {
         guard(|| {
-            let value = to_attribute(&format!("attribute {key:?}"), value)?;
-            self.cx.span().set_attribute(KeyValue::new(key.to_owned(), value));
+            let value = to_attribute(&format!("value (attribute {key:?})"), value)?;
+            self.cx.span().set_attribute(KeyValue::new(key, value));
             Ok(())
         })
     }
 
     /// Adds an event with attributes.
     #[pyo3(signature = (name, /, **attributes))]
-    fn add_event(&self, name: String, attributes: Option<&Bound<'_, PyDict>>) -> PyResult<()> {
+    fn add_event(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        attributes: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
         guard(|| {
             let mut attrs = Vec::new();
-            self::attributes(attributes, &mut attrs)?;
+            self::attributes(None, attributes, &mut attrs)?;
             self.cx.span().add_event(name, attrs);
             Ok(())
         })
     }
 
     /// Ends the span with status error (`reason`), as an exception leaving its `with` does.
-    fn fail(&self, reason: String) {
+    fn fail(&self, #[pyo3(from_py_with = arg::reason)] reason: String) {
         let _ = guard(|| {
             self.finish(Some(("error".into(), reason)));
             Ok(())

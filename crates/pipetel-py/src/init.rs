@@ -16,6 +16,7 @@ use pipetel::config::toml;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use crate::args::{arg, type_name};
 use crate::errors::{guard, to_py, AlreadyInitialized, ConfigError, InitError, ShutdownError};
 
 /// Set once `init` succeeded in this process (`init` is once per process, also after shutdown).
@@ -53,8 +54,7 @@ fn to_toml(key: &str, value: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
         }
         return Ok(toml::Value::Table(table));
     }
-    let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-    Err(bad(format!("a {type_name} is not a bool, int, float, str, list or dict")))
+    Err(bad(format!("a {} is not a bool, int, float, str, list or dict", type_name(value))))
 }
 
 fn init_error(error: pipetel::InitError) -> PyErr {
@@ -72,8 +72,8 @@ fn init_error(error: pipetel::InitError) -> PyErr {
 #[pyo3(signature = (service_name = None, *, config_file = None, **settings))]
 fn init(
     py: Python<'_>,
-    service_name: Option<String>,
-    config_file: Option<PathBuf>,
+    #[pyo3(from_py_with = arg::service_name)] service_name: Option<String>,
+    #[pyo3(from_py_with = arg::config_file)] config_file: Option<PathBuf>,
     settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyGuard>> {
     let config = guard(|| {

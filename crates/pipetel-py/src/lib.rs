@@ -20,6 +20,7 @@
 
 use pyo3::prelude::*;
 
+pub mod args;
 pub mod attributes;
 pub mod bench;
 pub mod context;

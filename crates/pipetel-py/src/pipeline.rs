@@ -14,6 +14,7 @@ use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt};
 
+use crate::args::{arg, type_name};
 use crate::context::{current_context, describe_exception, traceparent_of, PySpan};
 use crate::errors::guard;
 
@@ -53,14 +54,14 @@ pub(crate) fn counter_value(what: &str, value: &Bound<'_, PyAny>, negative_ok: b
         }
         CounterValue::Float(f)
     } else {
-        let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a {type_name}")));
+        return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a {}", type_name(value))));
     };
     Ok(v)
 }
 
-pub(crate) fn counter_key(key: &str) -> PyResult<CounterKey> {
-    CounterKey::new(key).map_err(|e| PyValueError::new_err(format!("counter key {key:?}: {e}")))
+/// A counter key, refused with a `ValueError` naming `what`, the argument it came in.
+pub(crate) fn counter_key(what: &str, key: &str) -> PyResult<CounterKey> {
+    CounterKey::new(key).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }
 
 /// A stage row as a dict (field names as in `pipetel::pipeline::StageStat`).
@@ -116,13 +117,13 @@ fn counters_dict<'py>(py: Python<'py>, counters: &[(String, CounterValue)]) -> P
 #[pyo3(signature = (name, /, shards = 0, execution_id = None, counters = Vec::new()))]
 fn stage(
     py: Python<'_>,
-    name: String,
-    shards: u32,
-    execution_id: Option<String>,
-    counters: Vec<String>,
+    #[pyo3(from_py_with = arg::name)] name: String,
+    #[pyo3(from_py_with = arg::shards)] shards: u32,
+    #[pyo3(from_py_with = arg::execution_id)] execution_id: Option<String>,
+    #[pyo3(from_py_with = arg::counters)] counters: Vec<String>,
 ) -> PyResult<PyStage> {
     let parent = current_context(py)?;
-    let keys: Vec<CounterKey> = counters.iter().map(|k| counter_key(k)).collect::<PyResult<_>>()?;
+    let keys: Vec<CounterKey> = counters.iter().map(|k| counter_key("counters", k)).collect::<PyResult<_>>()?;
     guard(|| {
         let mut builder = pipetel::stage(name.clone()).shards(shards);
         if let Some(id) = execution_id {
@@ -166,7 +167,7 @@ impl PyStage {
 impl PyStage {
     /// Starts shard `index` on the calling thread (its CPU time is this thread's): its start row
     /// is emitted and its span opens as a child of the stage's span.
-    fn shard(&self, py: Python<'_>, index: u32) -> PyResult<PyShard> {
+    fn shard(&self, py: Python<'_>, #[pyo3(from_py_with = arg::index)] index: u32) -> PyResult<PyShard> {
         let guard_ = self.stage.read().unwrap_or_else(PoisonError::into_inner);
         let Some(stage) = guard_.as_ref() else { return Err(ended(&format!("stage {:?}", self.name))) };
         let shard = guard(|| Ok(stage.shard(index).start()))?;
@@ -179,12 +180,12 @@ impl PyStage {
     /// Ends the stage and returns its row as a dict. `strict=True` ends it failed when a shard's
     /// last attempt failed.
     #[pyo3(signature = (strict = false))]
-    fn finish(&self, py: Python<'_>, strict: bool) -> PyResult<Py<PyDict>> {
+    fn finish(&self, py: Python<'_>, #[pyo3(from_py_with = arg::strict)] strict: bool) -> PyResult<Py<PyDict>> {
         self.end(py, move |s| if strict { s.finish_strict() } else { s.finish() })
     }
 
     /// Ends the stage as failed with `reason` and returns its row as a dict.
-    fn fail(&self, py: Python<'_>, reason: String) -> PyResult<Py<PyDict>> {
+    fn fail(&self, py: Python<'_>, #[pyo3(from_py_with = arg::reason)] reason: String) -> PyResult<Py<PyDict>> {
         self.end(py, move |s| s.fail(reason))
     }
 
@@ -264,21 +265,22 @@ impl PyShard {
 
 #[pymethods]
 impl PyShard {
-    /// Adds processed items and bytes: two relaxed atomic adds, no lock. Both are non-negative
-    /// ints (anything else raises `TypeError` or `OverflowError` naming the argument).
+    /// Adds processed items and bytes: two relaxed atomic adds, no lock. Both are ints in
+    /// `0..2**64` (another type raises `TypeError`, an int out of range `ValueError`, each
+    /// naming the argument).
     #[pyo3(signature = (items, nbytes = 0))]
-    fn record(&self, items: u64, nbytes: u64) {
+    fn record(&self, #[pyo3(from_py_with = arg::items)] items: u64, #[pyo3(from_py_with = arg::nbytes)] nbytes: u64) {
         self.recorder.record(items, nbytes);
     }
 
     /// Adds to a user counter (`/`-separated key such as `zephyr/item_count`; an int or a finite
     /// float).
-    fn add(&self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let value = counter_value(&format!("counter {key:?}"), value, true)?;
-        let key = counter_key(key)?;
+    fn add(&self, #[pyo3(from_py_with = arg::key)] key: String, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let value = counter_value(&format!("value: counter {key:?}"), value, true)?;
+        let key = counter_key("key", &key)?;
         let shard = self.shard.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(shard) = shard.as_ref() else { return Err(ended(&format!("shard {}", self.index))) };
-        guard(|| shard.try_add(&key, value).map_err(|e| PyValueError::new_err(e.to_string())))
+        guard(|| shard.try_add(&key, value).map_err(|e| PyValueError::new_err(format!("value: {e}"))))
     }
 
     /// Ends the shard as finished and returns its end row as a dict.
@@ -287,7 +289,7 @@ impl PyShard {
     }
 
     /// Ends the shard as failed with `reason` and returns its end row as a dict.
-    fn fail(&self, py: Python<'_>, reason: String) -> PyResult<Py<PyDict>> {
+    fn fail(&self, py: Python<'_>, #[pyo3(from_py_with = arg::reason)] reason: String) -> PyResult<Py<PyDict>> {
         self.end(py, move |s| s.fail(reason))
     }
 

@@ -8,6 +8,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use crate::args::{arg, type_name};
 use crate::attributes::attributes;
 use crate::context::{current_context, extract_traceparent, PySpan};
 use crate::errors::guard;
@@ -26,8 +27,10 @@ fn parent_context(py: Python<'_>, parent: Option<&Bound<'_, PyAny>>) -> PyResult
     if let Some(cx) = context_of(parent) {
         return Ok(cx);
     }
-    let type_name = parent.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-    Err(PyTypeError::new_err(format!("parent: expected a Span, Stage, Shard or a traceparent str, got a {type_name}")))
+    Err(PyTypeError::new_err(format!(
+        "parent: expected a Span, Stage, Shard or a traceparent str, got a {}",
+        type_name(parent)
+    )))
 }
 
 /// `pipetel.span(name, parent=None, attributes=None, **attrs)`: starts a span now (a child of
@@ -36,15 +39,15 @@ fn parent_context(py: Python<'_>, parent: Option<&Bound<'_, PyAny>>) -> PyResult
 #[pyo3(signature = (name, /, parent = None, attributes = None, **attrs))]
 fn span(
     py: Python<'_>,
-    name: String,
+    #[pyo3(from_py_with = arg::name)] name: String,
     parent: Option<&Bound<'_, PyAny>>,
-    attributes: Option<&Bound<'_, PyDict>>,
+    #[pyo3(from_py_with = arg::attributes)] attributes: Option<Bound<'_, PyDict>>,
     attrs: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<PySpan> {
     let parent_cx = parent_context(py, parent)?;
     let mut kvs = Vec::new();
-    self::attributes(attributes, &mut kvs)?;
-    self::attributes(attrs, &mut kvs)?;
+    self::attributes(Some("attributes"), attributes.as_ref(), &mut kvs)?;
+    self::attributes(None, attrs, &mut kvs)?;
     guard(|| {
         let tracer = global::tracer(pipetel::SCOPE_NAME);
         let span = tracer

@@ -7,8 +7,9 @@ use std::time::{Duration, SystemTime};
 use pipetel::pipeline::{CounterValue, StageStat, StageStatus, WorkerStat, WorkerStatus};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyTuple};
 
+use crate::args::{arg, repr, type_name};
 use crate::errors::guard;
 use crate::pipeline::{counter_key, counter_value};
 
@@ -17,12 +18,12 @@ fn non_negative(what: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
     if value.is_instance_of::<PyBool>() {
         return Err(PyTypeError::new_err(format!("{what}: expected a number, got a bool")));
     }
-    let v: f64 = if value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>() {
-        value.extract()?
-    } else {
-        let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a {type_name}")));
-    };
+    if !(value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>()) {
+        return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a {}", type_name(value))));
+    }
+    // An int beyond a float's range (10**400) cannot be converted: refused as out of range.
+    let v: f64 =
+        value.extract().map_err(|_| PyValueError::new_err(format!("{what}: {} is out of range", repr(value))))?;
     if !v.is_finite() {
         return Err(PyValueError::new_err(format!("{what}: {v} is not a finite number")));
     }
@@ -32,10 +33,24 @@ fn non_negative(what: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
     Ok(v)
 }
 
-/// A count (int, or a float holding a count) named `what`, rounded.
+/// A count named `what`: an int in `0..2**64`, exactly, or a float holding one, rounded.
 fn count(what: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if value.is_instance_of::<PyInt>() && !value.is_instance_of::<PyBool>() {
+        return value.extract::<u64>().map_err(|_| {
+            PyValueError::new_err(format!(
+                "{what}: {} is out of range, expected an int in 0..={}",
+                repr(value),
+                u64::MAX
+            ))
+        });
+    }
+    let v = non_negative(what, value)?.round();
+    // 2**64 is exact as a float; every float below it that is a whole number fits a u64.
+    if v >= 18_446_744_073_709_551_616.0 {
+        return Err(PyValueError::new_err(format!("{what}: {v} is out of range, expected a count below 2**64")));
+    }
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok(non_negative(what, value)?.round() as u64)
+    Ok(v as u64)
 }
 
 fn seconds(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Duration> {
@@ -57,30 +72,42 @@ fn zephyr_status(value: &Bound<'_, PyAny>) -> PyResult<WorkerStatus> {
     }
 }
 
-/// A `datetime` as a time; a naive one is UTC (as Zephyr writes them).
+/// A `datetime` as a time, exact to its microsecond: computed from its fields (a naive one is
+/// UTC, as Zephyr writes them; an aware one less its UTC offset), never through a float, which
+/// near today's dates holds a time to about 0.2 µs only.
 fn timestamp(value: &Bound<'_, PyAny>) -> PyResult<SystemTime> {
     let py = value.py();
-    let datetime = py.import("datetime")?;
-    if !value.is_instance(&datetime.getattr("datetime")?)? {
-        let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("ts: expected a datetime.datetime, got a {type_name}")));
+    if !value.is_instance(&py.import("datetime")?.getattr("datetime")?)? {
+        return Err(PyTypeError::new_err(format!("ts: expected a datetime.datetime, got a {}", type_name(value))));
     }
-    let aware = if value.getattr("tzinfo")?.is_none() {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("tzinfo", datetime.getattr("timezone")?.getattr("utc")?)?;
-        value.call_method("replace", (), Some(&kwargs))?
-    } else {
-        value.clone()
-    };
-    let secs: f64 = aware.call_method0("timestamp")?.extract()?;
-    let since_epoch = Duration::try_from_secs_f64(secs.abs())
-        .map_err(|e| PyValueError::new_err(format!("ts: {secs} seconds from the epoch: {e}")))?;
-    let t = if secs >= 0.0 {
+    let field = |obj: &Bound<'_, PyAny>, name: &str| -> PyResult<i64> { obj.getattr(name)?.extract() };
+    let days = days_from_civil(field(value, "year")?, field(value, "month")?, field(value, "day")?);
+    let seconds =
+        days * 86_400 + field(value, "hour")? * 3_600 + field(value, "minute")? * 60 + field(value, "second")?;
+    let mut micros = i128::from(seconds) * 1_000_000 + i128::from(field(value, "microsecond")?);
+    let offset = value.call_method0("utcoffset")?;
+    if !offset.is_none() {
+        let offset_seconds = field(&offset, "days")? * 86_400 + field(&offset, "seconds")?;
+        micros -= i128::from(offset_seconds) * 1_000_000 + i128::from(field(&offset, "microseconds")?);
+    }
+    let since_epoch = Duration::from_micros(u64::try_from(micros.unsigned_abs()).unwrap_or(u64::MAX));
+    let t = if micros >= 0 {
         SystemTime::UNIX_EPOCH.checked_add(since_epoch)
     } else {
         SystemTime::UNIX_EPOCH.checked_sub(since_epoch)
     };
-    t.ok_or_else(|| PyValueError::new_err(format!("ts: {secs} seconds from the epoch is out of range")))
+    t.ok_or_else(|| PyValueError::new_err(format!("ts: {} is out of range", repr(value))))
+}
+
+/// Days from 1970-01-01 to the proleptic Gregorian date `year-month-day` (H. Hinnant's
+/// `days_from_civil`), exact for every `datetime`.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
 }
 
 /// Counter key of items in Zephyr's `stage_counters`.
@@ -100,7 +127,7 @@ pub struct PyStatsWriter;
 impl PyStatsWriter {
     #[new]
     #[pyo3(signature = (*_args, **_kwargs))]
-    fn new(_args: &Bound<'_, pyo3::types::PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
+    fn new(_args: &Bound<'_, PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
         PyStatsWriter
     }
 
@@ -114,22 +141,23 @@ impl PyStatsWriter {
         &self,
         py: Python<'_>,
         stage_counters: &Bound<'_, PyAny>,
-        stage_name: String,
-        execution_id: String,
+        #[pyo3(from_py_with = arg::stage_name)] stage_name: String,
+        #[pyo3(from_py_with = arg::execution_id)] execution_id: String,
         elapsed: &Bound<'_, PyAny>,
-        total_shards: u32,
+        #[pyo3(from_py_with = arg::total_shards)] total_shards: u32,
         status: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let dict = stage_counters.cast::<PyDict>().map_err(|_| {
             PyTypeError::new_err(format!(
-                "stage_counters: expected a dict of str to int or float, got {stage_counters}"
+                "stage_counters: expected a dict of str to int or float, got a {}",
+                type_name(stage_counters)
             ))
         })?;
         let mut counters = Vec::with_capacity(dict.len());
         for (k, v) in dict.iter() {
             let key: String =
                 k.extract().map_err(|_| PyTypeError::new_err(format!("stage_counters: the key {k} is not a str")))?;
-            counter_key(&key).map_err(|e| PyValueError::new_err(format!("stage_counters: {e}")))?;
+            counter_key("stage_counters", &key)?;
             let value = counter_value(&format!("stage_counters[{key:?}]"), &v, false)?;
             counters.push((key, value));
         }
@@ -185,9 +213,9 @@ impl PyStatsWriter {
     fn emit_worker_stat(
         &self,
         py: Python<'_>,
-        shard_idx: u32,
-        stage_name: String,
-        execution_id: String,
+        #[pyo3(from_py_with = arg::shard_idx)] shard_idx: u32,
+        #[pyo3(from_py_with = arg::stage_name)] stage_name: String,
+        #[pyo3(from_py_with = arg::execution_id)] execution_id: String,
         status: &Bound<'_, PyAny>,
         ts: &Bound<'_, PyAny>,
         items: &Bound<'_, PyAny>,

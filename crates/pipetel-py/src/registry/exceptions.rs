@@ -99,11 +99,30 @@ pub(crate) fn not_found(message: String) -> PyErr {
 /// A registry error as the exception TeleFuser code expects: a conflict is
 /// `MetricAlreadyRegisteredError`, anything else `InvalidMetricError`; the message is Rust's.
 pub(crate) fn registry_error(error: RegistryError) -> PyErr {
-    if matches!(error, RegistryError::Conflict { .. }) {
-        return MetricAlreadyRegisteredError::new_err(error.to_string());
-    }
+    refused(error, None, None)
+}
+
+/// [`registry_error`] for a registration's refusal, its message starting with the argument at
+/// fault: `name_arg` for an invalid name, `labels` for label names or values, `option_arg` for
+/// buckets, quantiles or the window.
+pub(crate) fn registration_error(error: RegistryError, name_arg: &str, option_arg: &str) -> PyErr {
+    refused(error, Some(name_arg), Some(option_arg))
+}
+
+fn refused(error: RegistryError, name_arg: Option<&str>, option_arg: Option<&str>) -> PyErr {
+    let arg = match &error {
+        RegistryError::Conflict { .. } => return MetricAlreadyRegisteredError::new_err(error.to_string()),
+        RegistryError::InvalidName { .. } => name_arg,
+        RegistryError::InvalidLabelName { .. } | RegistryError::LabelMismatch { .. } => name_arg.map(|_| "labels"),
+        RegistryError::InvalidOption { .. } => option_arg,
+        _ => None,
+    };
+    let message = match arg {
+        Some(arg) => format!("{arg}: {error}"),
+        None => error.to_string(),
+    };
     Python::attach(|py| match invalid_metric_type(py) {
-        Ok(ty) => PyErr::from_type(ty.clone(), error.to_string()),
+        Ok(ty) => PyErr::from_type(ty.clone(), message),
         Err(e) => e,
     })
 }

@@ -11,6 +11,7 @@ use pyo3::types::PyTuple;
 
 use super::exceptions::{invalid_value, unsupported};
 use super::labels::PyMetricLabel;
+use crate::args::arg;
 use crate::errors::guard;
 
 /// Refuses NaN (and, unless `infinite_ok`, infinities) with `InvalidValueError` naming `what`.
@@ -88,39 +89,37 @@ macro_rules! handle {
 handle!(
     /// A counter: one series that only goes up.
     PyCounter, reg::Counter, "Counter", {
-    /// Adds `amount` (default 1). A negative or non-finite amount raises `InvalidValueError`.
-    #[pyo3(signature = (amount = None))]
+    /// Adds `amount` (default 1): a number; a negative or non-finite amount raises
+    /// `InvalidValueError`, `None` or another type `TypeError`.
+    #[pyo3(signature = (amount = 1.0))]
     #[inline]
-    fn inc(&self, amount: Option<f64>) -> PyResult<()> {
-        match amount {
-            None => {
-                self.inner.inc();
-                Ok(())
-            }
-            Some(n) => {
-                if !(n.is_finite() && n >= 0.0) {
-                    return Err(invalid_value(format!(
-                        "counter {} can only be increased by a finite, non-negative amount, got {n}",
-                        self.meta.name
-                    )));
-                }
-                guard(|| {
-                    self.inner.inc_by(n);
-                    Ok(())
-                })
-            }
+    fn inc(&self, #[pyo3(from_py_with = arg::amount)] amount: f64) -> PyResult<()> {
+        if amount == 1.0 {
+            // The integer cell's single add: what `inc_by(1.0)` ends in, without its checks.
+            self.inner.inc();
+            return Ok(());
         }
+        if !(amount.is_finite() && amount >= 0.0) {
+            return Err(invalid_value(format!(
+                "amount: counter {} can only be increased by a finite, non-negative amount, got {amount}",
+                self.meta.name
+            )));
+        }
+        guard(|| {
+            self.inner.inc_by(amount);
+            Ok(())
+        })
     }
 
     /// Always raises `UnsupportedOperationError`: a counter cannot go down.
     #[pyo3(signature = (amount = 1.0))]
-    fn dec(&self, amount: f64) -> PyResult<()> {
+    fn dec(&self, #[pyo3(from_py_with = arg::amount)] amount: f64) -> PyResult<()> {
         let _ = amount;
         Err(unsupported(format!("counter {} cannot be decremented", self.meta.name)))
     }
 
     /// Always raises `UnsupportedOperationError`: a counter cannot be set, use `inc`.
-    fn set(&self, value: f64) -> PyResult<()> {
+    fn set(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
         let _ = value;
         Err(unsupported(format!("counter {} cannot be set directly, use inc() instead", self.meta.name)))
     }
@@ -142,23 +141,23 @@ handle!(
     PyGauge, reg::Gauge, "Gauge", {
     /// Adds `amount` (default 1; finite).
     #[pyo3(signature = (amount = 1.0))]
-    fn inc(&self, amount: f64) -> PyResult<()> {
-        check_number(amount, "the increment", &self.meta, false)?;
+    fn inc(&self, #[pyo3(from_py_with = arg::amount)] amount: f64) -> PyResult<()> {
+        check_number(amount, "amount: the increment", &self.meta, false)?;
         self.inner.inc_by(amount);
         Ok(())
     }
 
     /// Subtracts `amount` (default 1; finite).
     #[pyo3(signature = (amount = 1.0))]
-    fn dec(&self, amount: f64) -> PyResult<()> {
-        check_number(amount, "the decrement", &self.meta, false)?;
+    fn dec(&self, #[pyo3(from_py_with = arg::amount)] amount: f64) -> PyResult<()> {
+        check_number(amount, "amount: the decrement", &self.meta, false)?;
         self.inner.dec_by(amount);
         Ok(())
     }
 
     /// Sets the value (infinities allowed, NaN refused).
-    fn set(&self, value: f64) -> PyResult<()> {
-        check_number(value, "the value", &self.meta, true)?;
+    fn set(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
+        check_number(value, "value: the value", &self.meta, true)?;
         self.inner.set(value);
         Ok(())
     }
@@ -184,8 +183,8 @@ handle!(
     /// A histogram with fixed buckets: one series.
     PyHistogram, reg::Histogram, "Histogram", {
     /// Records one observation (NaN refused).
-    fn observe(&self, value: f64) -> PyResult<()> {
-        check_number(value, "an observation", &self.meta, true)?;
+    fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
+        check_number(value, "value: an observation", &self.meta, true)?;
         self.inner.observe(value);
         Ok(())
     }
@@ -233,8 +232,8 @@ handle!(
     /// A summary: quantiles over a sliding window, plus count and sum.
     PySummary, reg::Summary, "Summary", {
     /// Records one observation (finite).
-    fn observe(&self, value: f64) -> PyResult<()> {
-        check_number(value, "an observation", &self.meta, false)?;
+    fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
+        check_number(value, "value: an observation", &self.meta, false)?;
         guard(|| {
             self.inner.observe(value);
             Ok(())

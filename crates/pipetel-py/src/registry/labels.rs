@@ -5,6 +5,8 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use crate::args::{arg, repr, type_name};
+
 /// A label: name and value (TeleFuser's `MetricLabel`).
 #[pyclass(module = "pipetel.telefuser", name = "MetricLabel", frozen, eq, hash, from_py_object)]
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -16,8 +18,8 @@ pub struct PyMetricLabel {
 #[pymethods]
 impl PyMetricLabel {
     #[new]
-    fn new(name: String, value: &Bound<'_, PyAny>) -> PyResult<Self> {
-        let value = label_value(&name, value)?;
+    fn new(#[pyo3(from_py_with = arg::name)] name: String, value: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let value = label_value("value", &name, value)?;
         Ok(PyMetricLabel { name, value })
     }
 
@@ -44,8 +46,9 @@ impl PyMetricLabel {
     }
 }
 
-/// A label value: a `str`, or an `int`, `float` or `bool` written as Python's `str()` does.
-fn label_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
+/// A label value: a `str`, or an `int`, `float` or `bool` written as Python's `str()` does;
+/// `what` names the argument it came in.
+fn label_value(what: &str, name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
     if let Ok(s) = value.cast::<PyString>() {
         return Ok(s.to_cow()?.into_owned());
     }
@@ -55,8 +58,8 @@ fn label_value(name: &str, value: &Bound<'_, PyAny>) -> PyResult<String> {
         return Ok(value.str()?.to_cow()?.into_owned());
     }
     Err(PyTypeError::new_err(format!(
-        "the value of label {name:?} must be a str (or an int or float), got {}",
-        value.get_type().name()?
+        "{what}: the value of label {name:?} must be a str (or an int or float), got {}",
+        type_name(value)
     )))
 }
 
@@ -69,13 +72,13 @@ pub(crate) fn labels_of(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(Stri
         for (k, v) in dict.iter() {
             let Ok(name) = k.cast::<PyString>() else {
                 return Err(PyTypeError::new_err(format!(
-                    "label names must be str, got {} ({})",
-                    k.repr()?,
-                    k.get_type().name()?
+                    "labels: label names must be str, got {} ({})",
+                    repr(&k),
+                    type_name(&k)
                 )));
             };
             let name = name.to_cow()?.into_owned();
-            let value = label_value(&name, &v)?;
+            let value = label_value("labels", &name, &v)?;
             pairs.push((name, value));
         }
     } else if labels.cast::<PyList>().is_ok() || labels.cast::<PyTuple>().is_ok() {
@@ -89,20 +92,20 @@ pub(crate) fn labels_of(labels: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<(Stri
             let (Ok(name), Ok(value)) = (item.getattr("name"), item.getattr("value")) else {
                 return Err(PyTypeError::new_err(format!(
                     "labels[{i}] must be a MetricLabel (an object with name and value), got {}",
-                    item.get_type().name()?
+                    type_name(&item)
                 )));
             };
             let Ok(name) = name.cast::<PyString>() else {
                 return Err(PyTypeError::new_err(format!("labels[{i}].name must be a str")));
             };
             let name = name.to_cow()?.into_owned();
-            let value = label_value(&name, &value)?;
+            let value = label_value("labels", &name, &value)?;
             pairs.push((name, value));
         }
     } else {
         return Err(PyTypeError::new_err(format!(
             "labels must be a dict of str to str or a list of MetricLabel, got {}",
-            labels.get_type().name()?
+            type_name(labels)
         )));
     }
     pairs.sort();

@@ -18,6 +18,7 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::args::{arg, type_name};
 use crate::errors::guard;
 
 mod exceptions;
@@ -25,7 +26,8 @@ mod handles;
 mod labels;
 
 use exceptions::not_found;
-pub(crate) use exceptions::{invalid_value, registry_error};
+pub(crate) use exceptions::{invalid_value, registration_error, registry_error};
+
 use handles::PySummary;
 pub(crate) use handles::{PyCounter, PyGauge, PyHistogram};
 use labels::{labels_of, PyMetricLabel};
@@ -97,15 +99,16 @@ impl PyMetricRegistry {
     /// an empty namespace adds nothing). Registries of one namespace share their metrics (and
     /// share them with the service metrics of that prefix).
     #[new]
-    #[pyo3(signature = (namespace = "telefuser"))]
-    fn new(namespace: &str) -> PyResult<Self> {
+    #[pyo3(signature = (namespace = "telefuser".to_owned()), text_signature = "(namespace=\"telefuser\")")]
+    fn new(#[pyo3(from_py_with = arg::namespace)] namespace: String) -> PyResult<Self> {
         guard(|| {
             // One Rust registry per namespace and process, shared with the service metrics of
             // that prefix: two metrics of one name are never exported twice.
-            let inner = pipetel::service::registry_of(namespace).map_err(registry_error)?;
+            let inner = pipetel::service::registry_of(&namespace)
+                .map_err(|e| registration_error(e, "namespace", "namespace"))?;
             Ok(PyMetricRegistry {
                 inner,
-                namespace: namespace.to_owned(),
+                namespace,
                 collectors: Arc::new(Mutex::new(Vec::new())),
                 installed: Mutex::new(false),
             })
@@ -119,84 +122,103 @@ impl PyMetricRegistry {
     }
 
     /// Registers (or finds) a counter; `labels` pick its series. Exposed as `<namespace>_<name>_total`.
-    #[pyo3(signature = (name, description = "", labels = None))]
-    fn counter(&self, name: &str, description: &str, labels: Option<&Bound<'_, PyAny>>) -> PyResult<PyCounter> {
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
+    fn counter(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyCounter> {
         let labels = labels_of(labels)?;
         guard(|| {
-            let local = self.local(name);
+            let local = self.local(&name);
             let inner = if labels.is_empty() {
-                self.inner.counter(local, description)
+                self.inner.counter(local, &description)
             } else {
-                self.inner.counter_vec(local, description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
+                self.inner.counter_vec(local, &description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
             }
-            .map_err(registry_error)?;
-            Ok(PyCounter::new(inner, description, labels))
+            .map_err(|e| registration_error(e, "name", "name"))?;
+            Ok(PyCounter::new(inner, &description, labels))
         })
     }
 
     /// Registers (or finds) a gauge; `labels` pick its series.
-    #[pyo3(signature = (name, description = "", labels = None))]
-    fn gauge(&self, name: &str, description: &str, labels: Option<&Bound<'_, PyAny>>) -> PyResult<PyGauge> {
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
+    fn gauge(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyGauge> {
         let labels = labels_of(labels)?;
         guard(|| {
-            let local = self.local(name);
+            let local = self.local(&name);
             let inner = if labels.is_empty() {
-                self.inner.gauge(local, description)
+                self.inner.gauge(local, &description)
             } else {
-                self.inner.gauge_vec(local, description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
+                self.inner.gauge_vec(local, &description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
             }
-            .map_err(registry_error)?;
-            Ok(PyGauge::new(inner, description, labels))
+            .map_err(|e| registration_error(e, "name", "name"))?;
+            Ok(PyGauge::new(inner, &description, labels))
         })
     }
 
-    /// Registers (or finds) a histogram. `buckets`: upper bounds (sorted for you; a trailing
-    /// `+Inf` is implied and may be given); None for the registry's default buckets.
-    #[pyo3(signature = (name, description = "", labels = None, buckets = None))]
+    /// Registers (or finds) a histogram. `buckets`: finite, strictly increasing upper bounds, as
+    /// Rust takes them (a trailing `+Inf` is implied and may be given); None for the registry's
+    /// default buckets.
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None, buckets = None),
+        text_signature = "($self, name, description=\"\", labels=None, buckets=None)"
+    )]
     fn histogram(
         &self,
-        name: &str,
-        description: &str,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
         labels: Option<&Bound<'_, PyAny>>,
-        buckets: Option<Vec<f64>>,
+        #[pyo3(from_py_with = arg::buckets)] buckets: Option<Vec<f64>>,
     ) -> PyResult<PyHistogram> {
         let labels = labels_of(labels)?;
         let mut opts = Opts::new();
         if let Some(mut bounds) = buckets {
-            if bounds.iter().any(|b| b.is_nan()) {
-                return Err(registry_error(RegistryError::InvalidOption {
-                    metric: name.to_owned(),
-                    reason: "a bucket bound is NaN".to_owned(),
-                }));
-            }
-            bounds.sort_by(f64::total_cmp);
+            // The `+Inf` bucket is implied: prometheus_client and TeleFuser code may still name it.
             if bounds.last() == Some(&f64::INFINITY) {
                 bounds.pop();
             }
             opts = opts.buckets(bounds);
         }
         guard(|| {
-            let local = self.local(name);
+            let local = self.local(&name);
             let inner = if labels.is_empty() {
-                self.inner.histogram_with(local, description, opts)
+                self.inner.histogram_with(local, &description, opts)
             } else {
-                self.inner.histogram_vec(local, description, &names_of(&labels), opts).and_then(|v| v.with(&labels[..]))
+                self.inner
+                    .histogram_vec(local, &description, &names_of(&labels), opts)
+                    .and_then(|v| v.with(&labels[..]))
             }
-            .map_err(registry_error)?;
-            Ok(PyHistogram::new(inner, description, labels))
+            .map_err(|e| registration_error(e, "name", "buckets"))?;
+            Ok(PyHistogram::new(inner, &description, labels))
         })
     }
 
     /// Registers (or finds) a summary: `quantiles` (default 0.5, 0.9, 0.95, 0.99) over a sliding
     /// window of `max_age_seconds` (default 600).
-    #[pyo3(signature = (name, description = "", labels = None, quantiles = None, max_age_seconds = None))]
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None, quantiles = None, max_age_seconds = None),
+        text_signature = "($self, name, description=\"\", labels=None, quantiles=None, max_age_seconds=None)"
+    )]
     fn summary(
         &self,
-        name: &str,
-        description: &str,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
         labels: Option<&Bound<'_, PyAny>>,
-        quantiles: Option<Vec<f64>>,
-        max_age_seconds: Option<f64>,
+        #[pyo3(from_py_with = arg::quantiles)] quantiles: Option<Vec<f64>>,
+        #[pyo3(from_py_with = arg::max_age_seconds)] max_age_seconds: Option<f64>,
     ) -> PyResult<PySummary> {
         let labels = labels_of(labels)?;
         let mut opts = Opts::new();
@@ -205,55 +227,68 @@ impl PyMetricRegistry {
         }
         if let Some(age) = max_age_seconds {
             let Ok(age) = Duration::try_from_secs_f64(age) else {
-                return Err(registry_error(RegistryError::InvalidOption {
-                    metric: name.to_owned(),
-                    reason: format!("max_age_seconds must be a positive number of seconds, got {age}"),
-                }));
+                return Err(registration_error(
+                    RegistryError::InvalidOption {
+                        metric: name.clone(),
+                        reason: format!("the window must be a positive number of seconds, got {age}"),
+                    },
+                    "name",
+                    "max_age_seconds",
+                ));
             };
             opts = opts.max_age(age);
         }
         guard(|| {
-            let local = self.local(name);
+            let local = self.local(&name);
             let inner = if labels.is_empty() {
-                self.inner.summary_with(local, description, opts)
+                self.inner.summary_with(local, &description, opts)
             } else {
-                self.inner.summary_vec(local, description, &names_of(&labels), opts).and_then(|v| v.with(&labels[..]))
+                self.inner.summary_vec(local, &description, &names_of(&labels), opts).and_then(|v| v.with(&labels[..]))
             }
-            .map_err(registry_error)?;
-            Ok(PySummary::new(inner, description, labels))
+            .map_err(|e| registration_error(e, "name", "quantiles"))?;
+            Ok(PySummary::new(inner, &description, labels))
         })
     }
 
     /// `counter`, kept for TeleFuser code that calls it.
-    #[pyo3(signature = (name, description = "", labels = None))]
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
     fn get_or_create_counter(
         &self,
-        name: &str,
-        description: &str,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
         labels: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyCounter> {
         self.counter(name, description, labels)
     }
 
     /// `gauge`, kept for TeleFuser code that calls it.
-    #[pyo3(signature = (name, description = "", labels = None))]
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
     fn get_or_create_gauge(
         &self,
-        name: &str,
-        description: &str,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
         labels: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyGauge> {
         self.gauge(name, description, labels)
     }
 
     /// `histogram`, kept for TeleFuser code that calls it.
-    #[pyo3(signature = (name, description = "", labels = None, buckets = None))]
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None, buckets = None),
+        text_signature = "($self, name, description=\"\", labels=None, buckets=None)"
+    )]
     fn get_or_create_histogram(
         &self,
-        name: &str,
-        description: &str,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
         labels: Option<&Bound<'_, PyAny>>,
-        buckets: Option<Vec<f64>>,
+        #[pyo3(from_py_with = arg::buckets)] buckets: Option<Vec<f64>>,
     ) -> PyResult<PyHistogram> {
         self.histogram(name, description, labels, buckets)
     }
@@ -265,8 +300,8 @@ impl PyMetricRegistry {
     fn add_custom_collector(&self, py: Python<'_>, collector: Bound<'_, PyAny>) -> PyResult<()> {
         if !collector.is_callable() {
             return Err(PyTypeError::new_err(format!(
-                "a custom collector must be callable, got {}",
-                collector.get_type().name()?
+                "collector: a custom collector must be callable, got {}",
+                type_name(&collector)
             )));
         }
         lock(&self.collectors).push(collector.unbind());
@@ -342,8 +377,8 @@ impl PyMetricRegistry {
 
     /// Whether a metric of that name (with or without the namespace) is registered; raises
     /// `MetricNotFoundError` (a `KeyError`) otherwise. Returns the exposed name.
-    fn get_metric_name(&self, name: &str) -> PyResult<String> {
-        let local = self.local(name);
+    fn get_metric_name(&self, #[pyo3(from_py_with = arg::name)] name: String) -> PyResult<String> {
+        let local = self.local(&name);
         let full = if self.namespace.is_empty() { local.to_owned() } else { format!("{}_{local}", self.namespace) };
         let names = self.inner.names();
         names
