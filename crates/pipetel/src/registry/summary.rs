@@ -23,9 +23,13 @@ use std::time::Duration;
 use opentelemetry::metrics::Meter;
 use opentelemetry::KeyValue;
 
-use super::family::{metric_handle, observe_live, Cell, Family, Handle};
+use super::error::{invalid_option, RegistryError};
+use super::family::{observe_live, Cell, Family};
+use super::handle::{metric_handle, Handle, MetricVec};
+use super::kind::Kind;
+use super::opts::Opts;
+use super::series::Series;
 use super::sketch::Sketch;
-use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::{unit_keeping_name, Format, LabelBlock, MetricType, Writer};
 use crate::sync::{clock, SpinGuard, SpinLock};
 
@@ -191,7 +195,7 @@ fn write_family(f: &Family<SummaryCell>, out: &mut String, format: Format, sorte
     let mut w = Writer::new(out, format);
     w.header(name, "summary", &f.meta.help, &f.meta.unit);
     let mut labels = String::new();
-    let mut each = |s: &super::family::Series<SummaryCell>| {
+    let mut each = |s: &Series<SummaryCell>| {
         labels.clear();
         s.write_labels(&f.meta.labels, false, &mut LabelBlock::new(&mut labels));
         let v = s.cell.snapshot(&f.spec);

@@ -1,4 +1,7 @@
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::InstrumentationScope;
@@ -7,6 +10,7 @@ use opentelemetry_sdk::metrics::SdkMeterProvider;
 use std::sync::atomic::AtomicU64;
 
 use super::*;
+use crate::installed::Installed;
 use crate::test_exporter::TestExporter;
 
 /// `(scope, name)` → `[(sorted attributes, value)]`.
