@@ -68,17 +68,21 @@
 //! another); further label sets share one overflow series marked `otel_metric_overflow="true"`,
 //! with one warning per metric.
 //!
-//! # Summaries: error bound
-//! Quantiles come from a relative-error sketch (after DDSketch, with bins indexed straight from
-//! a value's bits) per slice of the window: each reported quantile is within ±[`RELATIVE_ERROR`]
-//! (1 %, relative) of the exact value of rank `⌊q·(n−1)⌋` among the `n` observations in the
-//! window. The window (default 10 min in 5 slices) slides one slice at a time; `_sum` and
-//! `_count` are totals since creation.
+//! # Summaries: quantiles and their error
+//! The quantile `q` of the `n` observations in the window is the observation of rank `⌈q·n⌉`
+//! (1-based, at least 1) in increasing order, the nearest-rank rule: of three observations,
+//! 0.5 reads the middle one and 0.9 the largest. Each slice of the window (default 10 min in 5
+//! slices, sliding one slice at a time) keeps its first [`EXACT_OBSERVATIONS`] (128)
+//! observations as they are, so quantiles are exact while no slice in the window received
+//! more; past that, the slice moves them into a relative-error sketch (after DDSketch, with bins
+//! indexed straight from a value's bits) and each reported quantile is within
+//! ±[`RELATIVE_ERROR`] (1 %, relative) of the exact one. `_sum` and `_count` are totals since
+//! creation.
 //!
 //! An observation takes a short lock and needs the time, to know the slice it belongs to.
 //! Reading the clock would cost as much as the rest of the observation, so on Linux the first
 //! summary starts a thread, `pipetel-clock`, that keeps a recent time for observations to read,
-//! refreshed often enough for the window's slices (see [`crate::sync::clock`]).
+//! refreshed often enough for the window's slices.
 
 //
 // Layout: one file per kind (`counter`, `gauge`, `histogram`, `summary` with its `sketch`) and
@@ -115,7 +119,7 @@ pub use kind::Kind;
 pub use labels::Labels;
 pub use opts::Opts;
 pub use set::{global, Registry};
-pub use sketch::RELATIVE_ERROR;
+pub use sketch::{EXACT_OBSERVATIONS, RELATIVE_ERROR};
 pub use summary::{Summary, SummaryValue, SummaryVec, DEFAULT_AGE_BUCKETS, DEFAULT_MAX_AGE, DEFAULT_QUANTILES};
 
 pub use crate::limits::set_cardinality_limit;
