@@ -7,8 +7,12 @@ use std::sync::Arc;
 use opentelemetry::metrics::{BoundHistogram, Histogram as OtelHistogram, Meter};
 use opentelemetry::KeyValue;
 
-use super::family::{metric_handle, Cell, Family, Handle};
-use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
+use super::error::{invalid_option, RegistryError};
+use super::family::{Cell, Family};
+use super::handle::{metric_handle, Handle, MetricVec};
+use super::kind::Kind;
+use super::opts::Opts;
+use super::series::Series;
 use crate::exposition::exemplar::{self, Exemplars};
 use crate::exposition::{bucket_index, BoundsText, Format, LabelBlock, Writer};
 use crate::sync::Published;
@@ -153,7 +157,7 @@ fn write_family(f: &Family<HistogramCell>, otel_form: bool, out: &mut String, fo
     let mut labels = String::new();
     // Formatted once per family, not once per series.
     let bounds = BoundsText::of(&f.spec);
-    let each = |g: &mut dyn FnMut(&super::family::Series<HistogramCell>)| {
+    let each = |g: &mut dyn FnMut(&Series<HistogramCell>)| {
         if otel_form {
             f.each(g)
         } else {

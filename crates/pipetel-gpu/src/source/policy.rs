@@ -16,7 +16,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::source::{DeviceInfo, DeviceSample};
+use super::{DeviceInfo, DeviceSample};
 
 /// What to do after a failed read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
