@@ -69,7 +69,8 @@ fn pipetel_rows_rotated(store: &std::path::Path) -> std::path::PathBuf {
 }
 
 /// Two writers rotate the store many times between two polls of the follower: every row still
-/// comes out once (the files rotated meanwhile are read whole, in order).
+/// comes out once (the files rotated meanwhile are read whole, in order). The follower starts
+/// before the store's directory exists.
 #[test]
 fn follow_misses_nothing_when_the_store_rotates_between_polls() {
     use pipetel::pipeline::store::{Rotation, StoreWriter};
@@ -77,7 +78,7 @@ fn follow_misses_nothing_when_the_store_rotates_between_polls() {
     let _ = std::fs::remove_dir_all(&dir);
     let store = dir.join("svc.jsonl");
     let rotation = Rotation { max_bytes: 600, keep: 10_000 };
-    StoreWriter::open(&store, rotation).expect("open").append(row("first", "start").trim_end()).expect("append");
+    // Started before the store (or its directory) exists: it waits for it.
     let mut child = Command::new(env!("CARGO_BIN_EXE_pipetel"))
         .args(["rows", "--follow", "--json", "--file"])
         .arg(&store)
@@ -94,7 +95,9 @@ fn follow_misses_nothing_when_the_store_rotates_between_polls() {
             }
         }
     });
-    assert!(rx.recv_timeout(Duration::from_secs(20)).expect("the row so far").contains("\"first\""));
+    std::thread::sleep(Duration::from_millis(300));
+    StoreWriter::open(&store, rotation).expect("open").append(row("first", "start").trim_end()).expect("append");
+    assert!(rx.recv_timeout(Duration::from_secs(20)).expect("the first row").contains("\"first\""));
     const LINES: usize = 400;
     std::thread::scope(|s| {
         for w in 0..2 {

@@ -222,8 +222,10 @@ mod imp {
             }
             flags |= OFlags::NOFOLLOW;
         }
-        let fd = retry(|| rustix::fs::openat(CWD, path, flags, Mode::empty()))
-            .map_err(|e| at(path, no_symlink(e, "directory"), io::ErrorKind::InvalidInput))?;
+        let fd = retry(|| rustix::fs::openat(CWD, path, flags, Mode::empty())).map_err(|e| {
+            let e = no_symlink(e, "directory");
+            at(path, &e, e.kind())
+        })?;
         let fd = File::from(fd);
         if policy == Policy::Private {
             let meta = fd.metadata().map_err(|e| at(path, &e, e.kind()))?;
