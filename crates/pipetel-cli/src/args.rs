@@ -5,7 +5,8 @@ use std::path::PathBuf;
 pub(crate) const USAGE: &str = "\
 usage: pipetel rows [OPTIONS] [FILE]
 
-Lists the stage and worker rows of a pipetel rows store (JSON Lines, with its rotated files).
+Lists the stage and worker rows of a pipetel rows store (JSON Lines): the rows of every
+process that wrote it, with its rotated files, each row once.
 
 Where:
   FILE, --file PATH    the store to read (its rotated files PATH.N too)

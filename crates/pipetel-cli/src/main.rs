@@ -47,7 +47,11 @@ fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
     if let Some(f) = std::env::var_os("PIPETEL_ROWS_FILE").filter(|f| !f.is_empty()) {
         return Ok(PathBuf::from(f));
     }
-    let dir = a.dir.clone().unwrap_or_else(pipetel_rows::default_dir);
+    let dir = match &a.dir {
+        Some(dir) => dir.clone(),
+        None => pipetel_rows::default_dir()
+            .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("{e}, or pass --dir or FILE")))?,
+    };
     let service = a.service.clone().or_else(|| std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.is_empty()));
     if let Some(service) = service {
         return Ok(pipetel_rows::default_file(&dir, &service));
