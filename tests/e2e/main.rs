@@ -16,6 +16,7 @@ mod agent_to_two_gateways;
 mod alert_rules_pass_promtool;
 mod collector_configs_use_contrib_components;
 mod collector_outage_never_blocks;
+mod fleet_stores_end_to_end;
 mod dashboards_and_alerts_query_real_prometheus;
 mod dashboards_are_importable;
 mod exemplars_link_metrics_to_traces;
