@@ -4,16 +4,20 @@
 //! write), rows to VictoriaLogs (OTLP logs) and traces to Jaeger v2 (OTLP). Asserted on what the
 //! stores answer: the stage and worker totals in PromQL equal what the example printed; every
 //! row the example kept locally is in VictoriaLogs once, with every field and the stream fields;
-//! each row's trace id resolves in Jaeger to a trace holding the row's span.
+//! each row's trace id resolves in Jaeger to a trace holding the row's span; and
+//! `pipetel rows --url` on VictoriaLogs prints, in every view and with filters, what
+//! `pipetel rows` prints on the same rows in a local store.
 
 use std::collections::BTreeSet;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
 use crate::support::otlp_json::Row;
 use crate::support::stores::Stores;
-use crate::support::{turn, wait_for, Otelcol, PipelineRun};
+use crate::support::workspace::built_binary;
+use crate::support::{free_port, turn, wait_for, Otelcol, PipelineRun};
 
 /// Shards per stage of the example run.
 const SHARDS: u32 = 4;
@@ -127,6 +131,8 @@ fn agent_gateway_and_the_three_stores_hold_the_run() {
         }
     }
 
+    remote_rows_equal_local(&stores.logs.url, &run);
+
     // Traces: every row's trace id resolves in Jaeger to a trace holding the row's span.
     let traces: BTreeSet<(&str, &str)> = run
         .rows
@@ -141,6 +147,42 @@ fn agent_gateway_and_the_three_stores_hold_the_run() {
         });
         assert!(spans.iter().all(|s| s["traceID"] == trace_id), "{spans:?}");
     }
+}
+
+/// Runs `pipetel rows` with `args`; its output, or a panic showing what it said.
+fn pipetel_rows(pipetel: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(pipetel).arg("rows").args(args).output().expect("run pipetel rows");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "pipetel rows {args:?} failed: {stderr}");
+    stdout.into_owned()
+}
+
+/// `pipetel rows --url` on the store against `pipetel rows FILE` on the run's own rows: the
+/// same text in every view, with and without filters.
+fn remote_rows_equal_local(logs_url: &str, run: &PipelineRun) {
+    let pipetel = built_binary("pipetel", &["-p", "pipetel-cli", "--bin", "pipetel"]);
+    let file = std::env::temp_dir().join(format!("pipetel-fleet-rows-{}-{}.jsonl", std::process::id(), free_port()));
+    let lines: String = run.rows.iter().map(|r| format!("{}\n", Value::Object(r.clone()))).collect();
+    std::fs::write(&file, lines).expect("write the local rows");
+    let local = file.to_string_lossy().into_owned();
+    let exec = run.execution.as_str();
+    let cases: [&[&str]; 8] = [
+        &["--execution", exec],
+        &["--execution", exec, "--json"],
+        &["--execution", exec, "--summary"],
+        &["--execution", exec, "--timeline"],
+        &["--execution", exec, "--stage", "tokenize", "--status", "failed"],
+        &["--execution", exec, "--shard", "2", "--namespace", "pipeline.worker"],
+        &["--execution", exec, "--namespace", "pipeline", "--stage", "index", "--json"],
+        &["--execution", exec, "--status", "running", "--summary"],
+    ];
+    for args in cases {
+        let want = pipetel_rows(&pipetel, &[&[local.as_str()], args].concat());
+        assert!(!want.is_empty(), "no local rows for {args:?}");
+        let got = pipetel_rows(&pipetel, &[&["--url", logs_url], args].concat());
+        assert_eq!(got, want, "pipetel rows --url {args:?} differs from the local store");
+    }
+    let _ = std::fs::remove_file(&file);
 }
 
 #[test]
