@@ -59,11 +59,6 @@ fn entry_holds_row(entry: &Map<String, Value>, row: &Row) -> Result<(), String> 
     Ok(())
 }
 
-/// [`rfc3339_ms`] of the time a `pipetel rows` line starts with.
-fn rfc3339_ms_z(t: &str) -> Option<u64> {
-    rfc3339_ms(t)
-}
-
 /// Milliseconds since the epoch of an RFC 3339 UTC time such as `2026-12-02T10:00:29.29980714Z`.
 fn rfc3339_ms(t: &str) -> Option<u64> {
     let (date, time) = t.strip_suffix('Z')?.split_once('T')?;
@@ -201,7 +196,7 @@ fn remote_rows_equal_local(logs_url: &str, run: &PipelineRun) {
                 .lines()
                 .map(|l| match serde_json::from_str::<Value>(l) {
                     Ok(v) => v["timestamp_ms"].as_u64().unwrap_or_default(),
-                    Err(_) => l.get(..24).and_then(rfc3339_ms_z).unwrap_or_default(),
+                    Err(_) => l.get(..24).and_then(rfc3339_ms).unwrap_or_default(),
                 })
                 .collect();
             assert!(times.windows(2).all(|w| w[0] <= w[1]), "pipetel rows --url {args:?} is not in time order:\n{got}");
