@@ -94,7 +94,8 @@ fn agent_gateway_and_the_three_stores_hold_the_run() {
         .env("NODE_NAME", "node-1")
         .start();
 
-    let run = PipelineRun::pushing(&agent.endpoint("grpc"), "grpc", &["--seconds", "2", "--shards", &SHARDS.to_string()]);
+    let run =
+        PipelineRun::pushing(&agent.endpoint("grpc"), "grpc", &["--seconds", "2", "--shards", &SHARDS.to_string()]);
     let exec = &run.execution;
 
     // Metrics: the totals the example printed, in VictoriaMetrics.
@@ -120,7 +121,9 @@ fn agent_gateway_and_the_three_stores_hold_the_run() {
         if holding.len() != 1 {
             let near: Vec<_> = entries
                 .iter()
-                .filter(|e| e.get("span_id") == row.get("span_id") && e.get("pipeline.status") == row.get("pipeline.status"))
+                .filter(|e| {
+                    e.get("span_id") == row.get("span_id") && e.get("pipeline.status") == row.get("pipeline.status")
+                })
                 .map(|e| entry_holds_row(e, row))
                 .collect();
             panic!("row {row:?} is in VictoriaLogs {} times; entries of its span and status: {near:?}", holding.len());
@@ -134,11 +137,8 @@ fn agent_gateway_and_the_three_stores_hold_the_run() {
     remote_rows_equal_local(&stores.logs.url, &run);
 
     // Traces: every row's trace id resolves in Jaeger to a trace holding the row's span.
-    let traces: BTreeSet<(&str, &str)> = run
-        .rows
-        .iter()
-        .filter_map(|r| Some((r.get("trace_id")?.as_str()?, r.get("span_id")?.as_str()?)))
-        .collect();
+    let traces: BTreeSet<(&str, &str)> =
+        run.rows.iter().filter_map(|r| Some((r.get("trace_id")?.as_str()?, r.get("span_id")?.as_str()?))).collect();
     assert!(traces.len() >= 3 * SHARDS as usize, "rows without their span: {traces:?}");
     for (trace_id, span_id) in traces {
         let spans = wait_for(&format!("span {span_id} of trace {trace_id} in Jaeger"), Duration::from_secs(60), || {

@@ -102,7 +102,10 @@ pub fn store_binaries(test: &str) -> Option<StoreBinaries> {
     let how = "`scripts/build-backends` builds the stores and prints their paths \
                (victoria-metrics=, victoria-logs=, jaeger=); `scripts/test` sets the variables";
     assert!(!peers_required(), "{test}: {} not set; {how}", missing.join(", "));
-    eprintln!("\n!!! {test}: SKIPPED, {} not set. This test needs the fleet's real stores: {how}. !!!\n", missing.join(", "));
+    eprintln!(
+        "\n!!! {test}: SKIPPED, {} not set. This test needs the fleet's real stores: {how}. !!!\n",
+        missing.join(", ")
+    );
     None
 }
 

@@ -69,6 +69,8 @@ pub(crate) struct RowsArgs {
 
 /// What the command line asks for.
 #[derive(Debug)]
+// Built once per run: the size of the rows variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
     Help,
     Rows(RowsArgs),
@@ -85,8 +87,15 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
         Some("rows") => {}
         Some(other) => return Err(format!("unknown command {other:?}: the one command is `rows`")),
     }
-    let mut a =
-        RowsArgs { file: None, service: None, dir: None, filters: Filters::default(), mode: Mode::List, follow: false, url: None };
+    let mut a = RowsArgs {
+        file: None,
+        service: None,
+        dir: None,
+        filters: Filters::default(),
+        mode: Mode::List,
+        follow: false,
+        url: None,
+    };
     let mut modes = Vec::new();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {

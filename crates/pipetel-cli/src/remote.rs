@@ -335,10 +335,16 @@ mod tests {
         assert_eq!(vl_parse("0.35"), Some(0.350_000_000_000_000_03));
         assert_eq!(vl_parse("0.35000000000000003"), Some(0.350_000_000_000_000_1));
         assert_eq!(written_float("0.3500000000000001"), Some(0.35));
-        for written in [0.35, 0.3, 25.985_576_186_226_307, 4_650_474.661_029_901, 1.0 / 3.0, 0.5, 12.0, 9_082.958_322_324_026] {
+        for written in
+            [0.35, 0.3, 25.985_576_186_226_307, 4_650_474.661_029_901, 1.0 / 3.0, 0.5, 12.0, 9_082.958_322_324_026]
+        {
             let mut stored = written;
             for parses in 0..4 {
-                assert_eq!(written_float(&format!("{stored}")), Some(written), "{written} parsed {parses} times: {stored}");
+                assert_eq!(
+                    written_float(&format!("{stored}")),
+                    Some(written),
+                    "{written} parsed {parses} times: {stored}"
+                );
                 stored = vl_parse(&format!("{stored}")).unwrap_or(stored);
             }
         }
