@@ -50,7 +50,7 @@ fn entry_holds_row(entry: &Map<String, Value>, row: &Row) -> Result<(), String> 
                 a == b || (n.is_f64() && (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs()))
             }),
             Value::Bool(b) => stored == b.to_string(),
-            other => stored == other.to_string(),
+            other => stored == *other,
         };
         if !equal {
             return Err(format!("{key}: stored {stored:?}, written {value}"));
