@@ -7,6 +7,7 @@
 mod args;
 mod follow;
 mod read;
+mod remote;
 mod show;
 
 use std::io::{self, Write};
@@ -78,6 +79,9 @@ fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
 }
 
 fn rows(a: &RowsArgs) -> io::Result<()> {
+    if let Some(url) = &a.url {
+        return remote::rows(url, a, &mut io::BufWriter::new(io::stdout().lock()));
+    }
     let path = store_path(a)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
