@@ -93,12 +93,12 @@ fn hub_seeds() -> Vec<(&'static str, Vec<u8>)> {
     clash.inc(&[]).expect("inc");
     let clashing = Envelope::new("worker-3", 1, vec![clash.snapshot()]);
 
-    let mut truncated = frames(&[first.clone()]);
+    let mut truncated = frames(std::slice::from_ref(&first));
     truncated.truncate(truncated.len() - 3);
-    let mut bad_payload = frames(&[first.clone()]);
+    let mut bad_payload = frames(std::slice::from_ref(&first));
     bad_payload.extend_from_slice(&5u32.to_le_bytes());
     bad_payload.extend_from_slice(b"hello");
-    bad_payload.extend(frames(&[second.clone()]));
+    bad_payload.extend(frames(std::slice::from_ref(&second)));
     vec![
         ("valid-growth.bin", frames(&[first.clone(), second.clone()])),
         ("valid-restart.bin", frames(&[first.clone(), second.clone(), after_restart, second.clone()])),
