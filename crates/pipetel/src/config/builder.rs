@@ -201,6 +201,9 @@ impl Config {
         /// Sets the `EnvFilter` directives of the events exported as OTel log records (default
         /// `info`), whatever `RUST_LOG` lets the console print.
         fn with_logs_filter(directives: impl Into<String>) -> { logs_filter = directives.into(), FILTER; }
+        /// Exports the process metrics (CPU, memory, open file descriptors, threads; the default)
+        /// or not.
+        fn with_process_metrics(enabled: bool) -> { process_metrics = enabled, BOOL; }
         /// Sets the upper bound of flush and shutdown.
         fn with_shutdown_timeout(timeout: Duration) -> { shutdown_timeout = timeout, POSITIVE_MILLIS; }
         /// Sets the most attribute sets kept per metric instrument; more fold into an overflow
@@ -396,6 +399,8 @@ impl Config {
         fn traces_filter() -> &str = DEFAULT_FILTER;
         /// The filter directives of the events exported as log records.
         fn logs_filter() -> &str = DEFAULT_FILTER;
+        /// Whether the process metrics are exported.
+        fn process_metrics() -> bool = true;
         /// Upper bound of flush and shutdown.
         fn shutdown_timeout() -> Duration = DEFAULT_SHUTDOWN_TIMEOUT;
         /// Most attribute sets kept per metric instrument.

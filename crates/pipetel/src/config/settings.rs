@@ -91,6 +91,8 @@ pub struct MetricsSettings {
     pub temporality: MetricTemporality,
     /// Aggregation of histograms that name no other.
     pub histogram_aggregation: HistogramAggregation,
+    /// Export the process metrics (`PIPETEL_PROCESS_METRICS`).
+    pub process_metrics: bool,
 }
 
 /// The span limits the tracer provider applies.
@@ -282,6 +284,7 @@ impl Config {
                 exemplar_filter: self.exemplar_filter(),
                 temporality: self.metric_temporality(),
                 histogram_aggregation: self.histogram_aggregation(),
+                process_metrics: self.process_metrics(),
             },
             traces: TracesSettings {
                 exporters: self.traces_exporters(),

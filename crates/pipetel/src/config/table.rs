@@ -290,6 +290,9 @@ settings_table! {
     /// (`0.01,0.1,1,10`), `seconds` (0.005 … 10) or `telefuser`.
     histogram_buckets: Vec<f64> = BUCKETS, "`seconds`",
         env PIPETEL_HISTOGRAM_BUCKETS, key "metrics.histogram_buckets" Buckets;
+    /// `false` turns off the process metrics (`process.cpu.time`, `process.memory.usage`, open file
+    /// descriptors, threads and the others of the semantic conventions).
+    process_metrics: bool = BOOL, "`true`", env PIPETEL_PROCESS_METRICS, key "process.metrics" Bool;
     /// The console's `tracing` filter directives; they decide only what is printed.
     log_filter: String = FILTER, "`info`", env RUST_LOG, key "log.filter" Text;
     /// The console's line format: `compact`, `pretty`, or `json` (one object per line, with the current

@@ -98,6 +98,7 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_TRACES_FILTER, "info,[{"),
         (PIPETEL_LOGS_FILTER, "debug,=x"),
         (PIPETEL_LOG_FORMAT, "xml"),
+        (PIPETEL_PROCESS_METRICS, "maybe"),
     ];
     for (var, value) in cases {
         let err = from(&[(var, value)]).expect_err(&format!("{var}={value} must be refused"));
@@ -1101,6 +1102,20 @@ fn filters_and_log_format_resolve_like_every_setting() {
         .and_then(|c| c.with_setting("log_format", "compact".into()))
         .expect("valid");
     assert_eq!((c.traces_filter(), c.log_format()), ("warn", LogFormat::Compact));
+}
+
+/// The process-metrics switch: on by default; file, environment and code in the usual order.
+#[test]
+fn process_metrics_switch_resolves_like_every_setting() {
+    assert!(from(&[]).expect("defaults").resolve().expect("resolves").metrics.process_metrics);
+    let (path, p) = write_file("[process]\nmetrics = false\n");
+    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    assert!(!c.process_metrics());
+    assert!(from(&[(PIPETEL_CONFIG, &p), (PIPETEL_PROCESS_METRICS, "true")]).expect("valid").process_metrics());
+    assert!(c.with_process_metrics(true).resolve().expect("resolves").metrics.process_metrics, "code beats file");
+    let _ = std::fs::remove_file(path);
+    let c = Config::default().with_setting("process_metrics", false.into()).expect("valid");
+    assert!(!c.process_metrics());
 }
 
 /// Header values never appear in an error, whichever path they came by; the names do.
