@@ -1152,6 +1152,8 @@ fn otlp_header_values_are_redacted_in_errors() {
         assert!(err.contains("headers") || err.contains("line"), "{err}");
         assert!(!err.contains(secret), "{err}");
     }
+    let err = file_error(&format!("[otlp.headers]\nauthorization = \"Bearer {secret}\n"));
+    assert!(err.contains("line 2, column"), "the syntax error says where: {err}");
     let err = Config::default()
         .with_setting("otlp_headers", toml::Value::String(format!("authorization={secret}")))
         .expect_err("not a table")
