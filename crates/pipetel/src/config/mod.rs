@@ -29,14 +29,14 @@
 //! | `syntax` | the lexers (text to value) and checks (accepted values) |
 //! | `rule` | one rule (a lexer and a check) per kind of setting; a value with its origin |
 //! | `env`, `file` | the environment and the TOML file, read through the table |
-//! | `builder` | [`Config`]: the `with_*` setters and the getters |
+//! | `builder`, `getters` | [`Config`]: the readers and the `with_*` setters; the getters |
 //! | `otlp` | OTLP resolution per signal |
 //! | `settings` | [`Config::resolve`] and the plain [`Settings`] `init` reads |
 //! | `reference` | the configuration reference, written from the table |
 //! | `error`, `values`, `groups`, `defaults` | [`ConfigError`] and [`Origin`]; the value types; the groups other modules take whole; the defaults |
 //!
-//! A new setting is an entry in `table.rs` plus its use: a getter (and a setter) in `builder.rs`
-//! and, when `init` needs it, a field of [`Settings`]. Its constant, its variable and file key,
+//! A new setting is an entry in `table.rs` plus its use: a getter in `getters.rs`, a setter in
+//! `builder.rs` and, when `init` needs it, a field of [`Settings`]. Its constant, its variable and file key,
 //! its checks, its error origin and its row in the reference come from the entry.
 
 mod builder;
@@ -45,6 +45,7 @@ mod defaults;
 mod env;
 mod error;
 mod file;
+mod getters;
 mod groups;
 mod otlp;
 #[cfg(test)]
