@@ -25,9 +25,9 @@ fn collector_dir() -> PathBuf {
     workspace_root().join("otel-collector")
 }
 
-fn yaml(path: &Path) -> serde_yaml::Value {
+fn yaml(path: &Path) -> serde_norway::Value {
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Alert names in the rules file.
@@ -118,15 +118,15 @@ fn the_unit_tests_catch_an_alert_that_never_fires() {
         let dir = std::env::temp_dir().join(format!("pipetel-alert-mutant-{}-{alert}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         // Replace this alert's expression with one that never returns a series.
-        let mut doc: serde_yaml::Value = serde_yaml::from_str(&rules).expect("rules YAML");
+        let mut doc: serde_norway::Value = serde_norway::from_str(&rules).expect("rules YAML");
         for g in doc["groups"].as_sequence_mut().expect("groups") {
             for r in g["rules"].as_sequence_mut().expect("rules") {
                 if r["alert"].as_str() == Some(alert.as_str()) {
-                    r["expr"] = serde_yaml::Value::String("vector(1) == 0".into());
+                    r["expr"] = serde_norway::Value::String("vector(1) == 0".into());
                 }
             }
         }
-        std::fs::write(dir.join("pipetel-alerts.yml"), serde_yaml::to_string(&doc).expect("YAML")).expect("write");
+        std::fs::write(dir.join("pipetel-alerts.yml"), serde_norway::to_string(&doc).expect("YAML")).expect("write");
         std::fs::write(dir.join("pipetel-alerts.test.yml"), &tests).expect("write");
         let (ok, out) = promtool(&["test", "rules", "pipetel-alerts.test.yml"], &dir);
         let _ = std::fs::remove_dir_all(&dir);

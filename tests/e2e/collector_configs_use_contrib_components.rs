@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::support::workspace_root;
-use serde_yaml::Value;
+use serde_norway::Value;
 
 /// Component type names of the contrib distribution (`otelcol-contrib`) these files may use.
 const RECEIVERS: &[&str] = &["otlp", "prometheus", "hostmetrics", "filelog", "k8s_cluster", "kubeletstats"];
@@ -36,7 +36,7 @@ const ROUTING_KEYS: &[&str] = &["traceID", "service", "resource", "metric", "str
 fn load(name: &str) -> Value {
     let path = workspace_root().join("otel-collector").join(name);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn keys(v: &Value) -> Vec<String> {

@@ -404,7 +404,7 @@ fn every_query_returns_real_series(route: Route) {
     std::thread::sleep(Duration::from_secs(2));
 
     // Prometheus loaded every rule of the file and evaluates them without error.
-    let rules_file: serde_yaml::Value = serde_yaml::from_str(
+    let rules_file: serde_norway::Value = serde_norway::from_str(
         &std::fs::read_to_string(root.join("otel-collector/rules/pipetel-alerts.yml")).expect("rules"),
     )
     .expect("rules YAML");

@@ -186,9 +186,9 @@ fn dashboards_are_importable_with_a_datasource_variable_queries_and_units() {
 #[test]
 fn provisioning_loads_the_dashboards_and_the_prometheus_datasource() {
     let root = workspace_root();
-    let read = |p: &str| -> serde_yaml::Value {
+    let read = |p: &str| -> serde_norway::Value {
         let text = std::fs::read_to_string(root.join(p)).unwrap_or_else(|e| panic!("{p}: {e}"));
-        serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{p}: {e}"))
+        serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{p}: {e}"))
     };
     let ds = read("dashboards/provisioning/datasources/pipetel.yaml");
     let list = ds["datasources"].as_sequence().expect("datasources");

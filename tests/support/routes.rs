@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_yaml::Value;
+use serde_norway::Value;
 
 use super::otelcol::Otelcol;
 use super::ports::free_port;
@@ -48,17 +48,17 @@ impl Route {
 pub fn exporter_job(target: &str) -> String {
     let path = workspace_root().join("otel-collector/prometheus.yml");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let config: Value = serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let config: Value = serde_norway::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut job = config["scrape_configs"]
         .as_sequence()
         .and_then(|jobs| jobs.iter().find(|j| j["job_name"] == "otel-collector-exporter"))
         .cloned()
         .expect("prometheus.yml has the job otel-collector-exporter");
     assert_eq!(job["honor_labels"], Value::Bool(true), "the exporter job must honor the collector's job/instance");
-    let targets = serde_yaml::from_str(&format!("[{{targets: ['{target}']}}]")).expect("static_configs");
+    let targets = serde_norway::from_str(&format!("[{{targets: ['{target}']}}]")).expect("static_configs");
     job["static_configs"] = targets;
     job["scrape_interval"] = Value::from("1s");
-    let list = serde_yaml::to_string(&Value::Sequence(vec![job])).expect("job as YAML");
+    let list = serde_norway::to_string(&Value::Sequence(vec![job])).expect("job as YAML");
     list.lines().map(|l| format!("  {l}\n")).collect()
 }
 

@@ -1,0 +1,219 @@
+//! The values in effect: a getter per setting, giving the value set (unchecked; `resolve`
+//! checks every value) or the setting's default.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::builder::Config;
+use super::defaults::*;
+use super::error::ConfigError;
+use super::groups::{ServiceMetricsConfig, SpanMetricsConfig};
+use super::otlp::{self, OtlpTarget};
+use super::rule::{OrDefault, Slot};
+use super::values::{
+    ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, ProgressMode,
+    Propagator, SamplerConfig, Signal, TraceExporter,
+};
+
+/// Getters of the value in effect: the value set (unchecked), or the setting's default.
+macro_rules! getters {
+    ($( $(#[$attr:meta])* fn $name:ident() -> $ty:ty = $default:expr; )*) => {$(
+        $(#[$attr])*
+        pub fn $name(&self) -> $ty {
+            OrDefault::or_default_to(&self.slots.$name, $default)
+        }
+    )*};
+}
+
+impl Config {
+    /// `service.name` (default: the executable's name, as OTel's `unknown_service:<exe>`).
+    pub fn service_name(&self) -> String {
+        self.slots.service_name.value().cloned().unwrap_or_else(|| {
+            let exe =
+                std::env::current_exe().ok().and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()));
+            match exe {
+                Some(exe) => format!("unknown_service:{exe}"),
+                None => "unknown_service".to_string(),
+            }
+        })
+    }
+    /// `service.version`, when given.
+    pub fn service_version(&self) -> Option<&str> {
+        self.slots.service_version.value().map(String::as_str)
+    }
+    getters! {
+        /// Whether the SDK is disabled.
+        fn sdk_disabled() -> bool = false;
+        /// Host of the Prometheus endpoint.
+        fn prometheus_host() -> &str = DEFAULT_PROMETHEUS_HOST;
+        /// Port of the Prometheus endpoint.
+        fn prometheus_port() -> u16 = DEFAULT_PROMETHEUS_PORT;
+        /// Path of the Prometheus endpoint.
+        fn prometheus_path() -> &str = DEFAULT_PROMETHEUS_PATH;
+        /// Interval of pushed metric exports.
+        fn metric_export_interval() -> Duration = DEFAULT_EXPORT_INTERVAL;
+        /// Whether `tracing` events are printed to stderr.
+        fn console_log() -> bool = true;
+        /// The console's `tracing` filter directives.
+        fn log_filter() -> &str = DEFAULT_FILTER;
+        /// The console's line format.
+        fn log_format() -> LogFormat = LogFormat::Compact;
+        /// The filter directives of the spans exported as traces.
+        fn traces_filter() -> &str = DEFAULT_FILTER;
+        /// The filter directives of the events exported as log records.
+        fn logs_filter() -> &str = DEFAULT_FILTER;
+        /// Whether the process metrics are exported.
+        fn process_metrics() -> bool = true;
+        /// Upper bound of flush and shutdown.
+        fn shutdown_timeout() -> Duration = DEFAULT_SHUTDOWN_TIMEOUT;
+        /// Most attribute sets kept per metric instrument.
+        fn cardinality_limit() -> usize = DEFAULT_CARDINALITY_LIMIT;
+        /// Prefix of the stage and worker namespaces.
+        fn namespace() -> &str = DEFAULT_NAMESPACE;
+        /// Interval of periodic worker samples.
+        fn sample_interval() -> Duration = DEFAULT_SAMPLE_INTERVAL;
+        /// How long a finished stage's series stay exported.
+        fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
+        /// Whether the stage/worker metrics are registered.
+        fn stage_metrics() -> bool = true;
+        /// Whether the stages' user counters are exported as `pipeline.stage.counters`.
+        fn stage_counter_metrics() -> bool = true;
+        /// Whether rows are written at all.
+        fn rows_enabled() -> bool = true;
+        /// Size at which the rows file rotates (0: never).
+        fn rows_max_bytes() -> u64 = pipetel_rows::DEFAULT_MAX_BYTES;
+        /// Rotated rows files kept.
+        fn rows_keep() -> u32 = pipetel_rows::DEFAULT_KEEP;
+        /// The progress display's mode.
+        fn progress() -> ProgressMode = ProgressMode::Off;
+    }
+    /// The global text-map propagators (default: W3C trace context, then W3C baggage).
+    pub fn propagators(&self) -> Vec<Propagator> {
+        self.slots.propagators.value().cloned().unwrap_or_else(|| vec![Propagator::TraceContext, Propagator::Baggage])
+    }
+    /// How `service.instance.id` is made, as given (`random` when not set).
+    pub fn instance_id(&self) -> &str {
+        self.slots.instance_id.value().map_or("random", String::as_str)
+    }
+    getters! {
+        /// The aggregation temporality of OTLP metric exports.
+        fn metric_temporality() -> MetricTemporality = MetricTemporality::Cumulative;
+        /// The aggregation of histograms that name no other.
+        fn histogram_aggregation() -> HistogramAggregation = HistogramAggregation::ExplicitBucket;
+        /// Upper bound of one pushed metric export.
+        fn metric_export_timeout() -> Duration = DEFAULT_METRIC_EXPORT_TIMEOUT;
+    }
+    /// Extra resource attributes.
+    pub fn resource_attributes(&self) -> &[(String, String)] {
+        self.slots.resource_attributes.value().map_or(&[], Vec::as_slice)
+    }
+    /// Whether any OTLP endpoint was configured explicitly (then OTLP becomes the default exporter).
+    fn otlp_configured(&self) -> bool {
+        self.slots.otlp_endpoint.iter().any(Option::is_some)
+    }
+    /// Trace exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
+    /// else none.
+    pub fn traces_exporters(&self) -> Vec<TraceExporter> {
+        let default = if self.otlp_configured() { vec![TraceExporter::Otlp] } else { Vec::new() };
+        self.slots.traces_exporters.value().cloned().unwrap_or(default)
+    }
+    /// Metric exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
+    /// else the Prometheus pull endpoint (the embedded default).
+    pub fn metrics_exporters(&self) -> Vec<MetricExporter> {
+        let default = if self.otlp_configured() { MetricExporter::Otlp } else { MetricExporter::Prometheus };
+        self.slots.metrics_exporters.value().cloned().unwrap_or(vec![default])
+    }
+    /// Log exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
+    /// else none.
+    pub fn logs_exporters(&self) -> Vec<LogExporter> {
+        let default = if self.otlp_configured() { vec![LogExporter::Otlp] } else { Vec::new() };
+        self.slots.logs_exporters.value().cloned().unwrap_or(default)
+    }
+    /// The resolved OTLP settings of one signal.
+    ///
+    /// # Errors
+    /// A value it uses that its rule refuses (an endpoint or header set in code), naming where it
+    /// came from.
+    pub fn otlp_target(&self, signal: Signal) -> Result<OtlpTarget, ConfigError> {
+        otlp::target(&self.slots, signal)
+    }
+    /// The bearer token the pull endpoint requires, if any.
+    pub fn prometheus_bearer_token(&self) -> Option<&str> {
+        self.slots.prometheus_bearer_token.value().map(String::as_str)
+    }
+    /// The basic-auth user and password the pull endpoint requires, if any.
+    pub fn prometheus_basic_auth(&self) -> Option<(&str, &str)> {
+        self.slots.prometheus_basic_auth.value().map(|(u, p)| (u.as_str(), p.as_str()))
+    }
+    /// The certificate and key the pull endpoint serves HTTPS with, if both are given.
+    pub fn prometheus_tls(&self) -> Option<(&Path, &Path)> {
+        Some((self.slots.prometheus_tls_cert.value()?.as_path(), self.slots.prometheus_tls_key.value()?.as_path()))
+    }
+    /// The trace sampler (its ratio from `OTEL_TRACES_SAMPLER_ARG` or the file's `sampler_arg`
+    /// when those set it).
+    pub fn sampler(&self) -> SamplerConfig {
+        let sampler = self.slots.sampler.value().copied().unwrap_or(SamplerConfig::ParentBasedAlwaysOn);
+        self.slots.sampler_arg.value().map_or(sampler, |r| sampler.with_ratio(*r))
+    }
+    /// The JSON Lines file rows are appended to, if any.
+    pub fn rows_file(&self) -> Option<&Path> {
+        self.slots.rows_file.value().map(PathBuf::as_path)
+    }
+    /// The directory of the local rows store, when set (else [`pipetel_rows::default_dir`]).
+    pub fn rows_dir(&self) -> Option<&Path> {
+        self.slots.rows_dir.value().map(PathBuf::as_path)
+    }
+    /// The service-metrics configuration ([`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config)).
+    pub fn service_metrics(&self) -> ServiceMetricsConfig {
+        let d = ServiceMetricsConfig::default();
+        ServiceMetricsConfig {
+            queue_metrics: self.slots.queue_metrics.value().copied().unwrap_or(d.queue_metrics),
+            http_metrics: self.slots.http_metrics.value().copied().unwrap_or(d.http_metrics),
+            prefix: self.slots.service_prefix.value().cloned().unwrap_or(d.prefix),
+            histogram_buckets: self.slots.histogram_buckets.value().cloned().unwrap_or(d.histogram_buckets),
+        }
+    }
+    /// The span-metrics configuration.
+    pub fn span_metrics(&self) -> SpanMetricsConfig {
+        let d = SpanMetricsConfig::default();
+        SpanMetricsConfig {
+            enabled: self.slots.span_metrics_enabled.value().copied().unwrap_or(d.enabled),
+            allow: self.slots.span_metrics_allow.value().cloned().unwrap_or(d.allow),
+            filter: self.slots.span_metrics_filter.value().cloned().unwrap_or(d.filter),
+            time: self.slots.span_metrics_time.value().copied().unwrap_or(d.time),
+        }
+    }
+    /// Which measurements may carry an exemplar.
+    pub fn exemplar_filter(&self) -> ExemplarFilter {
+        self.slots.exemplar_filter.value().copied().unwrap_or_default()
+    }
+    /// The GPU configuration.
+    #[cfg(feature = "gpu")]
+    pub fn gpu(&self) -> pipetel_gpu::GpuConfig {
+        let g = &self.slots;
+        let mut c = pipetel_gpu::GpuConfig::default();
+        c.mode = g.gpu_mode.value().copied().unwrap_or(c.mode);
+        c.poll_interval = g.gpu_poll_interval.value().copied().unwrap_or(c.poll_interval);
+        c.nvml_library = g.gpu_nvml_library.value().cloned();
+        c.rocm_smi_library = g.gpu_rocm_smi_library.value().cloned();
+        c.platform = g.gpu_platform.value().copied().unwrap_or(c.platform);
+        c.pcie_throughput = g.gpu_pcie_throughput.value().copied().unwrap_or(c.pcie_throughput);
+        c.process_memory = g.gpu_process_memory.value().copied().unwrap_or(c.process_memory);
+        c.init_timeout = g.gpu_init_timeout.value().copied().unwrap_or(c.init_timeout);
+        c.devices = g.gpu_devices.value().cloned().unwrap_or(c.devices);
+        c
+    }
+    /// Deprecated spellings met while reading the configuration (file keys with a new name),
+    /// one sentence each; `init` logs them as warnings once its subscriber is installed.
+    pub fn deprecations(&self) -> &[String] {
+        &self.deprecations
+    }
+
+    /// Checks every value (those set in code included) and the settings that go together.
+    ///
+    /// # Errors
+    /// The first value that is out of range, naming where it came from.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.resolve().map(drop)
+    }
+}
