@@ -66,6 +66,7 @@ pub use settings::{
     SpanLimitsSettings, SubscriberSettings, TracesSettings,
 };
 pub use syntax::parse_buckets;
+pub(crate) use syntax::parse_filter;
 pub use table::*;
 /// The TOML crate whose values [`Config::with_setting`] takes (re-exported for version agreement).
 pub use toml;

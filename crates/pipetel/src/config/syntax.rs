@@ -475,7 +475,19 @@ pub(crate) fn sampler(s: &SamplerConfig) -> Result<(), String> {
 
 /// `EnvFilter` directives (`RUST_LOG`, the traces and logs filters).
 pub(crate) fn env_filter(v: &String) -> Result<(), String> {
-    tracing_subscriber::EnvFilter::builder().parse(v).map(drop).map_err(|e| format!("not a valid filter: {e}"))
+    parse_filter(v).map(drop)
+}
+
+/// Builds the `EnvFilter` of `directives`. Each comma-separated directive is trimmed first:
+/// the directive parser slices the untrimmed text at offsets of the trimmed one, which panics
+/// when white space precedes a multi-byte character (`" aé=info"`). Any other panic of the
+/// parser is caught and reported as an invalid filter, never passed on to the program.
+pub(crate) fn parse_filter(directives: &str) -> Result<tracing_subscriber::EnvFilter, String> {
+    let directives: Vec<&str> = directives.split(',').map(str::trim).collect();
+    let directives = directives.join(",");
+    std::panic::catch_unwind(|| tracing_subscriber::EnvFilter::builder().parse(&directives))
+        .map_err(|_| "not a valid filter: the directive parser failed on it".to_string())?
+        .map_err(|e| format!("not a valid filter: {e}"))
 }
 
 pub(crate) fn cardinality(n: &usize) -> Result<(), String> {

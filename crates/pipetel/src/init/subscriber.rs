@@ -24,12 +24,11 @@ use crate::span_metrics::{SpanMetricsConfig, SpanMetricsLayer};
 /// A filter that does not parse, naming where it was set.
 pub(super) fn filter(settings: &SubscriberSettings) -> Result<EnvFilter, InitError> {
     let log_filter = &settings.log_filter;
-    EnvFilter::builder()
-        .parse(format!(
-            "opentelemetry=warn,opentelemetry_sdk=warn,h2=warn,hyper=warn,tonic=warn,tower=warn,reqwest=warn,{}",
-            log_filter.value
-        ))
-        .map_err(|e| log_filter.invalid(log_filter.value.clone(), e.to_string()).into())
+    crate::config::parse_filter(&format!(
+        "opentelemetry=warn,opentelemetry_sdk=warn,h2=warn,hyper=warn,tonic=warn,tower=warn,reqwest=warn,{}",
+        log_filter.value
+    ))
+    .map_err(|e| log_filter.invalid(log_filter.value.clone(), e).into())
 }
 
 /// Pipetel's layers before they are typed for a subscriber: each absent when its signal is off.
