@@ -81,6 +81,24 @@ pub enum ConfigError {
     },
 }
 
+/// A resolved value with where it came from, for errors raised when it is used (a file that
+/// cannot be opened, say).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// Where it came from.
+    pub origin: Origin,
+}
+
+impl<T> Sourced<T> {
+    /// An error about this value, naming its origin.
+    pub fn invalid(&self, value: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+        ConfigError::invalid(self.origin.clone(), value, reason)
+    }
+}
+
 impl ConfigError {
     pub(crate) fn invalid(origin: Origin, value: impl Into<String>, reason: impl Into<String>) -> Self {
         ConfigError::InvalidValue { origin, value: value.into(), reason: reason.into() }

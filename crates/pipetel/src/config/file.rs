@@ -1,205 +1,103 @@
-//! The TOML file: one row per key, naming the TOML type it takes and the field it sets through
-//! the same rule as its environment variable. A TOML value becomes the text the variable would
+//! The TOML file: every key of the settings table, of the TOML type its entry names, read
+//! through the same rule as its environment variable. A TOML value becomes the text the variable would
 //! hold (a list is joined with commas, a table becomes `k=v` pairs), so one rule reads both.
 
 use std::path::Path;
 
-use super::env::{add_resource_attributes, to, Apply};
+use super::declare::{Entry, Kind};
 use super::error::{ConfigError, Origin};
-use super::parse;
-use super::Config;
+use super::rule::{Redaction, REDACTED};
+use super::syntax::percent_encode;
+use super::table::{Slots, TABLE};
 
-/// The TOML type a key takes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Bool,
-    /// A whole number.
-    Int,
-    /// A whole number in the key's unit, or a string in the duration grammar (`"1500ms"`).
-    Duration,
-    Text,
-    /// A string or a number.
-    Scalar,
-    /// An array of strings or numbers.
-    List,
-    /// An array of numbers, or the name of a set of bucket bounds (`"telefuser"`).
-    Buckets,
-    /// A table of strings.
-    Table,
-    /// A boolean, or a string naming a mode (`"always"`).
-    Switch,
-}
 use Kind::*;
 
-/// A GPU key's setter.
-#[cfg(feature = "gpu")]
-macro_rules! gpu {
-    ($field:ident, $rule:ident) => {
-        to!(gpu.$field, $rule)
-    };
-}
-/// Without the `gpu` feature the GPU keys are still accepted (one file serves every build) and
-/// ignored.
-#[cfg(not(feature = "gpu"))]
-macro_rules! gpu {
-    ($field:ident, $rule:ident) => {
-        |_: &mut Config, _: &str, _: Origin| Ok(())
-    };
+/// A file key: its setting and the scope it sets (see `declare::Read`).
+type Key = (&'static Entry<Slots>, usize, &'static str);
+
+/// Every file key of the table.
+fn keys() -> impl Iterator<Item = Key> {
+    TABLE.iter().flat_map(|entry| entry.file_keys().map(move |(scope, key)| (entry, scope, key)))
 }
 
-const KEYS: &[(&str, Kind, Apply)] = &[
-    ("service_name", Text, to!(service_name, TEXT)),
-    ("service_version", Text, to!(service_version, TEXT)),
-    ("instance_id", Text, to!(instance_id, INSTANCE_ID)),
-    ("propagators", List, to!(propagators, PROPAGATORS)),
-    ("sdk_disabled", Bool, to!(sdk_disabled, BOOL)),
-    ("shutdown_timeout_ms", Duration, to!(shutdown_timeout, POSITIVE_MILLIS)),
-    ("resource", Table, add_resource_attributes),
-    ("exporters.traces", List, to!(traces_exporters, TRACE_EXPORTERS)),
-    ("exporters.metrics", List, to!(metrics_exporters, METRIC_EXPORTERS)),
-    ("exporters.logs", List, to!(logs_exporters, LOG_EXPORTERS)),
-    ("otlp.endpoint", Text, to!(otlp.endpoint, ENDPOINT)),
-    ("otlp.protocol", Text, to!(otlp.protocol, PROTOCOL)),
-    ("otlp.headers", Table, to!(otlp.headers, HEADERS)),
-    ("otlp.timeout_ms", Duration, to!(otlp.timeout, MILLIS)),
-    ("otlp.compression", Text, to!(otlp.compression, COMPRESSION)),
-    ("otlp.certificate", Text, to!(otlp.certificate, CERTIFICATE_FILE)),
-    ("otlp.client_certificate", Text, to!(otlp.client_certificate, CERTIFICATE_FILE)),
-    ("otlp.client_key", Text, to!(otlp.client_key, KEY_FILE)),
-    ("otlp.insecure", Bool, to!(otlp.insecure, BOOL)),
-    ("otlp.traces.endpoint", Text, to!(otlp_traces.endpoint, ENDPOINT)),
-    ("otlp.traces.protocol", Text, to!(otlp_traces.protocol, PROTOCOL)),
-    ("otlp.traces.headers", Table, to!(otlp_traces.headers, HEADERS)),
-    ("otlp.traces.timeout_ms", Duration, to!(otlp_traces.timeout, MILLIS)),
-    ("otlp.traces.compression", Text, to!(otlp_traces.compression, COMPRESSION)),
-    ("otlp.traces.certificate", Text, to!(otlp_traces.certificate, CERTIFICATE_FILE)),
-    ("otlp.traces.client_certificate", Text, to!(otlp_traces.client_certificate, CERTIFICATE_FILE)),
-    ("otlp.traces.client_key", Text, to!(otlp_traces.client_key, KEY_FILE)),
-    ("otlp.traces.insecure", Bool, to!(otlp_traces.insecure, BOOL)),
-    ("otlp.metrics.endpoint", Text, to!(otlp_metrics.endpoint, ENDPOINT)),
-    ("otlp.metrics.protocol", Text, to!(otlp_metrics.protocol, PROTOCOL)),
-    ("otlp.metrics.headers", Table, to!(otlp_metrics.headers, HEADERS)),
-    ("otlp.metrics.timeout_ms", Duration, to!(otlp_metrics.timeout, MILLIS)),
-    ("otlp.metrics.compression", Text, to!(otlp_metrics.compression, COMPRESSION)),
-    ("otlp.metrics.certificate", Text, to!(otlp_metrics.certificate, CERTIFICATE_FILE)),
-    ("otlp.metrics.client_certificate", Text, to!(otlp_metrics.client_certificate, CERTIFICATE_FILE)),
-    ("otlp.metrics.client_key", Text, to!(otlp_metrics.client_key, KEY_FILE)),
-    ("otlp.metrics.insecure", Bool, to!(otlp_metrics.insecure, BOOL)),
-    ("otlp.logs.endpoint", Text, to!(otlp_logs.endpoint, ENDPOINT)),
-    ("otlp.logs.protocol", Text, to!(otlp_logs.protocol, PROTOCOL)),
-    ("otlp.logs.headers", Table, to!(otlp_logs.headers, HEADERS)),
-    ("otlp.logs.timeout_ms", Duration, to!(otlp_logs.timeout, MILLIS)),
-    ("otlp.logs.compression", Text, to!(otlp_logs.compression, COMPRESSION)),
-    ("otlp.logs.certificate", Text, to!(otlp_logs.certificate, CERTIFICATE_FILE)),
-    ("otlp.logs.client_certificate", Text, to!(otlp_logs.client_certificate, CERTIFICATE_FILE)),
-    ("otlp.logs.client_key", Text, to!(otlp_logs.client_key, KEY_FILE)),
-    ("otlp.logs.insecure", Bool, to!(otlp_logs.insecure, BOOL)),
-    ("prometheus.host", Text, to!(prometheus_host, HOST)),
-    ("prometheus.port", Int, to!(prometheus_port, PORT)),
-    ("prometheus.path", Text, to!(prometheus_path, URL_PATH)),
-    ("prometheus.bearer_token", Text, to!(prometheus_bearer_token, TOKEN)),
-    ("prometheus.basic_auth", Text, to!(prometheus_basic_auth, BASIC_AUTH)),
-    ("prometheus.tls_cert", Text, to!(prometheus_tls_cert, FILE)),
-    ("prometheus.tls_key", Text, to!(prometheus_tls_key, FILE)),
-    ("metrics.export_interval_ms", Duration, to!(metric_export_interval, POSITIVE_MILLIS)),
-    ("metrics.cardinality_limit", Int, to!(cardinality_limit, CARDINALITY)),
-    ("metrics.histogram_buckets", Buckets, to!(histogram_buckets, BUCKETS)),
-    ("metrics.temporality_preference", Text, to!(metric_temporality, TEMPORALITY)),
-    ("metrics.default_histogram_aggregation", Text, to!(histogram_aggregation, HISTOGRAM_AGGREGATION)),
-    ("metrics.export_timeout_ms", Duration, to!(metric_export_timeout, POSITIVE_MILLIS)),
-    ("limits.attribute_count", Int, to!(limits.attribute_count, COUNT_LIMIT)),
-    ("limits.span_attribute_count", Int, to!(limits.span_attribute_count, COUNT_LIMIT)),
-    ("limits.span_event_count", Int, to!(limits.span_event_count, COUNT_LIMIT)),
-    ("limits.span_link_count", Int, to!(limits.span_link_count, COUNT_LIMIT)),
-    ("limits.event_attribute_count", Int, to!(limits.event_attribute_count, COUNT_LIMIT)),
-    ("limits.link_attribute_count", Int, to!(limits.link_attribute_count, COUNT_LIMIT)),
-    ("batch.traces.schedule_delay_ms", Duration, to!(bsp.schedule_delay, POSITIVE_MILLIS)),
-    ("batch.traces.export_timeout_ms", Duration, to!(bsp.export_timeout, POSITIVE_MILLIS)),
-    ("batch.traces.max_queue_size", Int, to!(bsp.max_queue_size, BATCH_SIZE)),
-    ("batch.traces.max_export_batch_size", Int, to!(bsp.max_export_batch_size, BATCH_SIZE)),
-    ("batch.logs.schedule_delay_ms", Duration, to!(blrp.schedule_delay, POSITIVE_MILLIS)),
-    ("batch.logs.export_timeout_ms", Duration, to!(blrp.export_timeout, POSITIVE_MILLIS)),
-    ("batch.logs.max_queue_size", Int, to!(blrp.max_queue_size, BATCH_SIZE)),
-    ("batch.logs.max_export_batch_size", Int, to!(blrp.max_export_batch_size, BATCH_SIZE)),
-    ("metrics.exemplar_filter", Text, to!(exemplar_filter, EXEMPLAR_FILTER)),
-    ("traces.sampler", Text, to!(sampler, SAMPLER)),
-    ("traces.sampler_arg", Scalar, to!(sampler_arg, SAMPLER_ARG)),
-    ("log.filter", Text, to!(log_filter, LOG_FILTER)),
-    ("log.console", Bool, to!(console_log, BOOL)),
-    ("pipeline.metrics", Bool, to!(stage_metrics, BOOL)),
-    ("pipeline.counter_metrics", Bool, to!(stage_counter_metrics, BOOL)),
-    ("pipeline.namespace", Text, to!(namespace, NAMESPACE)),
-    ("pipeline.sample_interval_ms", Duration, to!(sample_interval, SAMPLE_INTERVAL)),
-    ("pipeline.retention_ms", Duration, to!(stage_retention, MILLIS)),
-    ("pipeline.rows_file", Text, to!(rows_file, FILE)),
-    ("pipeline.rows", Bool, to!(rows_enabled, BOOL)),
-    ("pipeline.rows_dir", Text, to!(rows_dir, FILE)),
-    ("pipeline.rows_max_bytes", Scalar, to!(rows_max_bytes, BYTE_SIZE)),
-    ("pipeline.rows_keep", Int, to!(rows_keep, ROWS_KEEP)),
-    ("pipeline.progress", Switch, to!(progress, PROGRESS)),
-    ("span_metrics.enabled", Bool, to!(span_metrics_enabled, BOOL)),
-    ("span_metrics.allow", List, to!(span_metrics_allow, SPAN_ALLOW)),
-    ("span_metrics.filter", Text, to!(span_metrics_filter, SPAN_FILTER)),
-    ("span_metrics.time", Text, to!(span_metrics_time, SPAN_TIME)),
-    ("service.prefix", Text, to!(service_prefix, SERVICE_PREFIX)),
-    ("service.queue_metrics", Bool, to!(queue_metrics, BOOL)),
-    ("service.http_metrics", Bool, to!(http_metrics, BOOL)),
-    ("gpu.mode", Text, gpu!(mode, GPU_MODE)),
-    ("gpu.poll_interval_ms", Duration, gpu!(poll_interval, GPU_POLL_MILLIS)),
-    ("gpu.nvml_library", Text, gpu!(nvml_library, LIBRARY)),
-    ("gpu.rocm_smi_library", Text, gpu!(rocm_smi_library, LIBRARY)),
-    ("gpu.platform", Text, gpu!(platform, GPU_PLATFORM)),
-    ("gpu.pcie_throughput", Bool, gpu!(pcie_throughput, BOOL)),
-    ("gpu.process_memory", Bool, gpu!(process_memory, BOOL)),
-];
+fn find(key: &str) -> Option<Key> {
+    keys().find(|(_, _, k)| *k == key)
+}
 
-/// Old spellings still read, each with a deprecation warning: (old key, new key).
-const RENAMED: &[(&str, &str)] = &[("gpu.enabled", "gpu.mode")];
+/// The setting whose old spelling `key` is, with its new key.
+fn renamed(key: &str) -> Option<(Key, &'static str)> {
+    let entry = TABLE.iter().find(|e| e.old_key == Some(key))?;
+    let (scope, new) = entry.file_keys().next()?;
+    Some(((entry, scope, new), entry.old_key?))
+}
 
-/// Lays the file's keys over `config`.
-pub(super) fn apply(config: &mut Config, text: &str, path: &Path) -> Result<(), ConfigError> {
+/// Lays the file's keys over `slots`; old spellings met are noted in `deprecations`.
+pub(crate) fn apply(
+    slots: &mut Slots,
+    deprecations: &mut Vec<String>,
+    text: &str,
+    path: &Path,
+) -> Result<(), ConfigError> {
     let syntax = |message: String| ConfigError::FileSyntax { path: path.to_path_buf(), message };
-    let table: toml::Table =
-        text.parse().map_err(|e: toml::de::Error| syntax(e.to_string().trim().replace('\n', " ")))?;
+    let table: toml::Table = toml::from_str(text).map_err(|e: toml::de::Error| syntax(syntax_error(text, &e)))?;
     let mut found = Vec::new();
     flatten(&table, "", &mut found).map_err(syntax)?;
     for (written, value) in found {
-        // An old spelling sets the new key's field; errors still name the key as written.
-        let key = match RENAMED.iter().find(|(old, _)| *old == written) {
-            Some((old, new)) => {
+        // An old spelling sets the new key's slot; errors still name the key as written.
+        let key = match renamed(&written) {
+            Some(((entry, scope, new), old)) => {
                 if table_has(&table, new) {
                     return Err(syntax(format!("`{old}` is the old name of `{new}`; set only `{new}`")));
                 }
-                config
-                    .deprecations
+                deprecations
                     .push(format!("configuration file {}: key `{old}` is deprecated; use `{new}`", path.display()));
-                new
+                (entry, scope, new)
             }
-            None => written.as_str(),
+            None => find(&written).ok_or_else(|| syntax(format!("unknown key `{written}`")))?,
         };
-        let Some((_, kind, apply)) = KEYS.iter().find(|(k, _, _)| *k == key) else {
-            return Err(syntax(format!("unknown key `{written}`")));
-        };
-        let origin = Origin::File { path: path.to_path_buf(), key: written.clone() };
-        let text =
-            as_text(value, *kind).map_err(|reason| ConfigError::invalid(origin.clone(), value.to_string(), reason))?;
-        apply(config, &text, origin)?;
+        read(slots, key, value, Origin::File { path: path.to_path_buf(), key: written.clone() })?;
     }
     Ok(())
 }
 
-/// Lays one setting given in code over `config` ([`Config::with_setting`]): `key` is a file key,
+/// Lays one setting given in code over `slots` (`Config::with_setting`): `key` is a file key,
 /// dotted or with each `.` written `_`; the value is checked as the file's would be, and errors
 /// name the key as written.
-pub(super) fn apply_setting(config: &mut Config, key: &str, value: &toml::Value) -> Result<(), ConfigError> {
-    let found = KEYS.iter().find(|(k, _, _)| *k == key || underscored(k) == key);
-    let Some((_, kind, apply)) = found else {
+pub(crate) fn apply_setting(slots: &mut Slots, key: &str, value: &toml::Value) -> Result<(), ConfigError> {
+    let found = keys().find(|(_, _, k)| *k == key || underscored(k) == key);
+    let Some(found) = found else {
         return Err(ConfigError::UnknownSetting { key: key.to_string(), expected: section_keys("") });
     };
-    let origin = Origin::Setting(key.to_string());
-    let text =
-        as_text(value, *kind).map_err(|reason| ConfigError::invalid(origin.clone(), value.to_string(), reason))?;
-    apply(config, &text, origin)
+    read(slots, found, value, Origin::Setting(key.to_string()))
+}
+
+/// The value as the variable's text, through the setting's rule into its slot.
+fn read(slots: &mut Slots, (entry, scope, _): Key, value: &toml::Value, origin: Origin) -> Result<(), ConfigError> {
+    let text = as_text(value, entry.kind)
+        .map_err(|reason| ConfigError::invalid(origin.clone(), shown(value, entry.redaction), reason))?;
+    (entry.read_file)(slots, scope, &text, origin)
+}
+
+/// A TOML value as an error may show it: a credential not at all, a table of headers by its names.
+fn shown(value: &toml::Value, redaction: Redaction) -> String {
+    match (redaction, value) {
+        (Redaction::None, _) => value.to_string(),
+        (Redaction::HeaderValues, toml::Value::Table(t)) => {
+            t.keys().map(|name| format!("{name}={REDACTED}")).collect::<Vec<_>>().join(",")
+        }
+        _ => REDACTED.to_string(),
+    }
+}
+
+/// The parser's message and where it stopped, without the line it quotes: that line may hold a
+/// header value or a token.
+fn syntax_error(text: &str, e: &toml::de::Error) -> String {
+    let message = e.message().trim().replace('\n', " ");
+    let Some(span) = e.span() else { return message };
+    let before = text.get(..span.start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("line {line}, column {column}: {message}")
 }
 
 /// A file key with each `.` written `_` (`prometheus.port` -> `prometheus_port`).
@@ -211,8 +109,8 @@ fn underscored(key: &str) -> String {
 fn flatten<'a>(table: &'a toml::Table, prefix: &str, out: &mut Vec<(String, &'a toml::Value)>) -> Result<(), String> {
     for (name, value) in table {
         let key = if prefix.is_empty() { name.clone() } else { format!("{prefix}.{name}") };
-        let takes_whole = KEYS.iter().any(|(k, _, _)| *k == key) || RENAMED.iter().any(|(old, _)| *old == key);
-        let is_section = KEYS.iter().any(|(k, _, _)| k.strip_prefix(key.as_str()).is_some_and(|r| r.starts_with('.')));
+        let takes_whole = find(&key).is_some() || renamed(&key).is_some();
+        let is_section = keys().any(|(_, _, k)| k.strip_prefix(key.as_str()).is_some_and(|r| r.starts_with('.')));
         match value {
             toml::Value::Table(inner) if !takes_whole && is_section => flatten(inner, &key, out)?,
             _ if takes_whole => out.push((key, value)),
@@ -225,10 +123,9 @@ fn flatten<'a>(table: &'a toml::Table, prefix: &str, out: &mut Vec<(String, &'a 
 
 /// The names a section holds, for the error about an unknown one.
 fn section_keys(section: &str) -> String {
-    let names: std::collections::BTreeSet<&str> = KEYS
-        .iter()
-        .filter_map(|(k, _, _)| {
-            let rest = if section.is_empty() { Some(*k) } else { k.strip_prefix(section)?.strip_prefix('.') };
+    let names: std::collections::BTreeSet<&str> = keys()
+        .filter_map(|(_, _, k)| {
+            let rest = if section.is_empty() { Some(k) } else { k.strip_prefix(section)?.strip_prefix('.') };
             rest.map(|r| r.split('.').next().unwrap_or(r))
         })
         .collect();
@@ -274,25 +171,20 @@ fn as_text(value: &toml::Value, kind: Kind) -> Result<String, String> {
         (List, _) => Err("expected an array".into()),
         (Table, V::Table(t)) => {
             let pairs: Option<Vec<String>> =
-                t.iter().map(|(k, v)| v.as_str().map(|v| format!("{k}={}", parse::percent_encode(v)))).collect();
+                t.iter().map(|(k, v)| v.as_str().map(|v| format!("{k}={}", percent_encode(v)))).collect();
             pairs.map(|p| p.join(",")).ok_or_else(|| "expected a table of strings".into())
         }
         (Table, _) => Err("expected a table".into()),
         (Switch, V::Boolean(b)) => Ok(b.to_string()),
         (Switch, V::String(s)) => Ok(s.clone()),
         (Switch, _) => Err("expected `true`, `false` or a string such as \"always\"".into()),
+        (Absent, _) => Err("not a file key".into()),
     }
 }
 
 /// No two keys have the same `_` spelling, so [`apply_setting`] finds at most one.
 #[cfg(test)]
-pub(super) fn underscored_keys_are_unique() -> bool {
-    let spelled: std::collections::BTreeSet<String> = KEYS.iter().map(|(k, _, _)| underscored(k)).collect();
-    spelled.len() == KEYS.len()
-}
-
-/// The keys with a row, for the test that the README's table names only real keys.
-#[cfg(test)]
-pub(super) fn keys() -> impl Iterator<Item = &'static str> {
-    KEYS.iter().map(|(key, _, _)| *key)
+pub(crate) fn underscored_keys_are_unique() -> bool {
+    let spelled: std::collections::BTreeSet<String> = keys().map(|(_, _, k)| underscored(k)).collect();
+    spelled.len() == keys().count()
 }

@@ -1,13 +1,13 @@
 //! The setting groups other modules take whole: the service metrics' switches
 //! ([`ServiceMetricsConfig`], used by [`crate::service`] and the `http` module) and the span-metrics
 //! layer's settings ([`SpanMetricsConfig`], used by [`crate::span_metrics`]). They live here so
-//! that those modules depend on the configuration and never the reverse.
+//! that those modules depend on the configuration and never the reverse; they are plain values
+//! (reading them from the environment is the builder's job).
 
 use std::str::FromStr;
 
-use super::error::ConfigError;
-use super::parse;
-use super::vars::{DEFAULT_SERVICE_PREFIX, SERVICE_ENV_VARS};
+use super::defaults::DEFAULT_SERVICE_PREFIX;
+use super::syntax;
 
 /// Switches and names of the service metrics.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,30 +31,6 @@ impl Default for ServiceMetricsConfig {
             prefix: DEFAULT_SERVICE_PREFIX.to_string(),
             histogram_buckets: crate::buckets::SECONDS_BUCKETS.to_vec(),
         }
-    }
-}
-
-impl ServiceMetricsConfig {
-    /// Reads the process environment.
-    ///
-    /// # Errors
-    /// As [`ServiceMetricsConfig::from_lookup`].
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// Reads the variables through `lookup`; unset ones keep their defaults. Unlike
-    /// [`Config::from_lookup`](super::Config::from_lookup), an empty value is a value (an empty
-    /// prefix is refused).
-    ///
-    /// # Errors
-    /// [`ConfigError::InvalidValue`] naming the variable and the value: a switch that is not a
-    /// boolean, a prefix that is not snake_case, buckets that are not finite, strictly
-    /// increasing numbers.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut config = super::Config::default();
-        super::env::apply(&mut config, &lookup, Some(SERVICE_ENV_VARS))?;
-        Ok(config.service_metrics())
     }
 }
 
@@ -160,7 +136,7 @@ impl SpanMetricsConfig {
     /// Splits a comma-separated allow list (`a, b,c`), as an environment variable holds it;
     /// blanks around names and empty entries are dropped.
     pub fn parse_allow(list: &str) -> Vec<String> {
-        parse::names(list).unwrap_or_default()
+        syntax::names(list).unwrap_or_default()
     }
 
     /// Checks the settings.
@@ -179,7 +155,7 @@ impl SpanMetricsConfig {
 
     /// The filter as the layer applies it.
     pub(crate) fn targets(&self) -> Result<tracing_subscriber::filter::Targets, SpanMetricsError> {
-        parse::span_targets(&self.filter)
+        syntax::span_targets(&self.filter)
             .map_err(|reason| SpanMetricsError::InvalidFilter { directive: self.filter.clone(), reason })
     }
 }

@@ -4,31 +4,18 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::error::ConfigError;
-use super::parse::{schemeless, Set, Slot};
-use super::settings::Sourced;
+use std::fmt;
+
+use super::defaults::{DEFAULT_OTLP_GRPC_ENDPOINT, DEFAULT_OTLP_HTTP_ENDPOINT, DEFAULT_OTLP_TIMEOUT};
+use super::error::{ConfigError, Sourced};
+use super::rule::{scope, PerSignal, Set, Show, Slot, REDACTED};
+use super::syntax::schemeless;
+use super::table::{Slots, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY};
 use super::values::{OtlpCompression, OtlpProtocol, Signal};
-use super::vars::{
-    DEFAULT_OTLP_GRPC_ENDPOINT, DEFAULT_OTLP_HTTP_ENDPOINT, DEFAULT_OTLP_TIMEOUT,
-    OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY,
-};
 
-/// OTLP settings of one scope (all signals, or one signal). Unset fields fall through.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct OtlpScope {
-    pub(crate) endpoint: Option<Set<String>>,
-    pub(crate) protocol: Option<Set<OtlpProtocol>>,
-    pub(crate) headers: Option<Set<Vec<(String, String)>>>,
-    pub(crate) timeout: Option<Set<Duration>>,
-    pub(crate) compression: Option<Set<OtlpCompression>>,
-    pub(crate) certificate: Option<Set<PathBuf>>,
-    pub(crate) client_certificate: Option<Set<PathBuf>>,
-    pub(crate) client_key: Option<Set<PathBuf>>,
-    pub(crate) insecure: Option<Set<bool>>,
-}
-
-/// Fully resolved OTLP settings of one signal.
-#[derive(Debug, Clone, PartialEq)]
+/// Fully resolved OTLP settings of one signal. Its `Debug` output shows the headers' names,
+/// never their values.
+#[derive(Clone, PartialEq)]
 pub struct OtlpTarget {
     /// The URL requests go to (for HTTP, including the signal's path; a schemeless gRPC
     /// endpoint has been given its scheme).
@@ -45,6 +32,20 @@ pub struct OtlpTarget {
     pub tls: OtlpTls,
 }
 
+impl fmt::Debug for OtlpTarget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let headers: Vec<(&str, &str)> = self.headers.iter().map(|(name, _)| (name.as_str(), REDACTED)).collect();
+        f.debug_struct("OtlpTarget")
+            .field("endpoint", &self.endpoint)
+            .field("protocol", &self.protocol)
+            .field("headers", &headers)
+            .field("timeout", &self.timeout)
+            .field("compression", &self.compression)
+            .field("tls", &self.tls)
+            .finish()
+    }
+}
+
 /// TLS settings of one signal's OTLP exporter, used when its endpoint is `https://`. Each path
 /// keeps where it was given, so a file that turns unreadable later is reported against it.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -58,10 +59,8 @@ pub struct OtlpTls {
 }
 
 /// The first set value of two scopes (the signal's own, then the generic one), both checked.
-fn pick<'a, T: super::parse::Show>(
-    own: &'a Option<Set<T>>,
-    generic: &'a Option<Set<T>>,
-) -> Result<Option<&'a Set<T>>, ConfigError> {
+fn pick<T: Show>(slot: &PerSignal<T>, signal: Signal) -> Result<Option<&Set<T>>, ConfigError> {
+    let (own, generic) = (&slot[scope(signal)], &slot[0]);
     own.checked()?;
     generic.checked()?;
     Ok(own.as_ref().or(generic.as_ref()))
@@ -73,12 +72,11 @@ fn sourced<T: Clone>(set: &Set<T>) -> Sourced<T> {
 
 /// Resolves `signal`'s target from its own scope over the generic one, checking every value
 /// it uses (an error names where the value came from).
-pub(crate) fn target(generic: &OtlpScope, own: &OtlpScope, signal: Signal) -> Result<OtlpTarget, ConfigError> {
-    let protocol = pick(&own.protocol, &generic.protocol)?.map_or(OtlpProtocol::HttpProtobuf, |s| s.value);
-    let insecure = pick(&own.insecure, &generic.insecure)?.is_some_and(|s| s.value);
-    own.endpoint.checked()?;
-    generic.endpoint.checked()?;
-    let endpoint = match (&own.endpoint, &generic.endpoint) {
+pub(crate) fn target(s: &Slots, signal: Signal) -> Result<OtlpTarget, ConfigError> {
+    let protocol = pick(&s.otlp_protocol, signal)?.map_or(OtlpProtocol::HttpProtobuf, |s| s.value);
+    let insecure = pick(&s.otlp_insecure, signal)?.is_some_and(|s| s.value);
+    pick(&s.otlp_endpoint, signal)?;
+    let endpoint = match (&s.otlp_endpoint[scope(signal)], &s.otlp_endpoint[0]) {
         (Some(e), _) => with_scheme(e, protocol, insecure)?,
         (None, Some(base)) => match protocol {
             OtlpProtocol::Grpc => with_scheme(base, protocol, insecure)?,
@@ -94,10 +92,10 @@ pub(crate) fn target(generic: &OtlpScope, own: &OtlpScope, signal: Signal) -> Re
     Ok(OtlpTarget {
         endpoint,
         protocol,
-        headers: pick(&own.headers, &generic.headers)?.map(|s| s.value.clone()).unwrap_or_default(),
-        timeout: pick(&own.timeout, &generic.timeout)?.map_or(DEFAULT_OTLP_TIMEOUT, |s| s.value),
-        compression: pick(&own.compression, &generic.compression)?.map_or(OtlpCompression::None, |s| s.value),
-        tls: tls(generic, own)?,
+        headers: pick(&s.otlp_headers, signal)?.map(|s| s.value.clone()).unwrap_or_default(),
+        timeout: pick(&s.otlp_timeout, signal)?.map_or(DEFAULT_OTLP_TIMEOUT, |s| s.value),
+        compression: pick(&s.otlp_compression, signal)?.map_or(OtlpCompression::None, |s| s.value),
+        tls: tls(s, signal)?,
     })
 }
 
@@ -121,12 +119,9 @@ fn with_scheme(endpoint: &Set<String>, protocol: OtlpProtocol, insecure: bool) -
 
 /// The CA and the client identity; a client certificate without its key (or the reverse) is an
 /// error naming the one that was given.
-fn tls(generic: &OtlpScope, own: &OtlpScope) -> Result<OtlpTls, ConfigError> {
-    let certificate = pick(&own.certificate, &generic.certificate)?.map(sourced);
-    let client = match (
-        pick(&own.client_certificate, &generic.client_certificate)?,
-        pick(&own.client_key, &generic.client_key)?,
-    ) {
+fn tls(s: &Slots, signal: Signal) -> Result<OtlpTls, ConfigError> {
+    let certificate = pick(&s.otlp_certificate, signal)?.map(sourced);
+    let client = match (pick(&s.otlp_client_certificate, signal)?, pick(&s.otlp_client_key, signal)?) {
         (Some(cert), Some(key)) => Some((sourced(cert), sourced(key))),
         (Some(cert), None) => {
             let reason = format!("an mTLS client certificate needs its key too ({OTEL_EXPORTER_OTLP_CLIENT_KEY} or otlp.client_key, or the signal's own)");

@@ -4,36 +4,20 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::error::{ConfigError, Origin};
+use std::fmt;
+
+use super::builder::Config;
+use super::defaults::{DEFAULT_COUNT_LIMIT, DEFAULT_MAX_QUEUE_SIZE};
+use super::error::{ConfigError, Sourced};
 use super::groups::{ServiceMetricsConfig, SpanMetricsConfig};
 use super::otlp::OtlpTarget;
-use super::parse::Slot;
-use super::parse::{instance_id_template, IdPart, Set};
+use super::rule::{One, Set, Slot, REDACTED};
+use super::syntax::{instance_id_template, IdPart};
+use super::table::{PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
 use super::values::{
-    HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, Propagator, SamplerConfig, Signal,
-    TraceExporter,
+    ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, ProgressMode,
+    Propagator, SamplerConfig, Signal, TraceExporter,
 };
-use super::vars::{DEFAULT_COUNT_LIMIT, PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
-use super::Config;
-use super::{BatchSlots, LimitSlots};
-
-/// A resolved value with where it came from, for errors raised when it is used (a file that
-/// cannot be opened, say).
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Sourced<T> {
-    /// The value.
-    pub value: T,
-    /// Where it came from.
-    pub origin: Origin,
-}
-
-impl<T> Sourced<T> {
-    /// An error about this value, naming its origin.
-    pub fn invalid(&self, value: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-        ConfigError::invalid(self.origin.clone(), value, reason)
-    }
-}
 
 /// The configuration resolved into plain values, grouped by what each part of `init` builds.
 #[derive(Debug, Clone)]
@@ -102,11 +86,13 @@ pub struct MetricsSettings {
     /// Interval of pushed exports.
     pub export_interval: Duration,
     /// Which measurements may carry an exemplar.
-    pub exemplar_filter: super::ExemplarFilter,
+    pub exemplar_filter: ExemplarFilter,
     /// Temporality of the OTLP exports (the pull reader is always cumulative).
     pub temporality: MetricTemporality,
     /// Aggregation of histograms that name no other.
     pub histogram_aggregation: HistogramAggregation,
+    /// Export the process metrics (`PIPETEL_PROCESS_METRICS`).
+    pub process_metrics: bool,
 }
 
 /// The span limits the tracer provider applies.
@@ -137,8 +123,8 @@ pub struct BatchSettings {
     pub max_export_batch_size: Option<usize>,
 }
 
-/// The Prometheus pull endpoint.
-#[derive(Debug, Clone)]
+/// The Prometheus pull endpoint. Its `Debug` output redacts the credentials.
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct PrometheusSettings {
     /// Host it binds to.
@@ -153,6 +139,19 @@ pub struct PrometheusSettings {
     pub basic_auth: Option<(String, String)>,
     /// Certificate chain and key for HTTPS; the origin is the certificate's.
     pub tls: Option<Sourced<(PathBuf, PathBuf)>>,
+}
+
+impl fmt::Debug for PrometheusSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PrometheusSettings")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("path", &self.path)
+            .field("bearer_token", &self.bearer_token.as_ref().map(|_| REDACTED))
+            .field("basic_auth", &self.basic_auth.as_ref().map(|(user, _)| (user, REDACTED)))
+            .field("tls", &self.tls)
+            .finish()
+    }
 }
 
 /// What the tracer provider is built with.
@@ -170,6 +169,9 @@ pub struct TracesSettings {
     pub limits: SpanLimitsSettings,
     /// The batch span processor.
     pub batch: BatchSettings,
+    /// The `EnvFilter` directives of the spans exported (and measured by `span.duration`),
+    /// independent of the console's (`PIPETEL_TRACES_FILTER`).
+    pub filter: Sourced<String>,
 }
 
 /// What the logger provider is built with.
@@ -183,6 +185,9 @@ pub struct LogsSettings {
     pub otlp: OtlpTarget,
     /// The batch log record processor.
     pub batch: BatchSettings,
+    /// The `EnvFilter` directives of the events exported as log records, independent of the
+    /// console's (`PIPETEL_LOGS_FILTER`).
+    pub filter: Sourced<String>,
 }
 
 /// The `tracing` subscriber `init` installs.
@@ -193,6 +198,8 @@ pub struct SubscriberSettings {
     pub log_filter: Sourced<String>,
     /// Print events to stderr.
     pub console: bool,
+    /// The console's line format (`PIPETEL_LOG_FORMAT`).
+    pub format: LogFormat,
 }
 
 /// Stage and worker telemetry.
@@ -218,7 +225,7 @@ pub struct PipelineSettings {
     /// Rotation of the rows file (`PIPETEL_ROWS_MAX_BYTES`, `PIPETEL_ROWS_KEEP`).
     pub rows_rotation: pipetel_rows::Rotation,
     /// The live progress display on stderr (`PIPETEL_PROGRESS`).
-    pub progress: super::ProgressMode,
+    pub progress: ProgressMode,
 }
 
 impl Config {
@@ -229,8 +236,8 @@ impl Config {
     /// # Errors
     /// The first value that is refused, naming where it came from (setter, variable or file key).
     pub fn resolve(&self) -> Result<Settings, ConfigError> {
-        self.check_every_value()?;
-        let tls = match (&self.prometheus_tls_cert, &self.prometheus_tls_key) {
+        self.slots.check_all()?;
+        let tls = match (&self.slots.prometheus_tls_cert, &self.slots.prometheus_tls_key) {
             (Some(cert), Some(key)) => {
                 Some(Sourced { value: (cert.value.clone(), key.value.clone()), origin: cert.origin.clone() })
             }
@@ -245,7 +252,7 @@ impl Config {
             (None, None) => None,
         };
         let metrics_exporters = self.metrics_exporters();
-        if let Some(set) = &self.histogram_aggregation {
+        if let Some(set) = &self.slots.histogram_aggregation {
             if set.value == HistogramAggregation::Base2Exponential
                 && metrics_exporters.contains(&MetricExporter::Prometheus)
             {
@@ -272,45 +279,62 @@ impl Config {
                     basic_auth: self.prometheus_basic_auth().map(|(u, p)| (u.to_string(), p.to_string())),
                     tls,
                 },
-                otlp: bounded(self.otlp_target(Signal::Metrics)?, &self.metric_export_timeout),
+                otlp: bounded(self.otlp_target(Signal::Metrics)?, &self.slots.metric_export_timeout),
                 export_interval: self.metric_export_interval(),
                 exemplar_filter: self.exemplar_filter(),
                 temporality: self.metric_temporality(),
                 histogram_aggregation: self.histogram_aggregation(),
+                process_metrics: self.process_metrics(),
             },
             traces: TracesSettings {
                 exporters: self.traces_exporters(),
                 sampler: self.sampler(),
-                otlp: bounded(self.otlp_target(Signal::Traces)?, &self.bsp.export_timeout),
-                limits: self.limits.resolve(),
-                batch: self.bsp.resolve()?,
+                otlp: bounded(self.otlp_target(Signal::Traces)?, &self.slots.bsp_export_timeout),
+                limits: self.span_limits(),
+                batch: batch(
+                    &self.slots.bsp_schedule_delay,
+                    &self.slots.bsp_max_queue_size,
+                    &self.slots.bsp_max_export_batch_size,
+                )?,
+                filter: Sourced { value: self.traces_filter().to_string(), origin: self.slots.traces_filter.origin() },
             },
             logs: LogsSettings {
                 exporters: self.logs_exporters(),
-                otlp: bounded(self.otlp_target(Signal::Logs)?, &self.blrp.export_timeout),
-                batch: self.blrp.resolve()?,
+                otlp: bounded(self.otlp_target(Signal::Logs)?, &self.slots.blrp_export_timeout),
+                batch: batch(
+                    &self.slots.blrp_schedule_delay,
+                    &self.slots.blrp_max_queue_size,
+                    &self.slots.blrp_max_export_batch_size,
+                )?,
+                filter: Sourced { value: self.logs_filter().to_string(), origin: self.slots.logs_filter.origin() },
             },
             subscriber: SubscriberSettings {
-                log_filter: Sourced { value: self.log_filter().to_string(), origin: self.log_filter.origin() },
+                log_filter: Sourced { value: self.log_filter().to_string(), origin: self.slots.log_filter.origin() },
                 console: self.console_log(),
+                format: self.log_format(),
             },
             pipeline: PipelineSettings {
                 namespace: self.namespace().to_string(),
                 sample_interval: self.sample_interval(),
                 retention: self.stage_retention(),
                 rows_file: self
+                    .slots
                     .rows_file
                     .as_ref()
                     .map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
                 metrics: self.stage_metrics(),
                 counter_metrics: self.stage_counter_metrics(),
                 rows: self.rows_enabled(),
-                rows_dir: self.rows_dir.as_ref().map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
+                rows_dir: self
+                    .slots
+                    .rows_dir
+                    .as_ref()
+                    .map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
                 rows_rotation: pipetel_rows::Rotation { max_bytes: self.rows_max_bytes(), keep: self.rows_keep() },
                 progress: self.progress(),
             },
             service: self.service_metrics(),
-            span_metrics: Sourced { value: self.span_metrics(), origin: self.span_metrics_filter.origin() },
+            span_metrics: Sourced { value: self.span_metrics(), origin: self.slots.span_metrics_filter.origin() },
             #[cfg(feature = "gpu")]
             gpu: self.gpu(),
             shutdown_timeout: self.shutdown_timeout(),
@@ -319,88 +343,26 @@ impl Config {
         })
     }
 
-    /// Runs every set value's check. The OTLP values are checked as their targets resolve.
-    fn check_every_value(&self) -> Result<(), ConfigError> {
-        self.service_name.checked()?;
-        self.service_version.checked()?;
-        self.instance_id.checked()?;
-        self.propagators.checked()?;
-        self.metric_temporality.checked()?;
-        self.histogram_aggregation.checked()?;
-        self.metric_export_timeout.checked()?;
-        self.sdk_disabled.checked()?;
-        self.traces_exporters.checked()?;
-        self.metrics_exporters.checked()?;
-        self.logs_exporters.checked()?;
-        self.prometheus_host.checked()?;
-        self.prometheus_port.checked()?;
-        self.prometheus_path.checked()?;
-        self.prometheus_bearer_token.checked()?;
-        self.prometheus_basic_auth.checked()?;
-        self.prometheus_tls_cert.checked()?;
-        self.prometheus_tls_key.checked()?;
-        self.metric_export_interval.checked()?;
-        self.sampler.checked()?;
-        self.sampler_arg.checked()?;
-        self.console_log.checked()?;
-        self.log_filter.checked()?;
-        self.shutdown_timeout.checked()?;
-        self.cardinality_limit.checked()?;
-        self.namespace.checked()?;
-        self.sample_interval.checked()?;
-        self.stage_retention.checked()?;
-        self.rows_file.checked()?;
-        self.rows_enabled.checked()?;
-        self.rows_dir.checked()?;
-        self.rows_max_bytes.checked()?;
-        self.rows_keep.checked()?;
-        self.progress.checked()?;
-        self.stage_metrics.checked()?;
-        self.stage_counter_metrics.checked()?;
-        self.queue_metrics.checked()?;
-        self.http_metrics.checked()?;
-        self.service_prefix.checked()?;
-        self.histogram_buckets.checked()?;
-        self.span_metrics_enabled.checked()?;
-        self.span_metrics_allow.checked()?;
-        self.span_metrics_filter.checked()?;
-        self.span_metrics_time.checked()?;
-        self.exemplar_filter.checked()?;
-        #[cfg(feature = "gpu")]
-        {
-            let g = &self.gpu;
-            g.mode.checked()?;
-            g.poll_interval.checked()?;
-            g.nvml_library.checked()?;
-            g.rocm_smi_library.checked()?;
-            g.platform.checked()?;
-            g.pcie_throughput.checked()?;
-            g.process_memory.checked()?;
-            g.init_timeout.checked()?;
-        }
-        Ok(())
-    }
-
     /// `OTEL_SERVICE_NAME` (or code) beats `service.name` in `OTEL_RESOURCE_ATTRIBUTES`, which
     /// beats the default; `PIPETEL_INSTANCE_ID` (other than `random`) beats `service.instance.id`
     /// there in the same way.
     fn resource_settings(&self) -> Result<ResourceSettings, ConfigError> {
         let from_attributes =
-            self.resource_attributes.iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone());
-        let service_name = match (self.service_name.value(), from_attributes) {
+            self.resource_attributes().iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone());
+        let service_name = match (self.slots.service_name.value(), from_attributes) {
             (Some(name), _) => name.clone(),
             (None, Some(name)) => name,
             (None, None) => self.service_name(),
         };
-        let k8s = &self.k8s;
-        let in_cluster = k8s.service_host.value().is_some_and(|h| !h.trim().is_empty());
+        let k8s = &self.slots;
+        let in_cluster = k8s.k8s_service_host.value().is_some_and(|h| !h.trim().is_empty());
         let kubernetes: Vec<(String, String)> = if in_cluster {
             [
-                ("k8s.pod.name", &k8s.pod_name),
-                ("k8s.pod.uid", &k8s.pod_uid),
-                ("k8s.namespace.name", &k8s.namespace_name),
-                ("k8s.node.name", &k8s.node_name),
-                ("k8s.container.name", &k8s.container_name),
+                ("k8s.pod.name", &k8s.k8s_pod_name),
+                ("k8s.pod.uid", &k8s.k8s_pod_uid),
+                ("k8s.namespace.name", &k8s.k8s_namespace_name),
+                ("k8s.node.name", &k8s.k8s_node_name),
+                ("k8s.container.name", &k8s.k8s_container_name),
             ]
             .into_iter()
             .filter_map(|(key, slot)| {
@@ -411,12 +373,12 @@ impl Config {
             Vec::new()
         };
         let pod = kubernetes.iter().find(|(k, _)| k == "k8s.pod.name").map(|(_, v)| v.as_str());
-        let instance_id = match &self.instance_id {
+        let instance_id = match &self.slots.instance_id {
             Some(set) => expand_instance_id(set, pod)?,
             None => None,
         };
         let attributes = self
-            .resource_attributes
+            .resource_attributes()
             .iter()
             .filter(|(k, _)| k != "service.name" && !(instance_id.is_some() && k == "service.instance.id"))
             .cloned()
@@ -459,45 +421,41 @@ fn bounded(mut target: OtlpTarget, export_timeout: &Option<Set<Duration>>) -> Ot
     target
 }
 
-impl LimitSlots {
+impl Config {
     /// Each limit from its own variable, else `OTEL_ATTRIBUTE_COUNT_LIMIT` for attribute counts,
     /// else 128.
-    fn resolve(&self) -> SpanLimitsSettings {
-        let general = self.attribute_count.value().copied();
-        let attrs = |own: &Option<Set<u32>>| own.value().copied().or(general).unwrap_or(DEFAULT_COUNT_LIMIT);
-        let count = |own: &Option<Set<u32>>| own.value().copied().unwrap_or(DEFAULT_COUNT_LIMIT);
+    fn span_limits(&self) -> SpanLimitsSettings {
+        let s = &self.slots;
+        let general = s.attribute_count_limit.value().copied();
+        let attrs = |own: &One<u32>| own.value().copied().or(general).unwrap_or(DEFAULT_COUNT_LIMIT);
+        let count = |own: &One<u32>| own.value().copied().unwrap_or(DEFAULT_COUNT_LIMIT);
         SpanLimitsSettings {
-            attributes_per_span: attrs(&self.span_attribute_count),
-            events_per_span: count(&self.span_event_count),
-            links_per_span: count(&self.span_link_count),
-            attributes_per_event: attrs(&self.event_attribute_count),
-            attributes_per_link: attrs(&self.link_attribute_count),
+            attributes_per_span: attrs(&s.span_attribute_count_limit),
+            events_per_span: count(&s.span_event_count_limit),
+            links_per_span: count(&s.span_link_count_limit),
+            attributes_per_event: attrs(&s.event_attribute_count_limit),
+            attributes_per_link: attrs(&s.link_attribute_count_limit),
         }
     }
 }
 
-/// The SDK's default queue size of both batch processors.
-const DEFAULT_MAX_QUEUE_SIZE: usize = 2048;
-
-impl BatchSlots {
-    /// The values set, checked; a batch size above the queue size is an error naming it.
-    fn resolve(&self) -> Result<BatchSettings, ConfigError> {
-        self.schedule_delay.checked()?;
-        self.export_timeout.checked()?;
-        self.max_queue_size.checked()?;
-        self.max_export_batch_size.checked()?;
-        let queue = self.max_queue_size.value().copied();
-        if let Some(batch) = &self.max_export_batch_size {
-            let limit = queue.unwrap_or(DEFAULT_MAX_QUEUE_SIZE);
-            if batch.value > limit {
-                let reason = format!("must not exceed the queue size ({limit})");
-                return Err(ConfigError::invalid(batch.origin.clone(), batch.value.to_string(), reason));
-            }
+/// One batch processor's values; a batch size above the queue size is an error naming it.
+fn batch(
+    schedule_delay: &One<Duration>,
+    max_queue_size: &One<usize>,
+    max_export_batch_size: &One<usize>,
+) -> Result<BatchSettings, ConfigError> {
+    let queue = max_queue_size.value().copied();
+    if let Some(batch) = max_export_batch_size {
+        let limit = queue.unwrap_or(DEFAULT_MAX_QUEUE_SIZE);
+        if batch.value > limit {
+            let reason = format!("must not exceed the queue size ({limit})");
+            return Err(ConfigError::invalid(batch.origin.clone(), batch.value.to_string(), reason));
         }
-        Ok(BatchSettings {
-            schedule_delay: self.schedule_delay.value().copied(),
-            max_queue_size: queue,
-            max_export_batch_size: self.max_export_batch_size.value().copied(),
-        })
     }
+    Ok(BatchSettings {
+        schedule_delay: schedule_delay.value().copied(),
+        max_queue_size: queue,
+        max_export_batch_size: max_export_batch_size.value().copied(),
+    })
 }

@@ -95,12 +95,19 @@ fn bad_env_values_name_the_variable_and_the_value() {
         (PIPETEL_INSTANCE_ID, "id}"),
         (PIPETEL_INSTANCE_ID, "a\tb"),
         (PIPETEL_GPU_DEVICES, "gpu0"),
+        (PIPETEL_TRACES_FILTER, "info,[{"),
+        (PIPETEL_LOGS_FILTER, "debug,=x"),
+        (PIPETEL_LOG_FORMAT, "xml"),
+        (PIPETEL_PROCESS_METRICS, "maybe"),
     ];
     for (var, value) in cases {
         let err = from(&[(var, value)]).expect_err(&format!("{var}={value} must be refused"));
         let msg = err.to_string();
         assert!(msg.contains(var), "error for {var}={value} does not name the variable: {msg}");
-        assert!(msg.contains(&format!("{value:?}")), "error for {var}={value} does not quote the value: {msg}");
+        // Header values are credentials: the error quotes the names only (`name=<redacted>`).
+        let shown =
+            if var.ends_with("_HEADERS") { rule::Redaction::HeaderValues.text(value) } else { value.to_string() };
+        assert!(msg.contains(&format!("{shown:?}")), "error for {var}={value} does not quote the value: {msg}");
     }
 }
 
@@ -440,8 +447,8 @@ fn bad_gpu_span_and_service_settings_set_in_code_name_their_setter() {
 
 #[test]
 fn every_variable_but_the_file_has_an_env_row() {
-    let rows: Vec<&str> = env::names().collect();
-    for var in ENV_VARS.iter().filter(|v| **v != PIPETEL_CONFIG) {
+    let rows: Vec<&str> = TABLE.iter().flat_map(|e| e.env.iter().copied()).collect();
+    for var in ENV_VARS {
         assert!(rows.contains(var), "{var} is listed but never read");
     }
     for row in &rows {
@@ -580,7 +587,7 @@ fn gpu_mode_key_and_its_old_name() {
 #[test]
 fn service_prefix_check_agrees_with_the_registry() {
     for name in ["service", "telefuser", "_x", "a1_b", "", "Bad", "1a", "a-b", "__reserved", "a b"] {
-        let pure = parse::service_prefix(&name.to_string()).is_ok();
+        let pure = syntax::service_prefix(&name.to_string()).is_ok();
         let registry = !name.is_empty() && crate::registry::Registry::new(name).is_ok();
         assert_eq!(pure, registry, "{name:?}");
     }
@@ -645,7 +652,7 @@ fn service_metrics_from_lookup_reads_only_its_variables() {
 #[test]
 fn readme_file_keys_are_the_real_ones() {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
-    let known: Vec<&str> = file::keys().collect();
+    let known: Vec<&str> = TABLE.iter().flat_map(|e| e.keys.iter().copied()).collect();
     let mut named = std::collections::HashSet::new();
     for line in readme.lines().filter(|l| ENV_VARS.iter().any(|v| l.starts_with(&format!("| `{v}` |")))) {
         let column = line.split('|').nth(2).expect("file key column");
@@ -1001,4 +1008,191 @@ fn bad_settings_by_file_key_name_the_key() {
             Config::default().with_setting(key, value.clone()).and_then(|c| c.validate().map(|()| c)).expect_err(key);
         assert!(err.to_string().contains(&format!("setting `{key}`")), "{key}: {err}");
     }
+}
+
+/// The configuration reference (`docs/src/configuration.md`) and the README's settings table are
+/// written from the settings table; `PIPETEL_BLESS=1` rewrites both.
+#[test]
+fn reference_is_current() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let docs_path = format!("{root}/docs/src/configuration.md");
+    let readme_path = format!("{root}/README.md");
+    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
+    let (Some(begin), Some(end)) = (readme.find(reference::README_BEGIN), readme.find(reference::README_END)) else {
+        panic!("README.md has no settings table between `{}` and `{}`", reference::README_BEGIN, reference::README_END);
+    };
+    let table_start = begin + reference::README_BEGIN.len() + 1;
+    let fresh_readme = format!("{}{}{}", &readme[..table_start], reference::table(), &readme[end..]);
+    let fresh_docs = reference::document();
+    if std::env::var("PIPETEL_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::create_dir_all(format!("{root}/docs/src")).expect("docs/src");
+        std::fs::write(&docs_path, &fresh_docs).expect("write docs/src/configuration.md");
+        std::fs::write(&readme_path, &fresh_readme).expect("write README.md");
+        return;
+    }
+    let how = "the settings table (crates/pipetel/src/config/table.rs) changed; rewrite the reference with \
+               `PIPETEL_BLESS=1 cargo test -p pipetel --all-features --lib config::tests::reference`";
+    let docs = std::fs::read_to_string(&docs_path).unwrap_or_default();
+    assert!(docs == fresh_docs, "docs/src/configuration.md is stale: {how}");
+    assert!(readme == fresh_readme, "README.md's settings table is stale: {how}");
+}
+
+/// Setting a variable to the default its reference row states changes nothing: the words and the
+/// code agree. (The batch processors' defaults are the SDK's, which `Settings` leaves unset.)
+#[test]
+fn documented_defaults_are_the_defaults() {
+    let normalize = |text: String| {
+        let mut out = String::new();
+        for (i, part) in text.split("origin: ").enumerate() {
+            if i > 0 {
+                out.push_str("origin: _");
+                let rest = part.trim_start_matches(|c: char| c.is_alphanumeric());
+                let rest = if rest.starts_with('(') { &rest[rest.find(')').map_or(0, |p| p + 1)..] } else { rest };
+                out.push_str(rest);
+            } else {
+                out.push_str(part);
+            }
+        }
+        out
+    };
+    let defaults = normalize(format!("{:?}", from(&[]).expect("defaults").resolve().expect("resolves")));
+    let mut checked = 0;
+    for entry in TABLE {
+        let Some(var) = entry.env.first() else { continue };
+        let (Some(value), true) = (entry.default.strip_prefix('`').and_then(|d| d.strip_suffix('`')), true) else {
+            continue;
+        };
+        if value.contains('`') || value.contains('<') || var.starts_with("OTEL_BSP_") || var.starts_with("OTEL_BLRP_") {
+            continue;
+        }
+        let config = from(&[(var, value)]).unwrap_or_else(|e| panic!("{var}={value}, its documented default: {e}"));
+        let resolved = normalize(format!("{:?}", config.resolve().expect("resolves")));
+        assert_eq!(resolved, defaults, "{var}={value} (its documented default) changes the settings");
+        checked += 1;
+    }
+    assert!(checked > 40, "only {checked} defaults checked");
+}
+
+/// The per-signal filters and the console's format: each read from the environment, the file
+/// and code in the usual order, a directive that does not parse an error naming where it came from.
+#[test]
+fn filters_and_log_format_resolve_like_every_setting() {
+    let c = from(&[]).expect("defaults");
+    assert_eq!((c.traces_filter(), c.logs_filter(), c.log_format()), ("info", "info", LogFormat::Compact));
+    let (path, p) = write_file("[traces]\nfilter = \"warn\"\n[logs]\nfilter = \"error\"\n[log]\nformat = \"pretty\"\n");
+    let c = from(&[(PIPETEL_CONFIG, &p), (PIPETEL_TRACES_FILTER, "info,my_app=debug"), (PIPETEL_LOG_FORMAT, "JSON")])
+        .expect("valid");
+    assert_eq!(c.traces_filter(), "info,my_app=debug", "env beats file");
+    assert_eq!(c.logs_filter(), "error");
+    assert_eq!(c.log_format(), LogFormat::Json);
+    let s = c.clone().with_logs_filter("debug").resolve().expect("resolves");
+    assert_eq!(s.traces.filter.value, "info,my_app=debug");
+    assert_eq!(s.traces.filter.origin, Origin::Env(PIPETEL_TRACES_FILTER.into()));
+    assert_eq!(s.logs.filter.value, "debug");
+    assert_eq!(s.logs.filter.origin, Origin::Code("with_logs_filter"));
+    assert_eq!(s.subscriber.format, LogFormat::Json);
+    let _ = std::fs::remove_file(path);
+
+    let err = Config::default().with_traces_filter("info,[{").validate().expect_err("bad directive");
+    assert!(err.to_string().contains("with_traces_filter") && err.to_string().contains("info,[{"), "{err}");
+    let err = file_error("[logs]\nfilter = \"=x\"\n");
+    assert!(err.contains("logs.filter") && err.contains("\"=x\""), "{err}");
+    let c = Config::default()
+        .with_setting("traces_filter", "warn".into())
+        .and_then(|c| c.with_setting("log_format", "compact".into()))
+        .expect("valid");
+    assert_eq!((c.traces_filter(), c.log_format()), ("warn", LogFormat::Compact));
+}
+
+/// The process-metrics switch: on by default; file, environment and code in the usual order.
+#[test]
+fn process_metrics_switch_resolves_like_every_setting() {
+    assert!(from(&[]).expect("defaults").resolve().expect("resolves").metrics.process_metrics);
+    let (path, p) = write_file("[process]\nmetrics = false\n");
+    let c = from(&[(PIPETEL_CONFIG, &p)]).expect("valid");
+    assert!(!c.process_metrics());
+    assert!(from(&[(PIPETEL_CONFIG, &p), (PIPETEL_PROCESS_METRICS, "true")]).expect("valid").process_metrics());
+    assert!(c.with_process_metrics(true).resolve().expect("resolves").metrics.process_metrics, "code beats file");
+    let _ = std::fs::remove_file(path);
+    let c = Config::default().with_setting("process_metrics", false.into()).expect("valid");
+    assert!(!c.process_metrics());
+}
+
+/// Header values never appear in an error, whichever path they came by; the names do.
+#[test]
+fn otlp_header_values_are_redacted_in_errors() {
+    let secret = "s3cret-token";
+    let env_cases: &[(&str, String)] = &[
+        (OTEL_EXPORTER_OTLP_HEADERS, format!("authorization=Bearer%20{secret},bad header=1")),
+        (OTEL_EXPORTER_OTLP_HEADERS, format!("authorization=Bearer%20{secret},x-tenant=%zz")),
+        (OTEL_EXPORTER_OTLP_TRACES_HEADERS, format!("Bearer{secret}")),
+        (OTEL_EXPORTER_OTLP_LOGS_HEADERS, format!("authorization=Bearer%20{secret}%07")),
+        (OTEL_EXPORTER_OTLP_METRICS_HEADERS, format!("authorization=%ZZ{secret}")),
+    ];
+    for (var, value) in env_cases {
+        let err = from(&[(var, value)]).expect_err(value).to_string();
+        assert!(err.contains(var) && !err.contains(secret), "{err}");
+    }
+    let err = from(&[(OTEL_EXPORTER_OTLP_HEADERS, &format!("authorization=Bearer%20{secret}%07"))])
+        .expect_err("control character")
+        .to_string();
+    assert!(err.contains("authorization") && err.contains("<redacted>"), "the header's name stays: {err}");
+
+    let err = Config::default().with_otlp_header("authorization", format!("Bearer {secret}\n")).validate();
+    let err = err.expect_err("control character").to_string();
+    assert!(err.contains("with_otlp_header") && err.contains("authorization") && !err.contains(secret), "{err}");
+
+    for text in [
+        format!("[otlp.headers]\nauthorization = [\"{secret}\"]\n"),
+        format!("[otlp.traces]\nheaders = \"authorization={secret}\"\n"),
+        format!("[otlp.headers]\nauthorization = \"Bearer {secret}\\u0007\"\n"),
+        format!("[otlp.headers]\nauthorization = \"Bearer {secret}\n"),
+    ] {
+        let err = file_error(&text);
+        assert!(err.contains("headers") || err.contains("line"), "{err}");
+        assert!(!err.contains(secret), "{err}");
+    }
+    let err = Config::default()
+        .with_setting("otlp_headers", toml::Value::String(format!("authorization={secret}")))
+        .expect_err("not a table")
+        .to_string();
+    assert!(err.contains("otlp_headers") && !err.contains(secret), "{err}");
+}
+
+/// `Debug` of the configuration, its resolved settings and an OTLP target shows header names and
+/// the Prometheus user, never a header value, the token or the password.
+#[test]
+fn debug_output_redacts_header_values_and_credentials() {
+    let secret = "s3cret-token";
+    let c = from(&[
+        (OTEL_EXPORTER_OTLP_HEADERS, &format!("authorization=Bearer%20{secret}")),
+        (OTEL_EXPORTER_OTLP_LOGS_HEADERS, &format!("x-api-key={secret}")),
+    ])
+    .expect("valid")
+    .with_otlp_header("x-tenant", secret)
+    .with_prometheus_bearer_token(secret)
+    .with_prometheus_basic_auth("scraper", secret);
+    let settings = c.resolve().expect("resolves");
+    for shown in [
+        format!("{c:?}"),
+        format!("{settings:?}"),
+        format!("{:?}", c.otlp_target(Signal::Logs).expect("logs")),
+        format!("{:?}", settings.metrics.prometheus),
+    ] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+    assert!(format!("{settings:?}").contains("authorization") && format!("{settings:?}").contains("x-api-key"));
+    assert!(format!("{:?}", settings.metrics.prometheus).contains("scraper"));
+    // The values themselves reach the exporter.
+    let logs = c.otlp_target(Signal::Logs).expect("logs");
+    assert_eq!(logs.headers, vec![("x-api-key".to_string(), secret.to_string())]);
+}
+
+/// The README's example file, "a file with every section", is a configuration pipetel accepts.
+#[test]
+fn readme_example_file_is_valid() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+    let after = readme.split("A file with every section:").nth(1).expect("the example's heading");
+    let text = after.split("```toml\n").nth(1).and_then(|t| t.split("```").next()).expect("the example");
+    Config::from_toml_str(text, Path::new("README.md")).unwrap_or_else(|e| panic!("README example: {e}"));
 }

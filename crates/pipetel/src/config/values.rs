@@ -389,3 +389,31 @@ impl FromStr for ProgressMode {
         }
     }
 }
+
+/// The console's line format (`PIPETEL_LOG_FORMAT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LogFormat {
+    /// One short line per event (the default).
+    #[default]
+    Compact,
+    /// Several lines per event, for reading by eye.
+    Pretty,
+    /// One JSON object per line, carrying the current span's `trace_id` and `span_id`, for log
+    /// shippers.
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = ParseValueError;
+
+    /// `compact`, `pretty` or `json` (case-insensitive).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "compact" => Ok(Self::Compact),
+            "pretty" => Ok(Self::Pretty),
+            "json" => Ok(Self::Json),
+            _ => Err(ParseValueError::new("expected `compact`, `pretty` or `json`")),
+        }
+    }
+}

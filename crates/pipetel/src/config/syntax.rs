@@ -1,7 +1,6 @@
-//! One rule per setting: how its text becomes a value ([`Rule::lex`]) and what values it accepts
-//! ([`Rule::check`]). The environment, the file and the code paths all go through the same rule:
-//! text is lexed and checked as it is read; a value set in code is checked when the
-//! configuration is resolved. Each rule returns only the reason; the caller names the origin.
+//! The syntax of the settings: how a value's text becomes a value (the lexers) and which values
+//! a setting accepts (the checks). Each returns only the reason; the caller names the origin.
+//! `rule.rs` pairs one lexer with one check per setting.
 //!
 //! Durations use the one grammar of `pipetel_recorders::duration` (`500ms`, `5s`, `2m`, `1h`),
 //! where a bare number keeps the unit each setting has always documented.
@@ -15,260 +14,24 @@ use std::time::Duration;
 
 use pipetel_recorders::duration::{self, BareUnit};
 
-use super::error::{ConfigError, Origin};
-use super::values::{
-    ExporterName, HistogramAggregation, LogExporter, MetricExporter, MetricTemporality, Propagator, SamplerConfig,
-    TraceExporter,
-};
-use super::vars::MIN_SAMPLE_INTERVAL;
-
-/// How one setting is read and checked.
-pub(crate) struct Rule<T: 'static> {
-    /// Text to value: the syntax.
-    pub(crate) lex: fn(&str) -> Result<T, String>,
-    /// The accepted values, whatever path the value took.
-    pub(crate) check: fn(&T) -> Result<(), String>,
-    /// A credential: errors show `<redacted>` instead of the value.
-    pub(crate) secret: bool,
-}
-
-impl<T> Rule<T> {
-    const fn new(lex: fn(&str) -> Result<T, String>, check: fn(&T) -> Result<(), String>) -> Self {
-        Rule { lex, check, secret: false }
-    }
-
-    const fn secret(lex: fn(&str) -> Result<T, String>, check: fn(&T) -> Result<(), String>) -> Self {
-        Rule { lex, check, secret: true }
-    }
-
-    /// Reads `text` from `origin`: lexed and checked, or an error naming both.
-    pub(crate) fn read(&'static self, text: &str, origin: Origin) -> Result<Set<T>, ConfigError> {
-        let value = (self.lex)(text).and_then(|v| (self.check)(&v).map(|()| v));
-        match value {
-            Ok(value) => Ok(Set { value, origin, rule: self }),
-            Err(reason) => Err(ConfigError::invalid(origin, if self.secret { "<redacted>" } else { text }, reason)),
-        }
-    }
-}
-
-impl<T> fmt::Debug for Rule<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rule").field("secret", &self.secret).finish_non_exhaustive()
-    }
-}
-
-/// A value that was set, where from, and the rule it answers to.
-#[derive(Clone)]
-pub(crate) struct Set<T: 'static> {
-    pub(crate) value: T,
-    pub(crate) origin: Origin,
-    rule: &'static Rule<T>,
-}
-
-impl<T> Set<T> {
-    /// A value set in code by `setter`; checked when the configuration is resolved.
-    pub(crate) fn code(value: T, setter: &'static str, rule: &'static Rule<T>) -> Self {
-        Set { value, origin: Origin::Code(setter), rule }
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for Set<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut s = f.debug_struct("Set");
-        if self.rule.secret {
-            s.field("value", &"<redacted>");
-        } else {
-            s.field("value", &self.value);
-        }
-        s.field("origin", &self.origin).finish()
-    }
-}
-
-/// A setting's slot in `Config`: unset, or set with its origin.
-pub(crate) trait Slot<T> {
-    /// The value, unchecked.
-    fn value(&self) -> Option<&T>;
-    /// The value after its rule's check, or an error naming its origin.
-    fn checked(&self) -> Result<Option<&T>, ConfigError>;
-    /// Where the value came from ([`Origin::Default`] when unset).
-    fn origin(&self) -> Origin;
-}
-
-impl<T: Show> Slot<T> for Option<Set<T>> {
-    fn value(&self) -> Option<&T> {
-        self.as_ref().map(|s| &s.value)
-    }
-
-    fn checked(&self) -> Result<Option<&T>, ConfigError> {
-        let Some(set) = self else { return Ok(None) };
-        (set.rule.check)(&set.value).map_err(|reason| {
-            let shown = if set.rule.secret { "<redacted>".to_string() } else { set.value.show() };
-            ConfigError::invalid(set.origin.clone(), shown, reason)
-        })?;
-        Ok(Some(&set.value))
-    }
-
-    fn origin(&self) -> Origin {
-        self.as_ref().map(|s| s.origin.clone()).unwrap_or_default()
-    }
-}
-
-/// A slot's value, or the setting's default: what the getters return.
-pub(crate) trait OrDefault<'a, R> {
-    fn or_default_to(&'a self, default: R) -> R;
-}
-
-impl<T: Copy> OrDefault<'_, T> for Option<Set<T>> {
-    fn or_default_to(&self, default: T) -> T {
-        self.as_ref().map_or(default, |s| s.value)
-    }
-}
-
-impl<'a> OrDefault<'a, &'a str> for Option<Set<String>> {
-    fn or_default_to(&'a self, default: &'a str) -> &'a str {
-        self.as_ref().map_or(default, |s| s.value.as_str())
-    }
-}
-
-/// How a value is shown in an error (text as it is, the rest as `Debug` shows it).
-pub(crate) trait Show: fmt::Debug {
-    fn show(&self) -> String {
-        format!("{self:?}")
-    }
-}
-
-impl Show for String {
-    fn show(&self) -> String {
-        self.clone()
-    }
-}
-impl Show for PathBuf {
-    fn show(&self) -> String {
-        self.display().to_string()
-    }
-}
-impl Show for bool {}
-impl Show for u16 {}
-impl Show for usize {}
-impl Show for u32 {}
-impl Show for MetricTemporality {}
-impl Show for HistogramAggregation {}
-impl Show for Vec<Propagator> {}
-impl Show for u64 {}
-impl Show for f64 {}
-impl Show for Duration {}
-impl Show for SamplerConfig {}
-impl Show for Vec<f64> {}
-impl Show for Vec<String> {}
-impl Show for (String, String) {}
-impl Show for Vec<(String, String)> {}
-impl Show for Vec<TraceExporter> {}
-impl Show for Vec<MetricExporter> {}
-impl Show for Vec<LogExporter> {}
-impl Show for super::values::OtlpProtocol {}
-impl Show for super::values::OtlpCompression {}
-impl Show for super::groups::SpanTime {}
-impl Show for super::values::ExemplarFilter {}
-impl Show for super::values::ProgressMode {}
-#[cfg(feature = "gpu")]
-impl Show for pipetel_gpu::GpuMode {}
-#[cfg(feature = "gpu")]
-impl Show for pipetel_gpu::GpuPlatform {}
-#[cfg(feature = "gpu")]
-impl Show for pipetel_gpu::DeviceSelection {}
-
-// ----- the rules, one per setting (settings of one kind share one) -----
-
-/// Switches.
-pub(crate) static BOOL: Rule<bool> = Rule::new(boolean, any);
-/// Free text (service name and version).
-pub(crate) static TEXT: Rule<String> = Rule::new(text, any);
-/// File paths (rows file, TLS certificate and key).
-pub(crate) static FILE: Rule<PathBuf> = Rule::new(file, any);
-/// A size in bytes: a whole number, optionally with a `KiB`, `MiB` or `GiB` suffix.
-pub(crate) static BYTE_SIZE: Rule<u64> = Rule::new(byte_size, any);
-/// The progress display: `true`, `false` or `always`.
-pub(crate) static PROGRESS: Rule<super::values::ProgressMode> = Rule::new(from_str, any);
-/// Rotated rows files kept.
-pub(crate) static ROWS_KEEP: Rule<u32> = Rule::new(rows_keep, any);
-/// Durations with no bound but a bare number in milliseconds (retention, OTLP timeouts).
-pub(crate) static MILLIS: Rule<Duration> = Rule::new(millis, any);
-/// Durations that must be positive (export interval, shutdown timeout).
-pub(crate) static POSITIVE_MILLIS: Rule<Duration> = Rule::new(millis, positive);
-pub(crate) static SAMPLE_INTERVAL: Rule<Duration> = Rule::new(millis, sample_interval);
-pub(crate) static RESOURCE: Rule<Vec<(String, String)>> = Rule::new(key_values, any);
-pub(crate) static TRACE_EXPORTERS: Rule<Vec<TraceExporter>> = Rule::new(exporters, any);
-pub(crate) static METRIC_EXPORTERS: Rule<Vec<MetricExporter>> = Rule::new(exporters, any);
-pub(crate) static LOG_EXPORTERS: Rule<Vec<LogExporter>> = Rule::new(exporters, any);
-/// A URL with an `http` or `https` scheme, or a schemeless `host:port` (gRPC only, its scheme
-/// from the `INSECURE` switch; see `otlp::target`).
-pub(crate) static ENDPOINT: Rule<String> = Rule::new(trimmed, endpoint);
-/// A PEM file of certificates (the OTLP CA, the mTLS client certificate): read when checked,
-/// so a missing or unreadable file is an error naming where its path was given.
-pub(crate) static CERTIFICATE_FILE: Rule<PathBuf> = Rule::new(file, |p| pem_file(p, "CERTIFICATE"));
-/// A PEM file holding a private key (the mTLS client key).
-pub(crate) static KEY_FILE: Rule<PathBuf> = Rule::new(file, |p| pem_file(p, "PRIVATE KEY"));
-pub(crate) static PROTOCOL: Rule<super::values::OtlpProtocol> = Rule::new(from_str, any);
-pub(crate) static HEADERS: Rule<Vec<(String, String)>> = Rule::new(key_values, headers);
-pub(crate) static COMPRESSION: Rule<super::values::OtlpCompression> = Rule::new(from_str, any);
-pub(crate) static HOST: Rule<String> = Rule::new(host, |h| host(h).map(drop));
-pub(crate) static PORT: Rule<u16> = Rule::new(port, any);
-pub(crate) static URL_PATH: Rule<String> = Rule::new(trimmed, url_path);
-pub(crate) static TOKEN: Rule<String> = Rule::secret(trimmed, token);
-pub(crate) static BASIC_AUTH: Rule<(String, String)> = Rule::secret(basic_auth, basic_auth_pair);
-pub(crate) static SAMPLER: Rule<SamplerConfig> = Rule::new(from_str, sampler);
-pub(crate) static SAMPLER_ARG: Rule<f64> = Rule::new(number, ratio);
-pub(crate) static LOG_FILTER: Rule<String> = Rule::new(text, log_filter);
-pub(crate) static CARDINALITY: Rule<usize> = Rule::new(whole, cardinality);
-pub(crate) static NAMESPACE: Rule<String> = Rule::new(trimmed, namespace);
-pub(crate) static SERVICE_PREFIX: Rule<String> = Rule::new(trimmed, service_prefix);
-/// Bucket bounds: a named set (`seconds`, `telefuser`) or comma-separated numbers.
-pub(crate) static BUCKETS: Rule<Vec<f64>> = Rule::new(bucket_bounds, buckets);
-pub(crate) static SPAN_ALLOW: Rule<Vec<String>> = Rule::new(names, span_allow);
-pub(crate) static SPAN_FILTER: Rule<String> = Rule::new(text, |f| span_targets(f).map(drop));
-pub(crate) static SPAN_TIME: Rule<super::groups::SpanTime> = Rule::new(from_str, any);
-pub(crate) static TEMPORALITY: Rule<MetricTemporality> = Rule::new(from_str, any);
-pub(crate) static HISTOGRAM_AGGREGATION: Rule<HistogramAggregation> = Rule::new(from_str, any);
-pub(crate) static PROPAGATORS: Rule<Vec<Propagator>> = Rule::new(propagators, any);
-/// `random`, a recipe (`hostname-pid`) or a literal with `{hostname}`, `{pid}`, `{pod}`.
-pub(crate) static INSTANCE_ID: Rule<String> = Rule::new(trimmed, |v| instance_id_template(v).map(drop));
-/// A span, event or link limit: a whole number, `0` keeping nothing.
-pub(crate) static COUNT_LIMIT: Rule<u32> = Rule::new(count, any);
-/// A batch processor's queue or batch size: a whole number, at least 1.
-pub(crate) static BATCH_SIZE: Rule<usize> = Rule::new(whole, at_least_one);
-pub(crate) static EXEMPLAR_FILTER: Rule<super::values::ExemplarFilter> = Rule::new(from_str, any);
-#[cfg(feature = "gpu")]
-pub(crate) static GPU_MODE: Rule<pipetel_gpu::GpuMode> = Rule::new(from_str, any);
-#[cfg(feature = "gpu")]
-pub(crate) static GPU_PLATFORM: Rule<pipetel_gpu::GpuPlatform> = Rule::new(from_str, any);
-#[cfg(feature = "gpu")]
-pub(crate) static GPU_DEVICES: Rule<pipetel_gpu::DeviceSelection> = Rule::new(from_str, any);
-/// The environment's poll interval: a bare number counts seconds, as `pipetel-gpu` documents.
-#[cfg(feature = "gpu")]
-pub(crate) static GPU_POLL_SECONDS: Rule<Duration> = Rule::new(seconds, gpu_poll_interval);
-/// The file's `gpu.poll_interval_ms`: a bare number counts milliseconds.
-#[cfg(feature = "gpu")]
-pub(crate) static GPU_POLL_MILLIS: Rule<Duration> = Rule::new(millis, gpu_poll_interval);
-#[cfg(feature = "gpu")]
-pub(crate) static LIBRARY: Rule<PathBuf> = Rule::new(file, library);
-#[cfg(feature = "gpu")]
-pub(crate) static ANY_DURATION: Rule<Duration> = Rule::new(millis, any);
+use super::defaults::MIN_SAMPLE_INTERVAL;
+use super::values::{ExporterName, Propagator, SamplerConfig};
 
 // ----- lexers: text to value -----
 
-fn text(v: &str) -> Result<String, String> {
+pub(crate) fn text(v: &str) -> Result<String, String> {
     Ok(v.to_string())
 }
 
-fn trimmed(v: &str) -> Result<String, String> {
+pub(crate) fn trimmed(v: &str) -> Result<String, String> {
     Ok(v.trim().to_string())
 }
 
-fn file(v: &str) -> Result<PathBuf, String> {
+pub(crate) fn file(v: &str) -> Result<PathBuf, String> {
     Ok(PathBuf::from(v))
 }
 
-fn byte_size(v: &str) -> Result<u64, String> {
+pub(crate) fn byte_size(v: &str) -> Result<u64, String> {
     let t = v.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = (&t[..split], t[split..].trim());
@@ -283,11 +46,11 @@ fn byte_size(v: &str) -> Result<u64, String> {
     n.checked_mul(scale).ok_or_else(|| "size too large".to_string())
 }
 
-fn rows_keep(v: &str) -> Result<u32, String> {
+pub(crate) fn rows_keep(v: &str) -> Result<u32, String> {
     v.trim().parse::<u32>().map_err(|_| "expected a whole number of rotated files to keep".to_string())
 }
 
-fn from_str<T: std::str::FromStr>(v: &str) -> Result<T, String>
+pub(crate) fn from_str<T: std::str::FromStr>(v: &str) -> Result<T, String>
 where
     T::Err: fmt::Display,
 {
@@ -302,32 +65,32 @@ pub(crate) fn boolean(v: &str) -> Result<bool, String> {
     }
 }
 
-fn millis(v: &str) -> Result<Duration, String> {
+pub(crate) fn millis(v: &str) -> Result<Duration, String> {
     duration::parse(v, BareUnit::Millis).map_err(|e| e.to_string())
 }
 
 #[cfg(feature = "gpu")]
-fn seconds(v: &str) -> Result<Duration, String> {
+pub(crate) fn seconds(v: &str) -> Result<Duration, String> {
     duration::parse(v, BareUnit::Seconds).map_err(|e| e.to_string())
 }
 
-fn port(v: &str) -> Result<u16, String> {
+pub(crate) fn port(v: &str) -> Result<u16, String> {
     v.trim().parse::<u16>().map_err(|_| "expected a port number between 0 and 65535".to_string())
 }
 
-fn whole(v: &str) -> Result<usize, String> {
+pub(crate) fn whole(v: &str) -> Result<usize, String> {
     v.trim().parse::<usize>().map_err(|_| "expected a whole number".to_string())
 }
 
-fn count(v: &str) -> Result<u32, String> {
+pub(crate) fn count(v: &str) -> Result<u32, String> {
     v.trim().parse::<u32>().map_err(|_| "expected a whole number between 0 and 4294967295".to_string())
 }
 
-fn number(v: &str) -> Result<f64, String> {
+pub(crate) fn number(v: &str) -> Result<f64, String> {
     v.trim().parse::<f64>().map_err(|_| "expected a number within [0, 1]".to_string())
 }
 
-fn split_list(v: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn split_list(v: &str) -> impl Iterator<Item = &str> {
     v.split(',').map(str::trim).filter(|s| !s.is_empty())
 }
 
@@ -343,7 +106,7 @@ pub(crate) const NAMED_BUCKETS: &[(&str, &[f64])] =
     &[("seconds", crate::buckets::SECONDS_BUCKETS), ("telefuser", crate::buckets::TELEFUSER_BUCKETS)];
 
 /// A named bucket set (case-insensitive) or comma-separated numbers.
-fn bucket_bounds(v: &str) -> Result<Vec<f64>, String> {
+pub(crate) fn bucket_bounds(v: &str) -> Result<Vec<f64>, String> {
     let name = v.trim().to_ascii_lowercase();
     if let Some((_, bounds)) = NAMED_BUCKETS.iter().find(|(n, _)| *n == name) {
         return Ok(bounds.to_vec());
@@ -355,7 +118,7 @@ fn bucket_bounds(v: &str) -> Result<Vec<f64>, String> {
     numbers(v)
 }
 
-fn numbers(v: &str) -> Result<Vec<f64>, String> {
+pub(crate) fn numbers(v: &str) -> Result<Vec<f64>, String> {
     v.split(',').map(|s| s.trim().parse::<f64>().map_err(|_| format!("{:?} is not a number", s.trim()))).collect()
 }
 
@@ -371,7 +134,7 @@ pub(crate) fn dedup<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> 
 }
 
 /// A comma list of exporter names, or `none` alone.
-fn exporters<T: ExporterName>(v: &str) -> Result<Vec<T>, String>
+pub(crate) fn exporters<T: ExporterName>(v: &str) -> Result<Vec<T>, String>
 where
     T::Err: fmt::Display,
 {
@@ -391,7 +154,7 @@ where
 }
 
 /// A comma list of propagators (case-insensitive), or `none` alone (no propagator).
-fn propagators(v: &str) -> Result<Vec<Propagator>, String> {
+pub(crate) fn propagators(v: &str) -> Result<Vec<Propagator>, String> {
     let mut out = Vec::new();
     let mut saw_none = false;
     for name in split_list(v) {
@@ -408,23 +171,47 @@ fn propagators(v: &str) -> Result<Vec<Propagator>, String> {
 }
 
 /// `k=v,k2=v2` with percent-encoded values (the W3C baggage-like format of the OTel spec).
-fn key_values(v: &str) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn key_values(v: &str) -> Result<Vec<(String, String)>, String> {
+    pairs(v, false)
+}
+
+/// `name=value,name2=value2` as [`key_values`] reads it, with reasons that name the header but
+/// never quote a value: a value (or an item without `=`) may be a bearer token.
+pub(crate) fn header_pairs(v: &str) -> Result<Vec<(String, String)>, String> {
+    pairs(v, true)
+}
+
+fn pairs(v: &str, secret_values: bool) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
-    for item in split_list(v) {
+    for (n, item) in split_list(v).enumerate() {
         let Some((k, val)) = item.split_once('=') else {
-            return Err(format!("`{item}` is not a key=value pair"));
+            return Err(if secret_values {
+                format!("item {} is not a name=value pair", n + 1)
+            } else {
+                format!("`{item}` is not a key=value pair")
+            });
         };
         let k = k.trim();
         if k.is_empty() {
-            return Err(format!("`{item}` has an empty key"));
+            return Err(if secret_values {
+                format!("item {} has an empty header name", n + 1)
+            } else {
+                format!("`{item}` has an empty key")
+            });
         }
-        let val = percent_decode(val.trim()).ok_or_else(|| format!("`{item}` has a malformed percent-encoding"))?;
+        let val = percent_decode(val.trim()).ok_or_else(|| {
+            if secret_values {
+                format!("the value of header `{k}` has a malformed percent-encoding")
+            } else {
+                format!("`{item}` has a malformed percent-encoding")
+            }
+        })?;
         out.push((k.to_string(), val));
     }
     Ok(out)
 }
 
-fn percent_decode(s: &str) -> Option<String> {
+pub(crate) fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -455,7 +242,7 @@ pub(crate) fn percent_encode(s: &str) -> String {
     out
 }
 
-fn host(v: &str) -> Result<String, String> {
+pub(crate) fn host(v: &str) -> Result<String, String> {
     let v = v.trim();
     if v.is_empty() {
         return Err("empty host".into());
@@ -477,25 +264,25 @@ fn host(v: &str) -> Result<String, String> {
     }
 }
 
-fn basic_auth(v: &str) -> Result<(String, String), String> {
+pub(crate) fn basic_auth(v: &str) -> Result<(String, String), String> {
     let (user, password) = v.split_once(':').ok_or("expected user:password")?;
     Ok((user.to_string(), password.to_string()))
 }
 
 // ----- checks: the values each setting accepts -----
 
-fn any<T>(_: &T) -> Result<(), String> {
+pub(crate) fn any<T>(_: &T) -> Result<(), String> {
     Ok(())
 }
 
-fn positive(d: &Duration) -> Result<(), String> {
+pub(crate) fn positive(d: &Duration) -> Result<(), String> {
     if d.is_zero() {
         return Err("must be greater than zero".into());
     }
     Ok(())
 }
 
-fn at_least_one(n: &usize) -> Result<(), String> {
+pub(crate) fn at_least_one(n: &usize) -> Result<(), String> {
     if *n == 0 {
         return Err("must be at least 1".into());
     }
@@ -574,7 +361,7 @@ pub(crate) fn instance_id_template(v: &str) -> Result<Option<Vec<IdPart>>, Strin
     Ok(Some(parts))
 }
 
-fn sample_interval(d: &Duration) -> Result<(), String> {
+pub(crate) fn sample_interval(d: &Duration) -> Result<(), String> {
     if *d < MIN_SAMPLE_INTERVAL {
         return Err("must be at least 100 ms".into());
     }
@@ -586,7 +373,7 @@ pub(crate) fn schemeless(endpoint: &str) -> bool {
     !endpoint.contains("://")
 }
 
-fn endpoint(v: &String) -> Result<(), String> {
+pub(crate) fn endpoint(v: &String) -> Result<(), String> {
     let v = v.trim();
     if schemeless(v) && !v.is_empty() {
         // `host:port` as the OTLP spec allows for gRPC: checked as the URL it will become.
@@ -606,7 +393,7 @@ fn endpoint(v: &String) -> Result<(), String> {
     Ok(())
 }
 
-fn header_name(k: &str) -> Result<(), String> {
+pub(crate) fn header_name(k: &str) -> Result<(), String> {
     let ok = !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if ok {
         Ok(())
@@ -615,7 +402,7 @@ fn header_name(k: &str) -> Result<(), String> {
     }
 }
 
-fn headers(pairs: &Vec<(String, String)>) -> Result<(), String> {
+pub(crate) fn headers(pairs: &Vec<(String, String)>) -> Result<(), String> {
     for (k, val) in pairs {
         header_name(k)?;
         if val.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
@@ -626,7 +413,7 @@ fn headers(pairs: &Vec<(String, String)>) -> Result<(), String> {
 }
 
 /// A readable file holding at least one PEM block whose label ends with `label`.
-fn pem_file(p: &PathBuf, label: &str) -> Result<(), String> {
+pub(crate) fn pem_file(p: &PathBuf, label: &str) -> Result<(), String> {
     if p.as_os_str().is_empty() {
         return Err("empty path".into());
     }
@@ -642,7 +429,7 @@ fn pem_file(p: &PathBuf, label: &str) -> Result<(), String> {
     }
 }
 
-fn url_path(v: &String) -> Result<(), String> {
+pub(crate) fn url_path(v: &String) -> Result<(), String> {
     let v = v.trim();
     if !v.starts_with('/') {
         return Err("must start with `/`".into());
@@ -653,7 +440,7 @@ fn url_path(v: &String) -> Result<(), String> {
     Ok(())
 }
 
-fn token(v: &String) -> Result<(), String> {
+pub(crate) fn token(v: &String) -> Result<(), String> {
     let v = v.trim();
     if v.is_empty() || !v.bytes().all(|b| b.is_ascii_graphic()) {
         return Err("a token must be non-empty visible ASCII without spaces".into());
@@ -661,7 +448,7 @@ fn token(v: &String) -> Result<(), String> {
     Ok(())
 }
 
-fn basic_auth_pair((user, password): &(String, String)) -> Result<(), String> {
+pub(crate) fn basic_auth_pair((user, password): &(String, String)) -> Result<(), String> {
     if user.is_empty() || password.is_empty() {
         return Err("expected user:password, both non-empty".into());
     }
@@ -674,7 +461,7 @@ fn basic_auth_pair((user, password): &(String, String)) -> Result<(), String> {
     Ok(())
 }
 
-fn ratio(r: &f64) -> Result<(), String> {
+pub(crate) fn ratio(r: &f64) -> Result<(), String> {
     if (0.0..=1.0).contains(r) {
         Ok(())
     } else {
@@ -682,15 +469,16 @@ fn ratio(r: &f64) -> Result<(), String> {
     }
 }
 
-fn sampler(s: &SamplerConfig) -> Result<(), String> {
+pub(crate) fn sampler(s: &SamplerConfig) -> Result<(), String> {
     s.ratio().map_or(Ok(()), |r| ratio(&r))
 }
 
-fn log_filter(v: &String) -> Result<(), String> {
+/// `EnvFilter` directives (`RUST_LOG`, the traces and logs filters).
+pub(crate) fn env_filter(v: &String) -> Result<(), String> {
     tracing_subscriber::EnvFilter::builder().parse(v).map(drop).map_err(|e| format!("not a valid filter: {e}"))
 }
 
-fn cardinality(n: &usize) -> Result<(), String> {
+pub(crate) fn cardinality(n: &usize) -> Result<(), String> {
     match *n {
         0 => Err("must be at least 1".into()),
         n if n > 10_000_000 => Err("must be at most 10000000".into()),
@@ -698,7 +486,7 @@ fn cardinality(n: &usize) -> Result<(), String> {
     }
 }
 
-fn namespace(v: &String) -> Result<(), String> {
+pub(crate) fn namespace(v: &String) -> Result<(), String> {
     let v = v.trim();
     let ok = !v.is_empty()
         && v.len() <= 64
@@ -744,7 +532,7 @@ pub(crate) fn buckets(bounds: &Vec<f64>) -> Result<(), String> {
     Ok(())
 }
 
-fn span_allow(names: &Vec<String>) -> Result<(), String> {
+pub(crate) fn span_allow(names: &Vec<String>) -> Result<(), String> {
     if names.iter().any(|n| n.trim().is_empty()) {
         return Err("the span metrics allow list holds an empty span name".into());
     }
@@ -762,7 +550,7 @@ pub(crate) fn span_targets(directive: &str) -> Result<tracing_subscriber::filter
 }
 
 #[cfg(feature = "gpu")]
-fn gpu_poll_interval(d: &Duration) -> Result<(), String> {
+pub(crate) fn gpu_poll_interval(d: &Duration) -> Result<(), String> {
     if *d < pipetel_gpu::MIN_POLL_INTERVAL {
         return Err("must be at least 1 s".into());
     }
@@ -770,7 +558,7 @@ fn gpu_poll_interval(d: &Duration) -> Result<(), String> {
 }
 
 #[cfg(feature = "gpu")]
-fn library(p: &PathBuf) -> Result<(), String> {
+pub(crate) fn library(p: &PathBuf) -> Result<(), String> {
     if p.as_os_str().is_empty() {
         return Err("empty path; leave it out for the default library".into());
     }
