@@ -67,6 +67,7 @@ mod installed;
 mod limits;
 mod measure;
 pub mod pipeline;
+mod process_metrics;
 pub mod registry;
 pub mod sampling;
 pub mod service;

@@ -390,6 +390,9 @@ fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError>
     } else {
         Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit)
     };
+    if settings.metrics.process_metrics && !settings.metrics.exporters.is_empty() {
+        crate::process_metrics::register(&installed.meter);
+    }
     let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(crate::installed::SCOPE_NAME));
     let rows = &settings.pipeline;
     inner.pipeline = Some(
