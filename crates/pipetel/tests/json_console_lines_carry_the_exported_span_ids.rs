@@ -50,7 +50,7 @@ fn exported_ids(text: &str, name: &str) -> Option<(String, String)> {
         let Ok(doc) = serde_json::from_str::<Value>(line) else { continue };
         for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
             for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                for span in ss["spans"].as_array().into_iter().flatten().filter(|s| s["name"] == name) {
+                if let Some(span) = ss["spans"].as_array().into_iter().flatten().find(|s| s["name"] == name) {
                     let id = |key: &str| span[key].as_str().unwrap_or_default().to_string();
                     return Some((id("traceId"), id("spanId")));
                 }
