@@ -69,6 +69,7 @@ mod installed;
 mod limits;
 mod measure;
 pub mod pipeline;
+mod process_metrics;
 pub mod registry;
 pub mod sampling;
 pub mod service;

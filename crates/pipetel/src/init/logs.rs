@@ -3,8 +3,9 @@
 use opentelemetry_sdk::logs::{LoggerProviderBuilder, SdkLoggerProvider};
 use opentelemetry_sdk::Resource;
 use tracing::Subscriber;
+use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::Layer;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use super::ledgers::Ledgers;
 use crate::config::{LogExporter, LogsSettings};
@@ -44,14 +45,14 @@ batch_exporters!(
     with_log_processor
 );
 
-/// The layer turning `tracing` events into log records of `lp`, leaving out the exporters' own
-/// events.
-pub(super) fn layer<S>(lp: &SdkLoggerProvider) -> impl Layer<S> + 'static
+/// The layer turning `tracing` events into log records of `lp`: those `filter` (the logs
+/// filter, not the console's) lets through, leaving out the exporters' own events whatever it says.
+pub(super) fn layer<S>(lp: &SdkLoggerProvider, filter: EnvFilter) -> impl Layer<S> + Send + Sync + 'static
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp)
-        .with_filter(tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target())))
+    let not_internal = tracing_subscriber::filter::filter_fn(|meta| !is_exporter_internal(meta.target()));
+    opentelemetry_appender_tracing::layer::OpenTelemetryTracingBridge::new(lp).with_filter(filter.and(not_internal))
 }
 
 /// Targets whose events must not be exported as OTel logs: the exporters' own stack, which

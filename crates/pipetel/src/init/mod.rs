@@ -80,6 +80,7 @@ macro_rules! batch_exporters {
     };
 }
 
+mod console;
 mod gpu;
 mod guard;
 mod ledgers;
@@ -142,9 +143,10 @@ impl InitOptions {
 }
 
 /// Installs pipetel for this process: OTel meter, tracer and logger providers, the global
-/// text-map propagator (`OTEL_PROPAGATORS`, default W3C trace context and baggage), a `tracing` subscriber (filter from `RUST_LOG`, optional console
-/// output, spans to OTel, events to OTel logs, `log` crate records bridged) and the exporters the
-/// configuration names. Same as [`init_with`] with [`InitOptions::default`].
+/// text-map propagator (`OTEL_PROPAGATORS`, default W3C trace context and baggage), a `tracing`
+/// subscriber (optional console output filtered by `RUST_LOG`; spans to OTel and span metrics
+/// behind the traces filter, events to OTel logs behind the logs filter; `log` crate records
+/// bridged) and the exporters the configuration names. Same as [`init_with`] with [`InitOptions::default`].
 ///
 /// Works with or without a Tokio runtime: gRPC exporters run on a small runtime of their own and
 /// the Prometheus endpoint on its own thread. Keep the returned guard alive: dropping it flushes
@@ -186,16 +188,18 @@ pub fn init_with(config: Config, options: InitOptions) -> Result<Telemetry, Init
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let (_telemetry, pipetel_layer) = pipetel::layers(&pipetel::Config::from_env()?)?;
+/// use tracing_subscriber::Layer as _;
 /// tracing_subscriber::registry()
-///     .with(tracing_subscriber::EnvFilter::new("info"))
-///     .with(tracing_subscriber::fmt::layer())
+///     // On the console layer alone: a global filter would filter pipetel's layer too.
+///     .with(tracing_subscriber::fmt::layer().with_filter(tracing_subscriber::EnvFilter::new("warn")))
 ///     .with(pipetel_layer)
 ///     .try_init()?; // also bridges the `log` crate (tracing-subscriber's `tracing-log` feature)
 /// # Ok(()) }
 /// ```
 ///
-/// The application's filter decides what reaches the layer; pipetel's `RUST_LOG` handling and
-/// console setting do not apply. Events of the exporters' own crates (`opentelemetry`, `hyper`,
+/// The layer's parts carry pipetel's traces and logs filters (`PIPETEL_TRACES_FILTER`,
+/// `PIPETEL_LOGS_FILTER`); a global filter of the application applies before them. Pipetel's
+/// `RUST_LOG` handling and console setting do not apply. Events of the exporters' own crates (`opentelemetry`, `hyper`,
 /// `tonic`, ...) are never turned into log records, whatever the filter.
 ///
 /// # Errors
@@ -301,7 +305,15 @@ impl Started {
         let (Some(inner), Some(installed)) = (&self.inner, &self.installed) else { return Ok(Layers::default()) };
         let traces = inner.tracer_provider.as_ref().map(|tp| (tp, settings.traces.sampler));
         let pull_only = installed.push_only.is_none();
-        Layers::new(traces, &settings.span_metrics, &installed.meter, pull_only, inner.logger_provider.as_ref())
+        let filters = (&settings.traces.filter, &settings.logs.filter);
+        Layers::new(
+            traces,
+            &settings.span_metrics,
+            &installed.meter,
+            pull_only,
+            inner.logger_provider.as_ref(),
+            filters,
+        )
     }
 
     /// Undoes step 2 after a failure: stops what started and shuts the providers down quickly.
@@ -378,6 +390,9 @@ fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError>
     } else {
         Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit)
     };
+    if settings.metrics.process_metrics && !settings.metrics.exporters.is_empty() {
+        crate::process_metrics::register(&installed.meter);
+    }
     let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(crate::installed::SCOPE_NAME));
     let rows = &settings.pipeline;
     inner.pipeline = Some(

@@ -472,7 +472,11 @@ impl StageTable {
             StageStatus::Succeeded => SUCCEEDED,
             StageStatus::Failed => FAILED,
         };
-        stage.state.store(state, Ordering::Release);
+        // One error per execution, as the handle path counts it: only the report that turns
+        // the execution failed counts, not a repeated one nor the handle's own row re-emitted.
+        if stage.state.swap(state, Ordering::AcqRel) != FAILED && state == FAILED {
+            stage.stage_errors.fetch_add(1, Ordering::Relaxed);
+        }
         if state != RUNNING {
             {
                 let mut at = crate::sync::lock(&stage.finished_at);

@@ -53,7 +53,7 @@
 //! keeps none. While the filter is `always_off` an enter costs what it did without exemplars.
 //!
 //! # Which spans count
-//! Only spans that reach the layer: the subscriber's global filter (`RUST_LOG`) applies first.
+//! Only spans that reach the layer: the traces filter (`PIPETEL_TRACES_FILTER`) applies first.
 //! Then [`SpanMetricsConfig::filter`] (a [`Targets`] directive such as `info,hyper=off`) and
 //! [`SpanMetricsConfig::allow`] (exact span names; empty means all) narrow them, so a chatty
 //! library's spans do not flood the metrics.

@@ -1,0 +1,175 @@
+//! The process metrics of the OpenTelemetry semantic conventions, as observable instruments on
+//! pipetel's meter, so every reader (the pull endpoint, OTLP, the console) collects them:
+//!
+//! | instrument | kind | unit | attributes |
+//! |---|---|---|---|
+//! | `process.cpu.time` | counter | `s` | `cpu.mode` (`user`, `system`) |
+//! | `process.cpu.utilization` | gauge | `1` | `cpu.mode` (`user`, `system`) |
+//! | `process.memory.usage` | up-down counter | `By` | |
+//! | `process.memory.virtual` | up-down counter | `By` | |
+//! | `process.open_file_descriptor.count` | up-down counter | `{file_descriptor}` | |
+//! | `process.thread.count` | up-down counter | `{thread}` | |
+//! | `process.context_switches` | counter | `{context_switch}` | `process.context_switch.type` (`voluntary`, `involuntary`) |
+//!
+//! Read from `/proc/self` at each collection (Linux); elsewhere none is registered. A reading
+//! that fails (a `/proc` without the file) leaves that instrument out of the collection rather
+//! than reporting a made-up value. On by default; `PIPETEL_PROCESS_METRICS=false` turns them off.
+
+use opentelemetry::metrics::Meter;
+
+/// Registers the process metrics on `meter` (the SDK keeps the callbacks for the provider's
+/// lifetime). Nothing outside Linux.
+pub(crate) fn register(meter: &Meter) {
+    #[cfg(target_os = "linux")]
+    linux::register(meter);
+    #[cfg(not(target_os = "linux"))]
+    let _ = meter;
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::sync::Mutex;
+    use std::time::Instant;
+
+    use opentelemetry::metrics::Meter;
+    use opentelemetry::KeyValue;
+    use procfs::process::Process;
+
+    const CPU_MODE: &str = "cpu.mode";
+    const SWITCH_TYPE: &str = "process.context_switch.type";
+
+    /// User and system CPU seconds of the whole process, and its resident and virtual memory
+    /// in bytes and its thread count, from one read of `/proc/self/stat`.
+    struct Stat {
+        user: f64,
+        system: f64,
+        resident: i64,
+        virtual_bytes: i64,
+        threads: i64,
+    }
+
+    fn stat() -> Option<Stat> {
+        let stat = Process::myself().ok()?.stat().ok()?;
+        let ticks = procfs::ticks_per_second().max(1) as f64;
+        let page = i64::try_from(procfs::page_size()).unwrap_or(4096);
+        Some(Stat {
+            user: stat.utime as f64 / ticks,
+            system: stat.stime as f64 / ticks,
+            resident: i64::try_from(stat.rss).unwrap_or(i64::MAX).saturating_mul(page),
+            virtual_bytes: i64::try_from(stat.vsize).unwrap_or(i64::MAX),
+            threads: stat.num_threads,
+        })
+    }
+
+    /// The CPU seconds and wall time of the previous utilization reading; the first is taken
+    /// at registration, so the first value covers the time since `init`.
+    struct Previous {
+        at: Instant,
+        user: f64,
+        system: f64,
+    }
+
+    pub(super) fn register(meter: &Meter) {
+        let modes =
+            |user, system| [(user, KeyValue::new(CPU_MODE, "user")), (system, KeyValue::new(CPU_MODE, "system"))];
+
+        let _ = meter
+            .f64_observable_counter("process.cpu.time")
+            .with_description("Total CPU seconds broken down by different CPU modes.")
+            .with_unit("s")
+            .with_callback(move |o| {
+                if let Some(s) = stat() {
+                    for (value, mode) in modes(s.user, s.system) {
+                        o.observe(value, &[mode]);
+                    }
+                }
+            })
+            .build();
+
+        // Spread over the CPUs the process may run on, as the conventions define it.
+        let cpus = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
+        let previous = Mutex::new(stat().map(|s| Previous { at: Instant::now(), user: s.user, system: s.system }));
+        let _ = meter
+            .f64_observable_gauge("process.cpu.utilization")
+            .with_description(
+                "Difference in process.cpu.time since the last measurement, divided by the elapsed time \
+                 and number of CPUs available to the process.",
+            )
+            .with_unit("1")
+            .with_callback(move |o| {
+                let Some(now) = stat() else { return };
+                let at = Instant::now();
+                let Ok(mut previous) = previous.lock() else { return };
+                if let Some(p) = previous.as_ref() {
+                    let elapsed = at.duration_since(p.at).as_secs_f64() * cpus;
+                    if elapsed > 0.0 {
+                        for (used, mode) in modes(now.user - p.user, now.system - p.system) {
+                            o.observe((used.max(0.0) / elapsed).min(1.0), &[mode]);
+                        }
+                    }
+                }
+                *previous = Some(Previous { at, user: now.user, system: now.system });
+            })
+            .build();
+
+        let _ = meter
+            .i64_observable_up_down_counter("process.memory.usage")
+            .with_description("The amount of physical memory in use.")
+            .with_unit("By")
+            .with_callback(|o| {
+                if let Some(s) = stat() {
+                    o.observe(s.resident, &[]);
+                }
+            })
+            .build();
+
+        let _ = meter
+            .i64_observable_up_down_counter("process.memory.virtual")
+            .with_description("The amount of committed virtual memory.")
+            .with_unit("By")
+            .with_callback(|o| {
+                if let Some(s) = stat() {
+                    o.observe(s.virtual_bytes, &[]);
+                }
+            })
+            .build();
+
+        let _ = meter
+            .i64_observable_up_down_counter("process.thread.count")
+            .with_description("Process threads count.")
+            .with_unit("{thread}")
+            .with_callback(|o| {
+                if let Some(s) = stat() {
+                    o.observe(s.threads, &[]);
+                }
+            })
+            .build();
+
+        let _ = meter
+            .i64_observable_up_down_counter("process.open_file_descriptor.count")
+            .with_description("Number of file descriptors in use by the process.")
+            .with_unit("{file_descriptor}")
+            .with_callback(|o| {
+                if let Some(n) = Process::myself().ok().and_then(|p| p.fd_count().ok()) {
+                    o.observe(i64::try_from(n).unwrap_or(i64::MAX), &[]);
+                }
+            })
+            .build();
+
+        let _ = meter
+            .u64_observable_counter("process.context_switches")
+            .with_description("Number of times the process has been context switched.")
+            .with_unit("{context_switch}")
+            .with_callback(|o| {
+                let Some(status) = Process::myself().ok().and_then(|p| p.status().ok()) else { return };
+                let types =
+                    [(status.voluntary_ctxt_switches, "voluntary"), (status.nonvoluntary_ctxt_switches, "involuntary")];
+                for (count, kind) in types {
+                    if let Some(count) = count {
+                        o.observe(count, &[KeyValue::new(SWITCH_TYPE, kind)]);
+                    }
+                }
+            })
+            .build();
+    }
+}

@@ -1,0 +1,133 @@
+//! `PIPETEL_LOG_FORMAT=json`: the console prints one JSON object per line, and a line written
+//! inside a span carries the `trace_id` and `span_id` the real OpenTelemetry Collector received
+//! for that span, for `tracing` events and for `log` crate records bridged into the subscriber
+//! alike. A line outside every span carries none; the default format is not JSON.
+//!
+//! Needs `PIPETEL_OTELCOL_BIN` (set by `scripts/test`); without it the test says so and passes.
+#![cfg(feature = "otlp")]
+
+mod otelcol_support;
+
+use std::time::Duration;
+
+use otelcol_support::{collector_bin, free_port, print_flush_and_shutdown, run_child, scratch, Collector};
+use serde_json::Value;
+
+const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
+
+/// `init` from the environment; an event outside any span, then an event and a `log` record
+/// inside the span `json.work` and a warning in its child `json.child`; flush and shut down.
+#[test]
+fn child_logs_inside_spans() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let telemetry = pipetel::init(pipetel::Config::from_env().expect("configuration")).expect("init");
+    tracing::info!(answer = 42, "outside every span");
+    {
+        let span = tracing::info_span!("json.work", shard = 3);
+        let _entered = span.enter();
+        tracing::info!(rows = 7_u64, ratio = 0.5, "inside the span");
+        log::info!("a log crate record inside the span");
+        let child = tracing::info_span!("json.child");
+        let _child = child.enter();
+        tracing::warn!("inside the child");
+    }
+    print_flush_and_shutdown(telemetry);
+}
+
+/// The console line whose message is `message`.
+fn line_with<'a>(lines: &'a [Value], message: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["fields"]["message"] == message)
+        .unwrap_or_else(|| panic!("no console line with the message {message:?} in {lines:#?}"))
+}
+
+/// `(traceId, spanId)` of the span named `name` the collector received.
+fn exported_ids(text: &str, name: &str) -> Option<(String, String)> {
+    for line in text.lines() {
+        let Ok(doc) = serde_json::from_str::<Value>(line) else { continue };
+        for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
+            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
+                if let Some(span) = ss["spans"].as_array().into_iter().flatten().find(|s| s["name"] == name) {
+                    let id = |key: &str| span[key].as_str().unwrap_or_default().to_string();
+                    return Some((id("traceId"), id("spanId")));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn run(port: u16, format: Option<&str>) -> otelcol_support::ChildRun {
+    let mut env: Vec<(String, String)> = [
+        (CHILD, "1"),
+        ("RUST_LOG", "info"),
+        ("OTEL_TRACES_EXPORTER", "otlp"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_LOGS_EXPORTER", "none"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &format!("http://127.0.0.1:{port}")),
+        ("PIPETEL_GPU", "off"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    if let Some(format) = format {
+        env.push(("PIPETEL_LOG_FORMAT".into(), format.into()));
+    }
+    let run = run_child("child_logs_inside_spans", &env, Duration::from_secs(60));
+    assert!(run.success && run.value("SHUTDOWN") == Some("ok"), "{}\n{}", run.stdout, run.stderr);
+    run
+}
+
+#[test]
+fn json_lines_carry_the_trace_and_span_ids_of_the_exported_spans() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let Some(bin) = collector_bin("json_console_lines_carry_the_exported_span_ids") else { return };
+    let dir = scratch("json-console-lines");
+    let port = free_port();
+    let collector =
+        Collector::start(&bin, "all_signals.yaml", &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]);
+    let json = run(port, Some("json"));
+    let lines: Vec<Value> = json.stderr.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    assert!(lines.len() >= 4, "one JSON object per console line:\n{}", json.stderr);
+    let text = collector
+        .wait_for(Duration::from_secs(10), |t| {
+            exported_ids(t, "json.work").is_some() && exported_ids(t, "json.child").is_some()
+        })
+        .unwrap_or_else(|t| panic!("the spans were not exported: {t}"));
+    let (trace_id, span_id) = exported_ids(&text, "json.work").expect("json.work exported");
+    let (child_trace, child_span) = exported_ids(&text, "json.child").expect("json.child exported");
+    assert_eq!((trace_id.len(), span_id.len()), (32, 16), "{trace_id} {span_id}");
+
+    let outside = line_with(&lines, "outside every span");
+    assert!(outside.get("trace_id").is_none() && outside.get("span_id").is_none(), "{outside}");
+    assert_eq!(outside["fields"]["answer"], 42);
+    assert_eq!(outside["level"], "INFO");
+
+    let inside = line_with(&lines, "inside the span");
+    assert_eq!((inside["trace_id"].as_str(), inside["span_id"].as_str()), (Some(&*trace_id), Some(&*span_id)));
+    assert_eq!((inside["fields"]["rows"].as_u64(), inside["fields"]["ratio"].as_f64()), (Some(7), Some(0.5)));
+    assert_eq!(inside["spans"], serde_json::json!(["json.work"]));
+
+    let record = line_with(&lines, "a log crate record inside the span");
+    assert_eq!((record["trace_id"].as_str(), record["span_id"].as_str()), (Some(&*trace_id), Some(&*span_id)));
+    assert_eq!(record["target"], "json_console_lines_carry_the_exported_span_ids", "the record's own target");
+    assert!(record["fields"].as_object().is_some_and(|f| f.keys().all(|k| !k.starts_with("log."))), "{record}");
+
+    let child = line_with(&lines, "inside the child");
+    assert_eq!((child["trace_id"].as_str(), child["span_id"].as_str()), (Some(&*child_trace), Some(&*child_span)));
+    assert_eq!(child_trace, trace_id, "one trace");
+    assert_eq!(child["level"], "WARN");
+    drop(collector);
+
+    // The default (compact) format prints the same events as plain text.
+    let compact = run(port, None);
+    assert!(compact.stderr.contains("inside the span"), "{}", compact.stderr);
+    assert!(compact.stderr.lines().all(|l| serde_json::from_str::<Value>(l).is_err()), "{}", compact.stderr);
+    let _ = std::fs::remove_dir_all(dir);
+}
