@@ -191,7 +191,15 @@ fn remote_rows_equal_local(logs_url: &str, run: &PipelineRun) {
                 lines.sort();
                 lines
             };
-            assert_eq!(sorted(&got), sorted(&want), "pipetel rows --url {args:?} differs from the local store");
+            let (got_lines, want_lines) = (sorted(&got), sorted(&want));
+            let only =
+                |a: &[String], b: &[String]| -> Vec<String> { a.iter().filter(|l| !b.contains(l)).cloned().collect() };
+            assert!(
+                got_lines == want_lines,
+                "pipetel rows --url {args:?} differs from the local store: only remote {:#?}, only local {:#?}",
+                only(&got_lines, &want_lines),
+                only(&want_lines, &got_lines)
+            );
             let times: Vec<u64> = got
                 .lines()
                 .map(|l| match serde_json::from_str::<Value>(l) {
