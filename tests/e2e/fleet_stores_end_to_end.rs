@@ -149,6 +149,43 @@ fn agent_gateway_and_the_three_stores_hold_the_run() {
     }
 }
 
+/// `--json` lines of the store against the local ones, row by row (matched by span, status and
+/// time): the same keys, equal text and integers, floats within a few units in the last place
+/// (VictoriaLogs' float columns; see `crates/pipetel-cli/src/remote.rs`).
+fn json_rows_equal(got: &[String], want: &[String], args: &[&str]) {
+    let parse = |l: &String| -> Map<String, Value> { serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")) };
+    let key = |m: &Map<String, Value>| {
+        ["span_id", "pipeline.status", "timestamp_ms", "pipeline.shard.index"].map(|k| m.get(k).cloned())
+    };
+    let mut remote: Vec<Map<String, Value>> = got.iter().map(parse).collect();
+    assert_eq!(got.len(), want.len(), "pipetel rows --url {args:?}: {} rows, locally {}", got.len(), want.len());
+    let mut differences = Vec::new();
+    for local in want.iter().map(parse) {
+        let Some(i) = remote.iter().position(|r| key(r) == key(&local)) else {
+            differences.push(format!("no remote row for {local:?}"));
+            continue;
+        };
+        let r = remote.swap_remove(i);
+        let keys = |m: &Map<String, Value>| m.keys().cloned().collect::<Vec<_>>();
+        if keys(&r) != keys(&local) {
+            differences.push(format!("keys {:?} vs local {:?}", keys(&r), keys(&local)));
+        }
+        for (k, v) in &local {
+            let close = match (v, r.get(k)) {
+                (Value::Number(a), Some(Value::Number(b))) if a.is_f64() && b.is_f64() => {
+                    let (a, b) = (a.as_f64().unwrap_or(f64::NAN), b.as_f64().unwrap_or(f64::NAN));
+                    (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs())
+                }
+                (v, other) => Some(v) == other,
+            };
+            if !close {
+                differences.push(format!("{k}: remote {:?}, local {v}", r.get(k)));
+            }
+        }
+    }
+    assert!(differences.is_empty(), "pipetel rows --url {args:?} differs from the local store: {differences:#?}");
+}
+
 /// Runs `pipetel rows` with `args`; its output, or a panic showing what it said.
 fn pipetel_rows(pipetel: &std::path::Path, args: &[&str]) -> String {
     let out = Command::new(pipetel).arg("rows").args(args).output().expect("run pipetel rows");
@@ -191,7 +228,19 @@ fn remote_rows_equal_local(logs_url: &str, run: &PipelineRun) {
                 lines.sort();
                 lines
             };
-            assert_eq!(sorted(&got), sorted(&want), "pipetel rows --url {args:?} differs from the local store");
+            let (got_lines, want_lines) = (sorted(&got), sorted(&want));
+            if args.contains(&"--json") {
+                json_rows_equal(&got_lines, &want_lines, args);
+                continue;
+            }
+            let only =
+                |a: &[String], b: &[String]| -> Vec<String> { a.iter().filter(|l| !b.contains(l)).cloned().collect() };
+            assert!(
+                got_lines == want_lines,
+                "pipetel rows --url {args:?} differs from the local store: only remote {:#?}, only local {:#?}",
+                only(&got_lines, &want_lines),
+                only(&want_lines, &got_lines)
+            );
             let times: Vec<u64> = got
                 .lines()
                 .map(|l| match serde_json::from_str::<Value>(l) {

@@ -7,7 +7,8 @@
 //! the same thing for the same rows. What VictoriaLogs gives back differs from what was written
 //! in three ways, undone here:
 //! - every value is text: the row fields' types are known (README, "Rows"); a user counter is
-//!   an integer unless its text has a decimal point;
+//!   a float when any of its values in the answer has a decimal point (a float counter that
+//!   only ever held whole numbers comes back as an integer), an integer otherwise;
 //! - the stream name is `event_name`, the time `_time` (nanoseconds; the local row keeps the
 //!   milliseconds, truncated);
 //! - a column of decimals may be stored as floats that VictoriaLogs parses its own way (digits
@@ -18,7 +19,7 @@
 //! Only `http://` URLs: this build has no TLS (put a TLS-terminating proxy in front, or use
 //! the store's plain port on a trusted network).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, BufReader, Write};
 use std::time::Duration;
 
@@ -157,8 +158,9 @@ fn written_float(text: &str) -> Option<f64> {
     Some(x)
 }
 
-/// The JSON value of row field `key` from its stored text.
-fn field_value(key: &str, text: &str) -> Value {
+/// The JSON value of row field `key` from its stored text; `float_counters` are the counters
+/// seen with a decimal point.
+fn field_value(key: &str, text: &str, float_counters: &BTreeSet<String>) -> Value {
     let float = |t: &str| written_float(t).and_then(Number::from_f64).map(Value::Number);
     let int = |t: &str| t.parse::<i64>().ok().map(Value::from);
     let v = if TEXT_FIELDS.contains(&key) {
@@ -168,7 +170,7 @@ fn field_value(key: &str, text: &str) -> Value {
     } else if key.starts_with("pipeline.counter.") {
         match text {
             "true" | "false" => Some(Value::Bool(text == "true")),
-            t if t.contains(['.', 'e', 'E']) => float(t),
+            t if t.contains(['.', 'e', 'E']) || float_counters.contains(key) => float(t),
             t => int(t).or_else(|| float(t)),
         }
     } else {
@@ -179,7 +181,7 @@ fn field_value(key: &str, text: &str) -> Value {
 
 /// One stored record as the row its writer kept locally, with its time in nanoseconds for
 /// ordering; `None` for a record that is not a row.
-fn row_of(entry: &Map<String, Value>) -> Option<(Row, (u64, u32))> {
+fn row_of(entry: &Map<String, Value>, float_counters: &BTreeSet<String>) -> Option<(Row, (u64, u32))> {
     let text = |k: &str| entry.get(k).and_then(Value::as_str);
     let time = rfc3339(text("_time")?)?;
     let mut row = Map::new();
@@ -191,13 +193,27 @@ fn row_of(entry: &Map<String, Value>) -> Option<(Row, (u64, u32))> {
         }
     }
     for (k, v) in entry.iter().filter(|(k, _)| k.starts_with("pipeline.")) {
-        row.insert(k.clone(), field_value(k, v.as_str()?));
+        row.insert(k.clone(), field_value(k, v.as_str()?, float_counters));
     }
     Row::parse(&Value::Object(row).to_string()).ok().map(|r| (r, time))
 }
 
+/// Counters of `entry` whose text has a decimal point.
+fn float_counters_of(entry: &Map<String, Value>) -> impl Iterator<Item = String> + '_ {
+    entry
+        .iter()
+        .filter(|(k, v)| k.starts_with("pipeline.counter.") && v.as_str().is_some_and(|t| t.contains('.')))
+        .map(|(k, _)| k.clone())
+}
+
 /// Runs `logsql` against `base`, optionally from `start_ms` on; the rows, oldest first.
-fn query(base: &str, logsql: &str, start_ms: Option<u64>) -> io::Result<Vec<(Row, (u64, u32))>> {
+/// `float_counters` gathers the counters seen with a decimal point, over calls.
+fn query(
+    base: &str,
+    logsql: &str,
+    start_ms: Option<u64>,
+    float_counters: &mut BTreeSet<String>,
+) -> io::Result<Vec<(Row, (u64, u32))>> {
     let mut form: Vec<(&str, String)> = vec![("query", logsql.to_string())];
     if let Some(ms) = start_ms {
         form.push(("start", show::iso(ms)));
@@ -213,14 +229,17 @@ fn query(base: &str, logsql: &str, start_ms: Option<u64>) -> io::Result<Vec<(Row
         }
         Err(e) => return Err(error(io::ErrorKind::ConnectionRefused, format!("{url}: {e}"))),
     };
-    let mut rows = Vec::new();
+    let mut entries = Vec::new();
     for (n, line) in BufReader::new(response.into_reader()).lines().enumerate() {
         let line = line.map_err(|e| error(e.kind(), format!("{url}: reading the answer: {e}")))?;
         if line.trim().is_empty() {
             continue;
         }
         match serde_json::from_str::<Value>(&line) {
-            Ok(Value::Object(entry)) => rows.extend(row_of(&entry)),
+            Ok(Value::Object(entry)) => {
+                float_counters.extend(float_counters_of(&entry));
+                entries.push(entry);
+            }
             _ => {
                 return Err(error(
                     io::ErrorKind::InvalidData,
@@ -229,6 +248,7 @@ fn query(base: &str, logsql: &str, start_ms: Option<u64>) -> io::Result<Vec<(Row
             }
         }
     }
+    let mut rows: Vec<(Row, (u64, u32))> = entries.iter().filter_map(|e| row_of(e, float_counters)).collect();
     // `sort by (_time)` already orders them; ties keep the store's order.
     rows.sort_by_key(|(_, t)| *t);
     Ok(rows)
@@ -268,7 +288,8 @@ pub(crate) fn rows(url: &str, a: &RowsArgs, out: &mut dyn Write) -> io::Result<(
     let keep = |rows: Vec<(Row, (u64, u32))>| -> Vec<(Row, (u64, u32))> {
         rows.into_iter().filter(|(r, _)| a.filters.matches(r)).collect()
     };
-    let rows = keep(query(url, &q, None)?);
+    let mut float_counters = BTreeSet::new();
+    let rows = keep(query(url, &q, None, &mut float_counters)?);
     if !a.follow {
         let rows: Vec<Row> = rows.into_iter().map(|(r, _)| r).collect();
         print(&rows, a.mode, out)?;
@@ -290,7 +311,7 @@ pub(crate) fn rows(url: &str, a: &RowsArgs, out: &mut dyn Write) -> io::Result<(
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let from = now_ms.saturating_sub(FOLLOW_WINDOW_MS);
         shown.retain(|(t, _), ()| t.0 + 1000 >= from);
-        batch = keep(query(url, &q, Some(from))?);
+        batch = keep(query(url, &q, Some(from), &mut float_counters)?);
     }
 }
 
@@ -365,12 +386,16 @@ mod tests {
                 "trace_id":"35b8a37c5f18f2bb9351886e30148603"}"#,
         )
         .expect("entry");
-        let (row, (ms, ns)) = row_of(&entry).expect("a row");
+        let (row, (ms, ns)) = row_of(&entry, &BTreeSet::new()).expect("a row");
         assert_eq!((ms, ns), (1_796_205_629_297, 775_696));
         assert_eq!(
             row.raw,
             r#"{"event":"pipeline.worker","pipeline.byte_rate":0.0,"pipeline.counter.retries":2,"pipeline.cpu.time_seconds":0.35,"pipeline.execution.id":"1234","pipeline.items":64,"pipeline.namespace":"pipeline.worker","pipeline.shard.index":2,"pipeline.stage.name":"tokenize","pipeline.status":"start","span_id":"095c34e2088ea841","timestamp_ms":1796205629297,"trace_id":"35b8a37c5f18f2bb9351886e30148603"}"#
         );
+        // A float counter that held a whole number here and a fraction elsewhere in the answer.
+        let floats: BTreeSet<String> = ["pipeline.counter.retries".to_string()].into();
+        let (row, _) = row_of(&entry, &floats).expect("a row");
+        assert!(row.raw.contains(r#""pipeline.counter.retries":2.0"#), "{}", row.raw);
         assert!(rfc3339("2026-12-02 10:00:29Z").is_none());
         assert!(check_url("https://x").is_err() && check_url("x:9428").is_err());
     }
