@@ -23,16 +23,16 @@
 
 pub(crate) mod clock;
 mod float;
-pub(crate) use clock::clock;
 mod layer;
+mod poison;
 mod publish;
 mod spin;
 mod thread;
 
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
-
+pub(crate) use clock::clock;
 pub(crate) use float::{add_f64, load_f64};
 pub(crate) use layer::forward_downcast_raw;
+pub(crate) use poison::{lock, read, write};
 pub(crate) use publish::{Published, StaticCell};
 pub(crate) use spin::{SpinGuard, SpinLock};
 pub(crate) use thread::current_tid;
@@ -57,21 +57,6 @@ pub(crate) fn spread(key: u64) -> usize {
 pub(crate) fn span_table_home(id: u64) -> usize {
     const SLOT_AND_SHARD: u64 = (1 << 51) - 1;
     spread(id & SLOT_AND_SHARD)
-}
-
-/// Locks `m`, recovering from poisoning (see the [module docs](self)).
-pub(crate) fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Read-locks `l`, recovering from poisoning.
-pub(crate) fn read<T: ?Sized>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Write-locks `l`, recovering from poisoning.
-pub(crate) fn write<T: ?Sized>(l: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
