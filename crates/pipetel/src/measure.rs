@@ -797,7 +797,7 @@ pub mod __private {
                     let ticks = if end > self.start { end.wrapping_sub(self.start) } else { 0 };
                     let i = h.record_ticks(ticks);
                     if let Some(ids) = self.exemplar_ids() {
-                        h.exemplars().record_at(Some(i), crate::exposition::native::ticks_to_seconds(ticks), ids, end);
+                        h.exemplars().record_at(Some(i), crate::sync::ticks_to_seconds(ticks), ids, end);
                     }
                 }
                 sink @ Sink::Otel(..) => {
@@ -1021,7 +1021,7 @@ pub mod __private {
                 input: None,
                 output: None,
             });
-            let rate = crate::exposition::native::ticks_per_second();
+            let rate = crate::sync::ticks_per_second();
             for seconds in [0.25, 2.0] {
                 set.duration.record_ticks((seconds * rate) as u64);
             }

@@ -74,8 +74,8 @@ use tracing_subscriber::Layer;
 
 use crate::config::ExemplarFilter;
 use crate::exposition::exemplar::{self, Exemplars, SpanIds};
-use crate::exposition::native::{ticks_to_seconds, Native};
-use crate::sync::StaticCell;
+use crate::exposition::native::Native;
+use crate::sync::{ticks_to_seconds, StaticCell};
 
 /// Histogram of closed spans' durations, in seconds.
 pub const SPAN_DURATION: &str = "span.duration";
@@ -906,7 +906,7 @@ mod tests {
             let err = tracing::info_span!(target: "parity::t\"q", "native_parity_err", error = true);
             (ok.metadata().expect("meta"), err.metadata().expect("meta"))
         });
-        let rate = crate::exposition::native::ticks_per_second();
+        let rate = crate::sync::ticks_per_second();
         let mut native_sites = Vec::new();
         for (meta, failed, seconds) in
             [(ok_meta, false, [0.0002, 0.03, 0.03, 4.0].as_slice()), (err_meta, true, [12.5, 0.7].as_slice())]

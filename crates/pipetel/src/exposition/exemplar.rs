@@ -149,7 +149,7 @@ pub(crate) fn wall_ns_at(ticks: u64) -> u64 {
     if ticks >= RENEW_AT.load(Ordering::Acquire) {
         // Racing renewals each store an anchor read now: any of them is right.
         OFFSET.store(wall_clock_ns().wrapping_sub(nanos), Ordering::Relaxed);
-        let second = super::native::ticks_per_second() as u64;
+        let second = crate::sync::ticks_per_second() as u64;
         RENEW_AT.store(ticks.saturating_add(second.max(1)), Ordering::Release);
     }
     OFFSET.load(Ordering::Relaxed).wrapping_add(nanos)

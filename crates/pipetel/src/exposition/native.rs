@@ -4,10 +4,11 @@
 //! recorded as differences of [`crate::clock`] readings and converted to seconds when rendered.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::exemplar::Exemplars;
 use super::Writer;
+use crate::sync::{ticks_per_second, ticks_to_seconds};
 
 /// A histogram kept in its owner's atomics: with the pull endpoint alone, what a measured
 /// function or a span-metrics callsite records into and what the endpoint renders (no OTel
@@ -29,25 +30,6 @@ pub(crate) struct Native {
     /// The calls' durations, in raw readings (added to `sum` when rendered).
     ticks: AtomicU64,
     exemplars: Exemplars,
-}
-
-/// Seconds in `ticks` raw readings of [`crate::clock`].
-pub(crate) fn ticks_to_seconds(ticks: u64) -> f64 {
-    crate::sync::clock().delta_as_nanos(0, ticks) as f64 / 1e9
-}
-
-/// Raw readings of [`crate::clock`] per second.
-pub(crate) fn ticks_per_second() -> f64 {
-    static RATE: OnceLock<f64> = OnceLock::new();
-    *RATE.get_or_init(|| {
-        const PROBE: u64 = 1 << 40;
-        let nanos = crate::sync::clock().delta_as_nanos(0, PROBE);
-        if nanos == 0 {
-            1e9
-        } else {
-            PROBE as f64 / (nanos as f64 / 1e9)
-        }
-    })
 }
 
 impl Native {

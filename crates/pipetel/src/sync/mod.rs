@@ -29,7 +29,7 @@ mod publish;
 mod spin;
 mod thread;
 
-pub(crate) use clock::clock;
+pub(crate) use clock::{clock, ticks_per_second, ticks_to_seconds};
 pub(crate) use float::{add_f64, load_f64};
 pub(crate) use layer::forward_downcast_raw;
 pub(crate) use poison::{lock, read, write};
