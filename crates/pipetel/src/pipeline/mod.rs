@@ -35,7 +35,9 @@
 //   process   process (OS readings: thread CPU, resident memory; the one `unsafe`),
 //             sample (a shard's running sample arithmetic over readings)
 //   table     table (the shared per-stage / per-shard state the handles write and the
-//             instruments and sampler read)
+//             instruments and sampler read, remote shards' figures included)
+//   remote    remote (a distributed stage's reports: built from the table's shards, ingested
+//             into its remote shards)
 //   out       sink (rows as log records and JSON lines), overflow (worker series past the
 //             cardinality limit), metrics (the families written from the table for the pull
 //             endpoint alone, or observable instruments over it with a push exporter)
