@@ -80,7 +80,7 @@ pub mod __private {
 
     use crate::exposition::exemplar::{self, Exemplars, SpanIds};
     use crate::exposition::native::Native;
-    use crate::exposition::{scope_labels, translate, BoundsText, Format, LabelBlock, MetricType, Writer};
+    use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
     use crate::installed;
     use crate::sync::StaticCell;
 
@@ -172,56 +172,49 @@ pub mod __private {
     /// Renders every site's native histograms on the pull endpoint.
     struct NativeSource;
 
-    impl crate::export::ExpositionSource for NativeSource {
-        fn write_exposition(&self, out: &mut String, format: Format) {
+    impl ExpositionSource for NativeSource {
+        fn write_exposition(&self, page: &mut Page<'_>) {
             let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
-            write_native(&sites, out, format);
+            write_native(&sites, page);
         }
     }
 
     /// Writes the native histograms of `sites`, one family per [`NATIVE_FAMILIES`] entry that
     /// has a series with an observation.
-    fn write_native(sites: &[&'static Site], out: &mut String, format: Format) {
-        {
-            let scope = scope_labels(None);
-            let mut labels = String::new();
-            for (which, (otel_name, help, unit)) in NATIVE_FAMILIES.iter().enumerate() {
-                let of = |site: &'static Site| {
-                    let set = site.native.get()?;
-                    let attrs = site.attrs.get()?;
-                    let h = match which {
-                        0 => Some(&set.duration),
-                        1 => set.input.as_ref(),
-                        _ => set.output.as_ref(),
-                    }?;
-                    Some((h, attrs))
-                };
-                let mut series = sites.iter().filter_map(|s| of(s)).peekable();
-                let Some((first, _)) = series.peek() else { continue };
-                let name = translate(otel_name, unit, MetricType::Histogram);
-                let bounds = BoundsText::of(first.bounds());
-                let mut w = Writer::new(out, format);
-                w.header(&name, "histogram", help, "");
-                for (h, attrs) in series {
-                    labels.clear();
-                    let mut block = LabelBlock::new(&mut labels);
-                    // `function`, `module`, `stage`: already in the encoder's (sorted) order.
+    fn write_native(sites: &[&'static Site], page: &mut Page<'_>) {
+        for (which, (otel_name, help, unit)) in NATIVE_FAMILIES.iter().enumerate() {
+            let of = |site: &'static Site| {
+                let set = site.native.get()?;
+                let attrs = site.attrs.get()?;
+                let h = match which {
+                    0 => Some(&set.duration),
+                    1 => set.input.as_ref(),
+                    _ => set.output.as_ref(),
+                }?;
+                Some((h, attrs))
+            };
+            let mut series = sites.iter().filter_map(|s| of(s)).peekable();
+            let Some((first, _)) = series.peek() else { continue };
+            let bounds = BoundsText::of(first.bounds());
+            let mut family = OwnFamily::new(page.writer(), otel_name, unit, MetricType::Histogram, help);
+            for (h, attrs) in series {
+                // `function`, `module`, `stage`: already in the encoder's (sorted) order.
+                let s = family.series(|labels| {
                     for kv in attrs.base.iter() {
-                        block.pair(kv.key.as_str(), &kv.value.as_str());
+                        labels.pair(kv.key.as_str(), &kv.value.as_str());
                     }
-                    block.raw(&scope);
-                    h.write(&mut w, &name, &labels, bounds.get());
-                }
+                });
+                h.write(s.writer, s.name, s.labels, bounds.get());
             }
         }
     }
 
     /// Registers [`NativeSource`] once, for the life of the process.
     fn add_native_source() {
-        static SOURCE: OnceLock<Arc<dyn crate::export::ExpositionSource>> = OnceLock::new();
+        static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
         SOURCE.get_or_init(|| {
-            let source: Arc<dyn crate::export::ExpositionSource> = Arc::new(NativeSource);
-            crate::export::add_exposition_source(&source);
+            let source: Arc<dyn ExpositionSource> = Arc::new(NativeSource);
+            crate::exposition::add_exposition_source(&source);
             source
         });
     }
@@ -929,6 +922,7 @@ pub mod __private {
         use std::ptr;
 
         use super::*;
+        use crate::exposition::Format;
 
         /// The pull endpoint's page shows a native histogram exactly as its encoder showed the
         /// OTel histogram it replaces: same family, labels, buckets, sum and count.
@@ -990,7 +984,7 @@ pub mod __private {
             for format in [Format::Text, Format::OpenMetrics] {
                 let encoded = reader.encode_for_tests(format);
                 let mut native = String::new();
-                write_native(&[&SITE], &mut native, format);
+                write_native(&[&SITE], &mut Page::new(&mut native, format));
                 let expected = ours(&encoded);
                 assert!(expected.len() > 2 * crate::buckets::SECONDS_BUCKETS.len(), "{encoded}");
                 assert!(native.contains("function_output_size_bytes_count{"), "{native}");
@@ -1027,7 +1021,7 @@ pub mod __private {
             }
             set.duration.record_f64(0.5);
             let mut out = String::new();
-            write_native(&[&SITE], &mut out, Format::Text);
+            write_native(&[&SITE], &mut Page::new(&mut out, Format::Text));
             let line = out.lines().find(|l| l.starts_with("function_duration_seconds_sum{")).expect("sum");
             let rendered: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("value");
             assert!((rendered - 2.75).abs() < 1e-6, "{line}");

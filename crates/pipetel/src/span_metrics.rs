@@ -196,7 +196,7 @@ pub(crate) mod native {
     use std::sync::{Arc, Mutex, OnceLock};
 
     use super::{Series, Site, SPAN_DURATION};
-    use crate::exposition::{scope_labels, translate, BoundsText, Format, LabelBlock, MetricType, Writer};
+    use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
 
     /// Every native callsite resolved so far, in resolution order.
     static SITES: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
@@ -206,10 +206,10 @@ pub(crate) mod native {
         if !matches!(site.ok, Series::Native(_)) {
             return;
         }
-        static SOURCE: OnceLock<Arc<dyn crate::export::ExpositionSource>> = OnceLock::new();
+        static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
         SOURCE.get_or_init(|| {
-            let source: Arc<dyn crate::export::ExpositionSource> = Arc::new(Source);
-            crate::export::add_exposition_source(&source);
+            let source: Arc<dyn ExpositionSource> = Arc::new(Source);
+            crate::exposition::add_exposition_source(&source);
             source
         });
         crate::sync::lock(&SITES).push(site);
@@ -217,16 +217,16 @@ pub(crate) mod native {
 
     struct Source;
 
-    impl crate::export::ExpositionSource for Source {
-        fn write_exposition(&self, out: &mut String, format: Format) {
+    impl ExpositionSource for Source {
+        fn write_exposition(&self, page: &mut Page<'_>) {
             let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
-            write(&sites, out, format);
+            write(&sites, page);
         }
     }
 
     /// Writes `span.duration` for `sites` as the pull endpoint's encoder writes the OTel
     /// histogram: labels `span_name`, `span_target`, `status` (sorted) and pipetel's scope.
-    pub(super) fn write(sites: &[&'static Site], out: &mut String, format: Format) {
+    pub(super) fn write(sites: &[&'static Site], page: &mut Page<'_>) {
         let series = |site: &'static Site| {
             [(&site.ok, "ok"), (&site.error, "error")].into_iter().filter_map(move |(series, status)| match series {
                 Series::Native(h) => Some((site, h, status)),
@@ -235,17 +235,13 @@ pub(crate) mod native {
         };
         let mut all = sites.iter().flat_map(|s| series(s)).peekable();
         let Some((_, first, _)) = all.peek() else { return };
-        let name = translate(SPAN_DURATION, "s", MetricType::Histogram);
         let bounds = BoundsText::of(first.bounds());
-        let scope = scope_labels(None);
-        let mut w = Writer::new(out, format);
-        w.header(&name, "histogram", super::DESCRIPTION, "");
-        let mut labels = String::new();
+        let mut family = OwnFamily::new(page.writer(), SPAN_DURATION, "s", MetricType::Histogram, super::DESCRIPTION);
         for (site, h, status) in all {
-            labels.clear();
-            let mut block = LabelBlock::new(&mut labels);
-            block.pair("span_name", site.name).pair("span_target", site.target).pair("status", status).raw(&scope);
-            h.write(&mut w, &name, &labels, bounds.get());
+            let s = family.series(|labels| {
+                labels.pair("span_name", site.name).pair("span_target", site.target).pair("status", status);
+            });
+            h.write(s.writer, s.name, s.labels, bounds.get());
         }
     }
 }
@@ -932,7 +928,7 @@ mod tests {
         for format in [crate::exposition::Format::Text, crate::exposition::Format::OpenMetrics] {
             let encoded = reader.encode_for_tests(format);
             let mut ours = String::new();
-            native::write(&native_sites, &mut ours, format);
+            native::write(&native_sites, &mut crate::exposition::Page::new(&mut ours, format));
             let (mut want, want_sums) = split(&encoded);
             let (mut got, got_sums) = split(&ours);
             // The SDK writes its series in hash order; the endpoint in resolution order.

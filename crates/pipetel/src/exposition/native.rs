@@ -1,7 +1,7 @@
 //! Histograms kept in atomics and rendered by the pull endpoint itself: what measured functions
 //! (`function.*`) and span metrics (`span.duration`) record into when `init` installed no push
 //! exporter, in place of OTel histograms that only the endpoint would read. Durations are
-//! recorded as differences of [`crate::clock`] readings and converted to seconds when rendered.
+//! recorded as differences of [`crate::sync::clock`] readings and converted to seconds when rendered.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,7 +23,7 @@ pub(crate) struct Native {
     /// value types are).
     sum: AtomicU64,
     float: bool,
-    /// For durations: the bounds in raw readings of [`crate::clock`], so a call's duration
+    /// For durations: the bounds in raw readings of [`crate::sync::clock`], so a call's duration
     /// is bucketed and summed as the difference of its two readings, converted to seconds
     /// only when rendered (a bound is off by at most one reading, under a nanosecond).
     tick_bounds: Box<[u64]>,

@@ -66,8 +66,6 @@ pub use pipetel_rows as store;
 
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
-#[cfg(feature = "prometheus")]
-pub(crate) use metrics::merge_native;
 pub use metrics::METRICS;
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
 pub use remote::{RemoteIngested, RemoteReportError};

@@ -11,7 +11,7 @@ use opentelemetry::metrics::{AsyncInstrumentBuilder, Meter};
 use opentelemetry::KeyValue;
 
 use super::{Kind, Labels, Opts, RegistryError};
-use crate::exposition::{scope_labels, translate, Format, LabelBlock, MetricType, Writer};
+use crate::exposition::{Format, LabelBlock, MetricType, OwnFamily, Page, Writer};
 use crate::limits::{self, OVERFLOW_LABELS, OVERFLOW_MARK};
 
 /// What every family shares, whatever its kind.
@@ -91,12 +91,12 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// Writes the family as `prometheus_text()` shows it.
     fn write_text(&self, out: &mut String);
-    /// Writes the family for the pull endpoint, in `format`; only the families it renders
-    /// natively (histograms, summaries, counters and gauges without a pull-side OTel
-    /// instrument) are asked, and they override this.
-    fn write_pull(&self, out: &mut String, format: Format) {
-        if format == Format::Text {
-            self.write_text(out);
+    /// Writes the family on the pull endpoint's page; only the families it renders natively
+    /// (histograms, summaries, counters and gauges without a pull-side OTel instrument) are
+    /// asked, and they override this.
+    fn write_pull(&self, page: &mut Page<'_>) {
+        if page.format() == Format::Text {
+            self.write_text(page.text());
         }
     }
     fn reset(&self);
@@ -170,14 +170,14 @@ impl<C> Series<C> {
         names.iter().zip(self.values(names.len())).map(|(k, v)| KeyValue::new(k.clone(), v.to_string())).collect()
     }
 
-    /// Writes the series' label block: in the declared order, or in `otel_form`, sorted by name
-    /// and followed by pipetel's scope labels, as the pull endpoint's encoder writes an OTel
-    /// data point. The overflow series has the single label `otel_metric_overflow="true"`.
-    pub(crate) fn write_labels(&self, names: &[String], otel_form: bool, block: &mut LabelBlock<'_>) {
+    /// Writes the series' labels: in the declared order, or when `sorted`, sorted by name, as
+    /// the pull endpoint's encoder writes an OTel data point's attributes. The overflow series
+    /// has the single label `otel_metric_overflow="true"`.
+    pub(crate) fn write_labels(&self, names: &[String], sorted: bool, block: &mut LabelBlock<'_>) {
         let n = names.len();
         if self.is_overflow(n) {
             block.raw(OVERFLOW_LABELS);
-        } else if otel_form && names.windows(2).any(|w| w[0] > w[1]) {
+        } else if sorted && names.windows(2).any(|w| w[0] > w[1]) {
             let mut pairs: Vec<(&String, &str)> = names.iter().zip(self.values(n)).collect();
             pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
             for (k, v) in pairs {
@@ -187,9 +187,6 @@ impl<C> Series<C> {
             for (k, v) in names.iter().zip(self.values(n)) {
                 block.pair(k, v);
             }
-        }
-        if otel_form {
-            block.raw(&scope_labels(None));
         }
     }
 }
@@ -230,11 +227,11 @@ pub(crate) trait Cell: Send + Sync + Sized + 'static {
     fn new(spec: &Self::Spec) -> Self;
     fn reset(&self);
     fn write(family: &Family<Self>, out: &mut String);
-    /// Writes the family for the pull endpoint, in `format`; counters and gauges are asked only
-    /// while [`Meta::native`] is set.
-    fn write_pull(family: &Family<Self>, out: &mut String, format: Format) {
-        if format == Format::Text {
-            Self::write(family, out);
+    /// Writes the family on the pull endpoint's page; counters and gauges are asked only while
+    /// [`Meta::native`] is set.
+    fn write_pull(family: &Family<Self>, page: &mut Page<'_>) {
+        if page.format() == Format::Text {
+            Self::write(family, page.text());
         }
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>);
@@ -344,8 +341,8 @@ impl<C: Cell> AnyFamily for Family<C> {
     fn write_text(&self, out: &mut String) {
         C::write(self, out);
     }
-    fn write_pull(&self, out: &mut String, format: Format) {
-        C::write_pull(self, out, format);
+    fn write_pull(&self, page: &mut Page<'_>) {
+        C::write_pull(self, page);
     }
     fn reset(&self) {
         self.each(|s| s.cell.reset());
@@ -375,30 +372,18 @@ pub(crate) fn write_values<C: Cell>(f: &Family<C>, name: &str, kind: &str, value
     });
 }
 
-/// Writes a counter or gauge family for the pull endpoint, as its encoder writes the family's
-/// OTel instrument (`kind`): the translated name, labels sorted by name and followed by the
-/// scope labels, nothing at all before the first series.
-pub(crate) fn write_values_pull<C: Cell>(
-    f: &Family<C>,
-    kind: MetricType,
-    value: fn(&C) -> f64,
-    out: &mut String,
-    format: Format,
-) {
+/// Writes a counter or gauge family on the pull endpoint's page, as its encoder writes the
+/// family's OTel instrument (`kind`) of pipetel's meter: the translated name, labels sorted by
+/// name and followed by the scope labels, nothing at all before the first series.
+pub(crate) fn write_values_pull<C: Cell>(f: &Family<C>, kind: MetricType, value: fn(&C) -> f64, page: &mut Page<'_>) {
     if f.is_empty() {
         return;
     }
-    let name = translate(&f.meta.otel_name, &f.meta.unit, kind);
-    if name.is_empty() {
+    let mut family = OwnFamily::new(page.writer(), &f.meta.otel_name, &f.meta.unit, kind, &f.meta.help);
+    if family.name().is_empty() {
         return;
     }
-    let mut w = Writer::new(out, format);
-    w.header(&name, if kind == MetricType::Counter { "counter" } else { "gauge" }, &f.meta.help, "");
-    f.each(|s| {
-        let mut sample = w.sample(&name, "");
-        s.write_labels(&f.meta.labels, true, &mut sample);
-        sample.value(value(&s.cell));
-    });
+    f.each(|s| family.sample(|labels| s.write_labels(&f.meta.labels, true, labels), value(&s.cell)));
 }
 
 /// Binds a counter or gauge family: with push exporters (or fixed meters), its observable

@@ -8,7 +8,7 @@ use opentelemetry::metrics::Meter;
 
 use super::family::{bind_values, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle};
 use super::{Kind, MetricVec, Opts, RegistryError};
-use crate::exposition::{Format, MetricType};
+use crate::exposition::{MetricType, Page};
 use crate::sync::{add_f64, load_f64};
 
 /// The value's `f64` bits.
@@ -30,8 +30,8 @@ impl Cell for GaugeCell {
     fn write(f: &Family<Self>, out: &mut String) {
         write_values(f, &f.meta.name, "gauge", GaugeCell::value, out);
     }
-    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
-        write_values_pull(f, MetricType::Gauge, GaugeCell::value, out, format);
+    fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
+        write_values_pull(f, MetricType::Gauge, GaugeCell::value, page);
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>) {
         bind_values(family, meter, push_only, |family, meter| {

@@ -317,8 +317,8 @@ impl Rebind for Inner {
     }
 }
 
-impl crate::export::ExpositionSource for Inner {
-    fn write_exposition(&self, out: &mut String, format: crate::exposition::Format) {
+impl crate::exposition::ExpositionSource for Inner {
+    fn write_exposition(&self, page: &mut crate::exposition::Page<'_>) {
         let families = read(&self.families);
         let mut taken = collector::taken_names(&families);
         for family in families.values() {
@@ -327,11 +327,12 @@ impl crate::export::ExpositionSource for Inner {
             // reach the pull endpoint through their OTel instruments.
             let meta = family.meta();
             if matches!(meta.kind, Kind::Histogram | Kind::Summary) || meta.native.load(Ordering::Acquire) {
-                family.write_pull(out, format);
+                family.write_pull(page);
             }
         }
         drop(families);
-        self.write_text_collectors(&mut taken, out, format);
+        let format = page.format();
+        self.write_text_collectors(&mut taken, page.text(), format);
     }
 }
 
@@ -356,7 +357,7 @@ impl Inner {
 pub struct Registry {
     inner: Arc<Inner>,
     // Keeps the registry's exposition source registered for as long as the registry lives.
-    _source: Arc<dyn crate::export::ExpositionSource>,
+    _source: Arc<dyn crate::exposition::ExpositionSource>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -416,8 +417,8 @@ impl Registry {
             let listener: Weak<Inner> = Arc::downgrade(&inner);
             crate::installed::register(listener);
         }
-        let source: Arc<dyn crate::export::ExpositionSource> = inner.clone();
-        crate::export::add_exposition_source(&source);
+        let source: Arc<dyn crate::exposition::ExpositionSource> = inner.clone();
+        crate::exposition::add_exposition_source(&source);
         Registry { inner, _source: source }
     }
 
