@@ -111,7 +111,7 @@ def traced(func=None, *, name=None, attributes=None):
 
     if func is not None:
         if not callable(func):
-            raise TypeError(f"traced: expected a function, got {type(func).__name__}")
+            raise TypeError(f"func: traced expects a function, got {type(func).__name__}")
         return decorate(func)
     return decorate
 

@@ -149,10 +149,10 @@ def enabled_stages() -> List[str]:
 
 def _stage_name(stage: Any) -> str:
     if not hasattr(stage, "name"):
-        raise ValueError(f"Stage must have a 'name' attribute (got a {type(stage).__name__})")
+        raise ValueError(f"stage must have a 'name' attribute (got a {type(stage).__name__})")
     name = stage.name
     if not isinstance(name, str):
-        raise TypeError(f"the stage's 'name' must be a str, got {type(name).__name__}")
+        raise TypeError(f"stage: its 'name' must be a str, got {type(name).__name__}")
     return name
 
 
@@ -200,7 +200,7 @@ def with_metrics_async(func: F) -> F:
     """:func:`with_metrics` for ``async def`` methods: the execution is in flight from the first
     step of the coroutine to its end (a cancellation ends it as failed)."""
     if not inspect.iscoroutinefunction(func):
-        raise TypeError(f"with_metrics_async needs an async def function, got {func!r}")
+        raise TypeError(f"func: with_metrics_async needs an async def function, got {func!r}")
 
     @functools.wraps(func)
     async def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -257,6 +257,26 @@ class StageMetricsManager:
 # --- configuration ---------------------------------------------------------------------------
 
 
+def _bucket_bounds(bounds: Any, what: str) -> List[float]:
+    """``bounds`` as Rust's ``metrics.histogram_buckets`` takes them: numbers, finite and
+    strictly increasing, at least one; a trailing ``+Inf`` (the implied last bucket) is kept."""
+    if isinstance(bounds, (str, bytes)) or not hasattr(bounds, "__iter__"):
+        raise TypeError(f"{what} must be a list of numbers, got {type(bounds).__name__}")
+    bounds = list(bounds)
+    for b in bounds:
+        if isinstance(b, bool) or not isinstance(b, (int, float)):
+            raise TypeError(f"{what} must be numbers, got {b!r} ({type(b).__name__})")
+    finite = bounds[:-1] if bounds and bounds[-1] == math.inf else bounds
+    if not finite:
+        raise ValueError(f"{what} cannot be empty")
+    for i, b in enumerate(finite):
+        if not math.isfinite(b):
+            raise ValueError(f"{what}: bound {i} is {b}; bounds must be finite (+Inf is implied)")
+        if i and b <= finite[i - 1]:
+            raise ValueError(f"{what}: bounds must be strictly increasing, got {finite[i - 1]} then {b} at index {i}")
+    return [float(b) for b in bounds]
+
+
 @dataclass
 class MetricsConfig:
     """TeleFuser's metrics configuration; :meth:`to_settings` maps it onto ``pipetel.init``'s
@@ -284,12 +304,7 @@ class MetricsConfig:
             raise TypeError(f"MetricsConfig.gpu_metrics_interval must be a number, got {type(interval).__name__}")
         if not (math.isfinite(interval) and interval > 0):
             raise ValueError(f"gpu_metrics_interval must be positive, got {interval}")
-        if not self.histogram_buckets:
-            raise ValueError("histogram_buckets cannot be empty")
-        for b in self.histogram_buckets:
-            if isinstance(b, bool) or not isinstance(b, (int, float)) or math.isnan(b):
-                raise ValueError(f"histogram_buckets must be numbers, got {b!r}")
-        self.histogram_buckets = sorted(float(b) for b in self.histogram_buckets)
+        self.histogram_buckets = _bucket_bounds(self.histogram_buckets, "histogram_buckets")
         if self.gpu_platform not in ("nvidia", "amd", "auto"):
             raise ValueError(f"gpu_platform must be 'nvidia', 'amd' or 'auto', got {self.gpu_platform!r}")
         if not isinstance(self.namespace, str):

@@ -19,6 +19,8 @@ mod collector_outage_never_blocks;
 mod dashboards_and_alerts_query_real_prometheus;
 mod dashboards_are_importable;
 mod exemplars_link_metrics_to_traces;
+mod fleet_script_smoke;
+mod fleet_stores_end_to_end;
 mod gateway_tail_sampling_keeps_failed_traces;
 mod gpu_dcgm_compat_rules;
 mod gpu_gauges_in_prometheus;

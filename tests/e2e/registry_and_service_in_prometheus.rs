@@ -76,7 +76,8 @@ fn service_and_registry_metrics_reach_prometheus_exactly() {
 
     // Summary quantiles against the exact quantiles of the observed values.
     for q in [0.5, 0.9, 0.95, 0.99] {
-        let exact = tokens[(q * (tokens.len() as f64 - 1.0)) as usize];
+        // The nearest-rank order statistic (rank ⌈q·n⌉), the summary's definition.
+        let exact = tokens[((q * tokens.len() as f64).ceil() as usize).clamp(1, tokens.len()) - 1];
         let series = prometheus.wait_for_value(&format!("inference_tokens{{quantile=\"{q}\"}}"), t, |x| x.is_finite());
         let got = series[0].1;
         assert!((got - exact).abs() <= RELATIVE_ERROR * exact, "quantile {q}: {got} vs exact {exact}");

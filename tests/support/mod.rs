@@ -26,6 +26,7 @@ pub mod process;
 pub mod prometheus;
 pub mod python;
 pub mod routes;
+pub mod stores;
 pub mod turns;
 pub mod workspace;
 

@@ -4,8 +4,11 @@ use std::path::PathBuf;
 
 pub(crate) const USAGE: &str = "\
 usage: pipetel rows [OPTIONS] [FILE]
+       pipetel rows --url URL [OPTIONS]
 
-Lists the stage and worker rows of a pipetel rows store (JSON Lines, with its rotated files).
+Lists the stage and worker rows of a pipetel rows store (JSON Lines): the rows of every
+process that wrote it, with its rotated files, each row once; or of a whole fleet in
+VictoriaLogs (--url).
 
 Where:
   FILE, --file PATH    the store to read (its rotated files PATH.N too)
@@ -14,6 +17,9 @@ Where:
                        $XDG_STATE_HOME/pipetel/rows, else ~/.local/state/pipetel/rows)
                        Without FILE: $PIPETEL_ROWS_FILE, else the service's store, else the
                        only store in DIR.
+  --url URL            the fleet's rows store instead: VictoriaLogs at URL (http://HOST:9428),
+                       where the gateways write every worker's rows; --service then filters
+                       by service name
 Filters (all must match):
   --namespace NS       rows of stream NS or NS.* (`pipeline`, `zephyr.worker`, ...)
   --stage NAME         stage name
@@ -58,10 +64,14 @@ pub(crate) struct RowsArgs {
     pub(crate) filters: Filters,
     pub(crate) mode: Mode,
     pub(crate) follow: bool,
+    /// The VictoriaLogs to read instead of a local store.
+    pub(crate) url: Option<String>,
 }
 
 /// What the command line asks for.
 #[derive(Debug)]
+// Built once per run: the size of the rows variant costs nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Command {
     Help,
     Rows(RowsArgs),
@@ -78,8 +88,15 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
         Some("rows") => {}
         Some(other) => return Err(format!("unknown command {other:?}: the one command is `rows`")),
     }
-    let mut a =
-        RowsArgs { file: None, service: None, dir: None, filters: Filters::default(), mode: Mode::List, follow: false };
+    let mut a = RowsArgs {
+        file: None,
+        service: None,
+        dir: None,
+        filters: Filters::default(),
+        mode: Mode::List,
+        follow: false,
+        url: None,
+    };
     let mut modes = Vec::new();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -97,6 +114,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
             "--file" => a.file = Some(PathBuf::from(value(flag)?)),
             "--service" => a.service = Some(value(flag)?),
             "--dir" => a.dir = Some(PathBuf::from(value(flag)?)),
+            "--url" => a.url = Some(value(flag)?),
             "--namespace" => a.filters.namespace = Some(value(flag)?),
             "--stage" => a.filters.stage = Some(value(flag)?),
             "--execution" => a.filters.execution = Some(value(flag)?),
@@ -124,6 +142,9 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
     if modes.len() > 1 {
         let names: Vec<&str> = modes.iter().map(|(f, _)| *f).collect();
         return Err(format!("{} cannot be combined: pick one", names.join(" and ")));
+    }
+    if a.url.is_some() && (a.file.is_some() || a.dir.is_some()) {
+        return Err("--url reads the fleet's store: it does not combine with FILE, --file or --dir".into());
     }
     a.mode = modes.first().map_or(Mode::List, |(_, m)| *m);
     if a.follow && matches!(a.mode, Mode::Summary | Mode::Timeline) {

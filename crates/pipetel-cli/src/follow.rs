@@ -1,10 +1,13 @@
-//! `--follow`: the store's rows so far, then each row as it is appended, across rotation (the
-//! current file renamed to `<file>.1` and a new one started) and truncation.
+//! `--follow`: the store's rows so far, then each row as it is appended, by any process, across
+//! rotation (the current file renamed to `<file>.1` and a new one started, perhaps several times
+//! between two polls) and truncation.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use pipetel_rows::{FileId, Snapshot};
 
 use crate::args::{Mode, RowsArgs};
 use crate::read::{self, Row};
@@ -13,25 +16,13 @@ use crate::show;
 /// How often the file is polled for new rows.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The identity of a file, to see that the path now names another one (rotation).
-fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        Some((meta.dev(), meta.ino()))
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        None
-    }
-}
-
 /// The current file being followed.
 struct Tail {
     path: PathBuf,
     file: Option<File>,
-    id: Option<(u64, u64)>,
+    /// The identity of `file`, else of the newest rotated file read (what a rotation moves on
+    /// from), else `None` (nothing read yet).
+    id: Option<FileId>,
     offset: u64,
     /// Bytes after the last newline: a line still being written.
     pending: Vec<u8>,
@@ -40,15 +31,18 @@ struct Tail {
 }
 
 impl Tail {
-    fn open(path: &Path) -> Tail {
-        let file = File::open(path).ok();
-        let id = file.as_ref().and_then(|f| f.metadata().ok()).and_then(|m| identity(&m));
+    fn new(path: &Path, current: Option<(File, FileId)>, newest_read: Option<FileId>) -> Tail {
+        let (file, id) = match current {
+            Some((f, id)) => (Some(f), Some(id)),
+            None => (None, newest_read),
+        };
         Tail { path: path.to_path_buf(), file, id, offset: 0, pending: Vec::new(), lines: 0 }
     }
 
     /// The complete lines appended since the last call, parsed.
     fn read_new(&mut self, notes: &mut dyn Write) -> io::Result<Vec<Row>> {
         let Some(file) = self.file.as_mut() else { return Ok(Vec::new()) };
+        file.seek(SeekFrom::Start(self.offset))?;
         let mut buf = Vec::new();
         file.read_to_end(&mut buf)?;
         self.offset += buf.len() as u64;
@@ -61,13 +55,26 @@ impl Tail {
         Ok(rows)
     }
 
-    /// The path now names another file (rotated) or this one shrank (truncated).
+    /// The path now names another file than the one followed (rotated, or created).
     fn replaced(&self) -> bool {
-        match (std::fs::metadata(&self.path).ok(), self.file.is_some()) {
-            (None, _) => false,
-            (Some(_), false) => true,
-            (Some(m), true) => identity(&m) != self.id || m.len() < self.offset,
+        match pipetel_rows::path_id(&self.path) {
+            Ok(Some(id)) => self.file.is_none() || Some(id) != self.id,
+            _ => false,
         }
+    }
+
+    /// The followed file shrank (truncated in place).
+    fn truncated(&self) -> bool {
+        self.file.as_ref().and_then(|f| f.metadata().ok()).is_some_and(|m| m.len() < self.offset)
+    }
+}
+
+/// The rotated files newer than `after` and the current file, or nothing while the store's
+/// directory does not exist yet.
+fn snapshot(path: &Path, after: Option<FileId>) -> io::Result<Snapshot> {
+    match pipetel_rows::read_since(path, after) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Snapshot { rotated: Vec::new(), current: None }),
+        r => r,
     }
 }
 
@@ -83,12 +90,16 @@ pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Resu
         }
         out.flush()
     };
-    // The rotated files are complete: read them whole.
-    for f in pipetel_rows::store_files(path).iter().filter(|f| f.as_path() != path) {
-        let bytes = std::fs::read(f)?;
-        print(read::parse_text(&String::from_utf8_lossy(&bytes), f, 1, &mut notes), out)?;
-    }
-    let mut tail = Tail::open(path);
+    // Rotated files are complete: read whole. Then the current file, as it grows.
+    let catch_up = |after: Option<FileId>, out: &mut dyn Write, notes: &mut dyn Write| -> io::Result<Tail> {
+        let snap = snapshot(path, after)?;
+        let newest = snap.rotated.last().map(|f| f.id).or(after);
+        for f in &snap.rotated {
+            print(read::parse_text(&String::from_utf8_lossy(&f.bytes), &f.path, 1, notes), out)?;
+        }
+        Ok(Tail::new(path, snap.current, newest))
+    };
+    let mut tail = catch_up(None, out, &mut notes)?;
     if tail.file.is_none() {
         let _ = writeln!(notes, "pipetel rows: {} does not exist yet; waiting for rows", path.display());
     }
@@ -97,14 +108,19 @@ pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Resu
         print(rows, out)?;
         if tail.replaced() {
             // Drain the old file once more: rows written to it before the rotation still count.
+            // No process writes to it after (rotation waits for every writer to be out of it).
             let rows = tail.read_new(&mut notes)?;
             print(rows, out)?;
             if !tail.pending.is_empty() {
                 read::note(&mut notes, &tail.path, tail.lines + 1, "torn last line of the rotated file");
             }
-            tail = Tail::open(path);
-        } else if let Some(f) = tail.file.as_mut() {
-            f.seek(SeekFrom::Start(tail.offset))?;
+            // The files rotated since, read whole, then the new current file.
+            tail = catch_up(tail.id, out, &mut notes)?;
+        } else if tail.truncated() {
+            let _ = writeln!(notes, "pipetel rows: {} was truncated; reading it from the start", path.display());
+            tail.offset = 0;
+            tail.pending.clear();
+            tail.lines = 0;
         }
         std::thread::sleep(POLL);
     }

@@ -7,6 +7,7 @@
 mod args;
 mod follow;
 mod read;
+mod remote;
 mod show;
 
 use std::io::{self, Write};
@@ -47,7 +48,11 @@ fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
     if let Some(f) = std::env::var_os("PIPETEL_ROWS_FILE").filter(|f| !f.is_empty()) {
         return Ok(PathBuf::from(f));
     }
-    let dir = a.dir.clone().unwrap_or_else(pipetel_rows::default_dir);
+    let dir = match &a.dir {
+        Some(dir) => dir.clone(),
+        None => pipetel_rows::default_dir()
+            .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("{e}, or pass --dir or FILE")))?,
+    };
     let service = a.service.clone().or_else(|| std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.is_empty()));
     if let Some(service) = service {
         return Ok(pipetel_rows::default_file(&dir, &service));
@@ -74,6 +79,9 @@ fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
 }
 
 fn rows(a: &RowsArgs) -> io::Result<()> {
+    if let Some(url) = &a.url {
+        return remote::rows(url, a, &mut io::BufWriter::new(io::stdout().lock()));
+    }
     let path = store_path(a)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());

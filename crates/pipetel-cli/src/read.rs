@@ -111,19 +111,16 @@ pub(crate) fn parse_text(text: &str, file: &Path, first_line: usize, notes: &mut
     rows
 }
 
-/// Every row of the store `path` (its rotated files first), with notes for skipped lines.
+/// Every row of the store `path`: every file of it (all the processes' rows, its rotated files
+/// first), read under the store's lock so a rotation meanwhile neither hides nor repeats a file;
+/// notes for skipped lines.
 ///
 /// # Errors
-/// No file of the store exists, or one cannot be read.
+/// No file of the store exists, or one cannot be read (the message names it).
 pub(crate) fn read_store(path: &Path, notes: &mut dyn Write) -> io::Result<Vec<Row>> {
-    let files = pipetel_rows::store_files(path);
-    if files.is_empty() {
-        return Err(io::Error::new(io::ErrorKind::NotFound, format!("no rows store at {}", path.display())));
-    }
     let mut rows = Vec::new();
-    for f in files {
-        let bytes = std::fs::read(&f).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.display())))?;
-        rows.extend(parse_text(&String::from_utf8_lossy(&bytes), &f, 1, notes));
+    for f in pipetel_rows::read_store(path)? {
+        rows.extend(parse_text(&String::from_utf8_lossy(&f.bytes), &f.path, 1, notes));
     }
     Ok(rows)
 }

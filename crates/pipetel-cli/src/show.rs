@@ -214,8 +214,12 @@ pub(crate) fn timeline(rows: &[Row]) -> String {
         let _ = writeln!(out, "{stage} {exec} ({status}, {:.3}s from {})", span_ms as f64 / 1000.0, iso(v.first_ms));
         let mut lines = Vec::new();
         for (i, s) in &v.shards {
-            // A shard that starts at the very end of the span still gets one cell of bar.
-            let cell = |ms: u64| (ms.saturating_sub(v.first_ms) as usize * BAR / span_ms as usize).min(BAR);
+            // A shard that starts at the very end of the span still gets one cell of bar. In
+            // u128: a timestamp far from the others must not overflow the product.
+            let cell = |ms: u64| {
+                (u128::from(ms.saturating_sub(v.first_ms)) * BAR as u128 / u128::from(span_ms)).min(BAR as u128)
+                    as usize
+            };
             let from = cell(s.first_ms).min(BAR - 1);
             let to = cell(s.last_ms).clamp(from + 1, BAR);
             let bar: String = (0..BAR).map(|c| if c >= from && c < to { '=' } else { '.' }).collect();

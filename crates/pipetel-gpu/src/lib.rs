@@ -76,7 +76,6 @@ pub mod devices;
 mod error;
 mod metrics;
 pub mod names;
-mod policy;
 mod poller;
 mod process;
 mod source;

@@ -15,7 +15,9 @@ use pipetel::hub::{HistogramExport, HubConfig, HubError as RustHubError, Ingeste
 use pyo3::create_exception;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 
+use crate::args::{arg, type_name};
 use crate::errors::{guard, to_py, DecodeError, PipetelError};
 use crate::recorders::{PyEnvelope, PySnapshot};
 
@@ -135,20 +137,21 @@ fn raw_fd(stream: &Bound<'_, PyAny>) -> PyResult<RawFd> {
     }
     Err(PyTypeError::new_err(format!(
         "stream must be bytes, a file descriptor (int) or an object with fileno(), got {}",
-        stream.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into())
+        type_name(stream)
     )))
 }
 
 /// A `File` of its own over a duplicate of `fd` (the caller's descriptor stays open and theirs).
 fn dup_file(fd: RawFd) -> PyResult<File> {
     if fd < 0 {
-        return Err(PyValueError::new_err(format!("invalid file descriptor {fd}")));
+        return Err(PyValueError::new_err(format!("stream: invalid file descriptor {fd}")));
     }
     // SAFETY: `fd` is only borrowed for the duplication below; `try_clone_to_owned` fails cleanly
     // (EBADF) when it is not an open descriptor.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
-    let owned: OwnedFd =
-        borrowed.try_clone_to_owned().map_err(|e| PyValueError::new_err(format!("file descriptor {fd}: {e}")))?;
+    let owned: OwnedFd = borrowed
+        .try_clone_to_owned()
+        .map_err(|e| PyValueError::new_err(format!("stream: file descriptor {fd}: {e}")))?;
     // SAFETY: the descriptor was just duplicated and is owned by nothing else.
     Ok(unsafe { File::from_raw_fd(owned.into_raw_fd()) })
 }
@@ -162,20 +165,26 @@ pub struct PySnapshotHub(SnapshotHub);
 #[pymethods]
 impl PySnapshotHub {
     #[new]
-    #[pyo3(signature = (*, stale_after = 60.0, max_sources = None, max_families = None, histograms = "counters"))]
+    #[pyo3(
+        signature = (*, stale_after = 60.0, max_sources = None, max_families = None, histograms = "counters".to_owned()),
+        text_signature = "(*, stale_after=60.0, max_sources=None, max_families=None, histograms=\"counters\")"
+    )]
     fn new(
-        stale_after: f64,
-        max_sources: Option<usize>,
-        max_families: Option<usize>,
-        histograms: &str,
+        #[pyo3(from_py_with = arg::stale_after)] stale_after: f64,
+        #[pyo3(from_py_with = arg::max_sources)] max_sources: Option<usize>,
+        #[pyo3(from_py_with = arg::max_families)] max_families: Option<usize>,
+        #[pyo3(from_py_with = arg::histograms)] histograms: String,
     ) -> PyResult<Self> {
         guard(|| {
-            if !stale_after.is_finite() || stale_after <= 0.0 {
-                return Err(PyValueError::new_err(format!(
-                    "stale_after must be a positive number of seconds, got {stale_after}"
-                )));
-            }
-            let histograms = match histograms {
+            let stale = match Duration::try_from_secs_f64(stale_after) {
+                Ok(d) if !d.is_zero() => d,
+                _ => {
+                    return Err(PyValueError::new_err(format!(
+                        "stale_after must be a positive number of seconds, got {stale_after}"
+                    )))
+                }
+            };
+            let histograms = match histograms.as_str() {
                 "counters" => HistogramExport::Counters,
                 "snapshot_only" => HistogramExport::SnapshotOnly,
                 other => {
@@ -184,8 +193,7 @@ impl PySnapshotHub {
                     )))
                 }
             };
-            let mut config =
-                HubConfig::default().with_stale_after(Duration::from_secs_f64(stale_after)).with_histograms(histograms);
+            let mut config = HubConfig::default().with_stale_after(stale).with_histograms(histograms);
             if let Some(n) = max_sources {
                 config = config.with_max_sources(n);
             }
@@ -199,15 +207,19 @@ impl PySnapshotHub {
     /// Decodes and ingests one envelope's bytes (`Envelope.encode()`, a frame's payload).
     /// Returns `"accepted"`, `"restarted"`, `"superseded"` or `"duplicate"`; raises
     /// `DecodeError` for invalid bytes and `HubError` for a refused envelope.
-    fn ingest_bytes(&self, data: &[u8]) -> PyResult<&'static str> {
-        guard(|| outcome(self.0.ingest_bytes(data)))
+    fn ingest_bytes(&self, #[pyo3(from_py_with = arg::data)] data: Bound<'_, PyBytes>) -> PyResult<&'static str> {
+        guard(|| outcome(self.0.ingest_bytes(data.as_bytes())))
     }
 
     /// Ingests one envelope; as `ingest_bytes`. With `new_stream=True` the envelope is the first
     /// of its source on a new stream (a restarted source whose sequence started again is then
     /// recognised at once).
     #[pyo3(signature = (envelope, *, new_stream = false))]
-    fn ingest(&self, envelope: PyEnvelope, new_stream: bool) -> PyResult<&'static str> {
+    fn ingest(
+        &self,
+        #[pyo3(from_py_with = arg::envelope)] envelope: PyEnvelope,
+        #[pyo3(from_py_with = arg::new_stream)] new_stream: bool,
+    ) -> PyResult<&'static str> {
         guard(|| {
             let envelope = envelope.into_inner();
             outcome(if new_stream { self.0.ingest_on_new_stream(envelope) } else { self.0.ingest(envelope) })

@@ -5,6 +5,14 @@
 //! behaviour of its own beyond turning arguments into Rust values and Rust errors into Python
 //! exceptions.
 //!
+//! # Modules
+//! Start-up: [`init`]. Spans and stages: [`attributes`] (Python values as attribute values),
+//! [`context`] (the current span, the `Span` class, `traceparent`), [`pipeline`] (the stage and
+//! shard handles), [`span`] (`pipetel.span` and what `parent=` names), [`zephyr`] (Marin
+//! Zephyr's explicit rows). TeleFuser's metrics: [`registry`], [`service`]. mstar's recorders:
+//! [`recorders`], [`hub`]. Within each group a module imports only from those before it (and
+//! every module from [`errors`]), so no two modules import each other.
+//!
 //! # Errors and panics
 //! Every Rust error becomes an exception of the `pipetel.PipetelError` hierarchy carrying the Rust
 //! error's message unchanged ([`errors`]). Every entry point runs under a panic guard, so a
@@ -12,14 +20,19 @@
 
 use pyo3::prelude::*;
 
+pub mod args;
+pub mod attributes;
 pub mod bench;
+pub mod context;
 pub mod errors;
 pub mod hub;
+pub mod init;
 pub mod pipeline;
 pub mod recorders;
 pub mod registry;
 pub mod service;
-pub mod telemetry;
+pub mod span;
+pub mod zephyr;
 
 /// The module initialiser: registers the exception types and classes.
 #[pymodule]
@@ -29,8 +42,11 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     recorders::register(m)?;
     registry::register(m)?;
     service::register(m)?;
-    telemetry::register(m)?;
+    init::register(m)?;
+    context::register(m)?;
+    span::register(m)?;
     pipeline::register(m)?;
+    zephyr::register(m)?;
     hub::register(m)?;
     bench::register(m)?;
     Ok(())

@@ -1,25 +1,22 @@
-//! Stage and worker telemetry: the handle form (`pipetel.stage(...)`, `Stage.shard(i)`,
-//! `Shard.record`) and the explicit Zephyr form (`pipetel.zephyr.StatsWriter` with Marin Zephyr's
-//! `emit_stage_stat` / `emit_worker_stat` keywords), both on `pipetel::pipeline`.
+//! Stage and worker telemetry, the handle form: `pipetel.stage(...)`, `Stage.shard(i)`,
+//! `Shard.record`, on `pipetel::pipeline` (the explicit Zephyr form is in [`crate::zephyr`]).
 //!
 //! `Shard.record(items, nbytes)` is the hot path: a `frozen` class whose method is bound
 //! directly (no Python wrapper), holding a lock-free [`pipetel::pipeline::ShardRecorder`]: two
 //! relaxed atomic adds, no lock, no GIL release (it costs less than releasing it would).
 
 use std::sync::{Mutex, PoisonError, RwLock};
-use std::time::{Duration, SystemTime};
 
 use pipetel::opentelemetry::Context;
-use pipetel::pipeline::{
-    CounterKey, CounterValue, Shard, ShardRecorder, Stage, StageStat, StageStatus, WorkerStat, WorkerStatus,
-};
+use pipetel::pipeline::{CounterKey, CounterValue, Shard, ShardRecorder, Stage, StageStat, WorkerStat};
 use pipetel::tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt};
 
+use crate::args::{arg, type_name};
+use crate::context::{current_context, describe_exception, traceparent_of, PySpan};
 use crate::errors::guard;
-use crate::telemetry::{current_context, describe_exception, traceparent_of, PySpan};
 
 /// The context of a stage or shard object, for `parent=`.
 pub(crate) fn context_of(obj: &Bound<'_, PyAny>) -> Option<Context> {
@@ -35,7 +32,7 @@ fn ended(what: &str) -> PyErr {
 
 /// A counter value: an int or a finite float, never a bool; `negative_ok` for shard counters
 /// (deltas), never for Zephyr's aggregated `stage_counters`.
-fn counter_value(what: &str, value: &Bound<'_, PyAny>, negative_ok: bool) -> PyResult<CounterValue> {
+pub(crate) fn counter_value(what: &str, value: &Bound<'_, PyAny>, negative_ok: bool) -> PyResult<CounterValue> {
     if value.is_instance_of::<PyBool>() {
         return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a bool")));
     }
@@ -57,14 +54,14 @@ fn counter_value(what: &str, value: &Bound<'_, PyAny>, negative_ok: bool) -> PyR
         }
         CounterValue::Float(f)
     } else {
-        let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a {type_name}")));
+        return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a {}", type_name(value))));
     };
     Ok(v)
 }
 
-fn counter_key(key: &str) -> PyResult<CounterKey> {
-    CounterKey::new(key).map_err(|e| PyValueError::new_err(format!("counter key {key:?}: {e}")))
+/// A counter key, refused with a `ValueError` naming `what`, the argument it came in.
+pub(crate) fn counter_key(what: &str, key: &str) -> PyResult<CounterKey> {
+    CounterKey::new(key).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }
 
 /// A stage row as a dict (field names as in `pipetel::pipeline::StageStat`).
@@ -112,8 +109,6 @@ fn counters_dict<'py>(py: Python<'py>, counters: &[(String, CounterValue)]) -> P
     Ok(d)
 }
 
-// ----- the handle form -----
-
 /// `pipetel.stage(name, shards=0, execution_id=None, counters=())`: starts a stage now (its
 /// span a child of the current span). A context manager: `with` makes its span the current span
 /// and ends the stage on the way out, failed (the exception as reason) when an exception leaves
@@ -122,13 +117,13 @@ fn counters_dict<'py>(py: Python<'py>, counters: &[(String, CounterValue)]) -> P
 #[pyo3(signature = (name, /, shards = 0, execution_id = None, counters = Vec::new()))]
 fn stage(
     py: Python<'_>,
-    name: String,
-    shards: u32,
-    execution_id: Option<String>,
-    counters: Vec<String>,
+    #[pyo3(from_py_with = arg::name)] name: String,
+    #[pyo3(from_py_with = arg::shards)] shards: u32,
+    #[pyo3(from_py_with = arg::execution_id)] execution_id: Option<String>,
+    #[pyo3(from_py_with = arg::counters)] counters: Vec<String>,
 ) -> PyResult<PyStage> {
     let parent = current_context(py)?;
-    let keys: Vec<CounterKey> = counters.iter().map(|k| counter_key(k)).collect::<PyResult<_>>()?;
+    let keys: Vec<CounterKey> = counters.iter().map(|k| counter_key("counters", k)).collect::<PyResult<_>>()?;
     guard(|| {
         let mut builder = pipetel::stage(name.clone()).shards(shards);
         if let Some(id) = execution_id {
@@ -172,7 +167,7 @@ impl PyStage {
 impl PyStage {
     /// Starts shard `index` on the calling thread (its CPU time is this thread's): its start row
     /// is emitted and its span opens as a child of the stage's span.
-    fn shard(&self, py: Python<'_>, index: u32) -> PyResult<PyShard> {
+    fn shard(&self, py: Python<'_>, #[pyo3(from_py_with = arg::index)] index: u32) -> PyResult<PyShard> {
         let guard_ = self.stage.read().unwrap_or_else(PoisonError::into_inner);
         let Some(stage) = guard_.as_ref() else { return Err(ended(&format!("stage {:?}", self.name))) };
         let shard = guard(|| Ok(stage.shard(index).start()))?;
@@ -185,12 +180,12 @@ impl PyStage {
     /// Ends the stage and returns its row as a dict. `strict=True` ends it failed when a shard's
     /// last attempt failed.
     #[pyo3(signature = (strict = false))]
-    fn finish(&self, py: Python<'_>, strict: bool) -> PyResult<Py<PyDict>> {
+    fn finish(&self, py: Python<'_>, #[pyo3(from_py_with = arg::strict)] strict: bool) -> PyResult<Py<PyDict>> {
         self.end(py, move |s| if strict { s.finish_strict() } else { s.finish() })
     }
 
     /// Ends the stage as failed with `reason` and returns its row as a dict.
-    fn fail(&self, py: Python<'_>, reason: String) -> PyResult<Py<PyDict>> {
+    fn fail(&self, py: Python<'_>, #[pyo3(from_py_with = arg::reason)] reason: String) -> PyResult<Py<PyDict>> {
         self.end(py, move |s| s.fail(reason))
     }
 
@@ -270,21 +265,22 @@ impl PyShard {
 
 #[pymethods]
 impl PyShard {
-    /// Adds processed items and bytes: two relaxed atomic adds, no lock. Both are non-negative
-    /// ints (anything else raises `TypeError` or `OverflowError` naming the argument).
+    /// Adds processed items and bytes: two relaxed atomic adds, no lock. Both are ints in
+    /// `0..2**64` (another type raises `TypeError`, an int out of range `ValueError`, each
+    /// naming the argument).
     #[pyo3(signature = (items, nbytes = 0))]
-    fn record(&self, items: u64, nbytes: u64) {
+    fn record(&self, #[pyo3(from_py_with = arg::items)] items: u64, #[pyo3(from_py_with = arg::nbytes)] nbytes: u64) {
         self.recorder.record(items, nbytes);
     }
 
     /// Adds to a user counter (`/`-separated key such as `zephyr/item_count`; an int or a finite
     /// float).
-    fn add(&self, key: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let value = counter_value(&format!("counter {key:?}"), value, true)?;
-        let key = counter_key(key)?;
+    fn add(&self, #[pyo3(from_py_with = arg::key)] key: String, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let value = counter_value(&format!("value: counter {key:?}"), value, true)?;
+        let key = counter_key("key", &key)?;
         let shard = self.shard.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(shard) = shard.as_ref() else { return Err(ended(&format!("shard {}", self.index))) };
-        guard(|| shard.try_add(&key, value).map_err(|e| PyValueError::new_err(e.to_string())))
+        guard(|| shard.try_add(&key, value).map_err(|e| PyValueError::new_err(format!("value: {e}"))))
     }
 
     /// Ends the shard as finished and returns its end row as a dict.
@@ -293,7 +289,7 @@ impl PyShard {
     }
 
     /// Ends the shard as failed with `reason` and returns its end row as a dict.
-    fn fail(&self, py: Python<'_>, reason: String) -> PyResult<Py<PyDict>> {
+    fn fail(&self, py: Python<'_>, #[pyo3(from_py_with = arg::reason)] reason: String) -> PyResult<Py<PyDict>> {
         self.end(py, move |s| s.fail(reason))
     }
 
@@ -344,231 +340,10 @@ impl PyShard {
     }
 }
 
-// ----- the explicit Zephyr form -----
-
-/// A non-negative finite number (int or float, not bool) named `what`.
-fn non_negative(what: &str, value: &Bound<'_, PyAny>) -> PyResult<f64> {
-    if value.is_instance_of::<PyBool>() {
-        return Err(PyTypeError::new_err(format!("{what}: expected a number, got a bool")));
-    }
-    let v: f64 = if value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>() {
-        value.extract()?
-    } else {
-        let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("{what}: expected an int or a float, got a {type_name}")));
-    };
-    if !v.is_finite() {
-        return Err(PyValueError::new_err(format!("{what}: {v} is not a finite number")));
-    }
-    if v < 0.0 {
-        return Err(PyValueError::new_err(format!("{what}: {v} is negative")));
-    }
-    Ok(v)
-}
-
-/// A count (int, or a float holding a count) named `what`, rounded.
-fn count(what: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
-    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    Ok(non_negative(what, value)?.round() as u64)
-}
-
-fn seconds(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Duration> {
-    let v = non_negative(what, value)?;
-    Duration::try_from_secs_f64(v).map_err(|e| PyValueError::new_err(format!("{what}: {v}: {e}")))
-}
-
-/// Zephyr's status (`ZephyrWorkerStatStatus` or its string value).
-fn zephyr_status(value: &Bound<'_, PyAny>) -> PyResult<WorkerStatus> {
-    let text: String = value.extract().map_err(|_| {
-        PyTypeError::new_err(format!("status: expected a ZephyrWorkerStatStatus or its str value, got {value}"))
-    })?;
-    match text.to_ascii_uppercase().as_str() {
-        "START" => Ok(WorkerStatus::Start),
-        "RUNNING" => Ok(WorkerStatus::Running),
-        "END" => Ok(WorkerStatus::End),
-        "FAILED" => Ok(WorkerStatus::Failed),
-        _ => Err(PyValueError::new_err(format!("status: {text:?} is not one of START, RUNNING, END, FAILED"))),
-    }
-}
-
-/// A `datetime` as a time; a naive one is UTC (as Zephyr writes them).
-fn timestamp(value: &Bound<'_, PyAny>) -> PyResult<SystemTime> {
-    let py = value.py();
-    let datetime = py.import("datetime")?;
-    if !value.is_instance(&datetime.getattr("datetime")?)? {
-        let type_name = value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "?".into());
-        return Err(PyTypeError::new_err(format!("ts: expected a datetime.datetime, got a {type_name}")));
-    }
-    let aware = if value.getattr("tzinfo")?.is_none() {
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("tzinfo", datetime.getattr("timezone")?.getattr("utc")?)?;
-        value.call_method("replace", (), Some(&kwargs))?
-    } else {
-        value.clone()
-    };
-    let secs: f64 = aware.call_method0("timestamp")?.extract()?;
-    let since_epoch = Duration::try_from_secs_f64(secs.abs())
-        .map_err(|e| PyValueError::new_err(format!("ts: {secs} seconds from the epoch: {e}")))?;
-    let t = if secs >= 0.0 {
-        SystemTime::UNIX_EPOCH.checked_add(since_epoch)
-    } else {
-        SystemTime::UNIX_EPOCH.checked_sub(since_epoch)
-    };
-    t.ok_or_else(|| PyValueError::new_err(format!("ts: {secs} seconds from the epoch is out of range")))
-}
-
-/// Counter key of items in Zephyr's `stage_counters`.
-const ITEM_COUNT_KEY: &str = "zephyr/item_count";
-/// Counter key of bytes in Zephyr's `stage_counters`.
-const BYTES_PROCESSED_KEY: &str = "zephyr/bytes_processed";
-/// Counter key of the average CPU % in Zephyr's `stage_counters`.
-const CPU_PCT_AVERAGE_KEY: &str = "zephyr/worker/cpu_pct_average";
-
-/// The core of `pipetel.zephyr.StatsWriter`: Marin Zephyr's `emit_stage_stat` and
-/// `emit_worker_stat` with their exact keywords, emitting pipetel stage and worker rows (log
-/// records `<namespace>.stage` / `<namespace>.worker`, JSON lines) and metrics.
-#[pyclass(module = "pipetel.zephyr", name = "_StatsWriterCore", subclass, frozen)]
-pub struct PyStatsWriter;
-
-#[pymethods]
-impl PyStatsWriter {
-    #[new]
-    #[pyo3(signature = (*_args, **_kwargs))]
-    fn new(_args: &Bound<'_, pyo3::types::PyTuple>, _kwargs: Option<&Bound<'_, PyDict>>) -> Self {
-        PyStatsWriter
-    }
-
-    /// One stage row from the coordinator's aggregated counters. Items and bytes are
-    /// `stage_counters["zephyr/item_count"]` and `["zephyr/bytes_processed"]`; every counter is
-    /// also in the row as `pipeline.counter.<key>`. `status` END is `succeeded`, FAILED
-    /// `failed`, START and RUNNING `running`.
-    #[pyo3(signature = (stage_counters, stage_name, execution_id, elapsed, total_shards, status))]
-    #[allow(clippy::too_many_arguments)]
-    fn emit_stage_stat(
-        &self,
-        py: Python<'_>,
-        stage_counters: &Bound<'_, PyAny>,
-        stage_name: String,
-        execution_id: String,
-        elapsed: &Bound<'_, PyAny>,
-        total_shards: u32,
-        status: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let dict = stage_counters.cast::<PyDict>().map_err(|_| {
-            PyTypeError::new_err(format!(
-                "stage_counters: expected a dict of str to int or float, got {stage_counters}"
-            ))
-        })?;
-        let mut counters = Vec::with_capacity(dict.len());
-        for (k, v) in dict.iter() {
-            let key: String =
-                k.extract().map_err(|_| PyTypeError::new_err(format!("stage_counters: the key {k} is not a str")))?;
-            counter_key(&key).map_err(|e| PyValueError::new_err(format!("stage_counters: {e}")))?;
-            let value = counter_value(&format!("stage_counters[{key:?}]"), &v, false)?;
-            counters.push((key, value));
-        }
-        let elapsed = seconds("elapsed", elapsed)?;
-        let status = match zephyr_status(status)? {
-            WorkerStatus::End => StageStatus::Succeeded,
-            WorkerStatus::Failed => StageStatus::Failed,
-            _ => StageStatus::Running,
-        };
-        let get = |key: &str| counters.iter().find(|(k, _)| k == key).map(|(_, v)| *v);
-        let as_count = |v: Option<CounterValue>| match v {
-            Some(CounterValue::Int(i)) => u64::try_from(i).unwrap_or(0),
-            #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-            Some(CounterValue::Float(f)) => f.round() as u64,
-            None => 0,
-        };
-        let cpu = get(CPU_PCT_AVERAGE_KEY).map(|v| match v {
-            #[allow(clippy::cast_precision_loss)]
-            CounterValue::Int(i) => i as f64,
-            CounterValue::Float(f) => f,
-        });
-        let stat = StageStat {
-            stage_name,
-            execution_id,
-            items: as_count(get(ITEM_COUNT_KEY)),
-            bytes: as_count(get(BYTES_PROCESSED_KEY)),
-            elapsed,
-            total_shards,
-            shards_succeeded: 0,
-            shards_failed: 0,
-            shards_retried: 0,
-            status,
-            cpu_percent_avg: cpu,
-            counters,
-            reason: None,
-        };
-        py.detach(|| {
-            guard(|| {
-                pipetel::emit_stage_stat(&stat);
-                Ok(())
-            })
-        })
-    }
-
-    /// One worker row (a shard's START, a RUNNING sample, its END or FAILED) with the runner's
-    /// figures: items and bytes so far, rates per second, CPU seconds and percentages (100 = one
-    /// core), resident memory in bytes. `ts` is a `datetime` (naive: UTC).
-    #[pyo3(signature = (
-        shard_idx, stage_name, execution_id, status, ts, items, bytes_processed, item_rate, byte_rate,
-        cpu_time_total, cpu_current_pct, cpu_avg_pct, mem_current_bytes, mem_avg_bytes, mem_peak_bytes
-    ))]
-    #[allow(clippy::too_many_arguments)]
-    fn emit_worker_stat(
-        &self,
-        py: Python<'_>,
-        shard_idx: u32,
-        stage_name: String,
-        execution_id: String,
-        status: &Bound<'_, PyAny>,
-        ts: &Bound<'_, PyAny>,
-        items: &Bound<'_, PyAny>,
-        bytes_processed: &Bound<'_, PyAny>,
-        item_rate: &Bound<'_, PyAny>,
-        byte_rate: &Bound<'_, PyAny>,
-        cpu_time_total: &Bound<'_, PyAny>,
-        cpu_current_pct: &Bound<'_, PyAny>,
-        cpu_avg_pct: &Bound<'_, PyAny>,
-        mem_current_bytes: &Bound<'_, PyAny>,
-        mem_avg_bytes: &Bound<'_, PyAny>,
-        mem_peak_bytes: &Bound<'_, PyAny>,
-    ) -> PyResult<()> {
-        let status = zephyr_status(status)?;
-        let stat = WorkerStat {
-            shard_index: shard_idx,
-            stage_name,
-            execution_id,
-            status,
-            timestamp: timestamp(ts)?,
-            items: count("items", items)?,
-            bytes: count("bytes_processed", bytes_processed)?,
-            item_rate: non_negative("item_rate", item_rate)?,
-            byte_rate: non_negative("byte_rate", byte_rate)?,
-            cpu_time: seconds("cpu_time_total", cpu_time_total)?,
-            cpu_percent: Some(non_negative("cpu_current_pct", cpu_current_pct)?),
-            cpu_percent_avg: Some(non_negative("cpu_avg_pct", cpu_avg_pct)?),
-            memory_current: count("mem_current_bytes", mem_current_bytes)?,
-            memory_avg: count("mem_avg_bytes", mem_avg_bytes)?,
-            memory_peak: count("mem_peak_bytes", mem_peak_bytes)?,
-            counters: Vec::new(),
-            reason: None,
-        };
-        py.detach(|| {
-            guard(|| {
-                pipetel::emit_worker_stat(&stat);
-                Ok(())
-            })
-        })
-    }
-}
-
 /// Adds the functions and classes to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage, m)?)?;
     m.add_class::<PyStage>()?;
     m.add_class::<PyShard>()?;
-    m.add_class::<PyStatsWriter>()?;
     Ok(())
 }

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::thread::ThreadId;
 
+use crate::args::arg;
 use crate::errors::{guard, to_py, DecodeError, FamilyError, MergeError, RecordError, SnapshotError, ThreadError};
 
 /// A recorder owned by the thread that created it. The lock is never contended (only the owner
@@ -80,11 +81,21 @@ pub struct PyFamily(pub(crate) rec::Family);
 #[pymethods]
 impl PyFamily {
     #[new]
-    #[pyo3(signature = (name, kind, help = "", unit = "", labels = Vec::new(), buckets = Vec::new()))]
-    fn new(name: &str, kind: &str, help: &str, unit: &str, labels: Vec<String>, buckets: Vec<f64>) -> PyResult<Self> {
+    #[pyo3(
+        signature = (name, kind, help = String::new(), unit = String::new(), labels = Vec::new(), buckets = Vec::new()),
+        text_signature = "(name, kind, help=\"\", unit=\"\", labels=..., buckets=...)"
+    )]
+    fn new(
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::kind)] kind: String,
+        #[pyo3(from_py_with = arg::help)] help: String,
+        #[pyo3(from_py_with = arg::unit)] unit: String,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+        #[pyo3(from_py_with = arg::buckets)] buckets: Vec<f64>,
+    ) -> PyResult<Self> {
         guard(|| {
-            let kind = kind_from_str(kind)?;
-            rec::Family::new(name, help, unit, kind, &refs(&labels), &buckets)
+            let kind = kind_from_str(&kind)?;
+            rec::Family::new(&name, &help, &unit, kind, &refs(&labels), &buckets)
                 .map(PyFamily)
                 .map_err(to_py::<FamilyError>)
         })
@@ -92,23 +103,48 @@ impl PyFamily {
 
     /// A counter family.
     #[staticmethod]
-    #[pyo3(signature = (name, help = "", unit = "", labels = Vec::new()))]
-    fn counter(name: &str, help: &str, unit: &str, labels: Vec<String>) -> PyResult<Self> {
-        PyFamily::new(name, "counter", help, unit, labels, Vec::new())
+    #[pyo3(
+        signature = (name, help = String::new(), unit = String::new(), labels = Vec::new()),
+        text_signature = "(name, help=\"\", unit=\"\", labels=...)"
+    )]
+    fn counter(
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::help)] help: String,
+        #[pyo3(from_py_with = arg::unit)] unit: String,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+    ) -> PyResult<Self> {
+        PyFamily::new(name, "counter".to_owned(), help, unit, labels, Vec::new())
     }
 
     /// A gauge family.
     #[staticmethod]
-    #[pyo3(signature = (name, help = "", unit = "", labels = Vec::new()))]
-    fn gauge(name: &str, help: &str, unit: &str, labels: Vec<String>) -> PyResult<Self> {
-        PyFamily::new(name, "gauge", help, unit, labels, Vec::new())
+    #[pyo3(
+        signature = (name, help = String::new(), unit = String::new(), labels = Vec::new()),
+        text_signature = "(name, help=\"\", unit=\"\", labels=...)"
+    )]
+    fn gauge(
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::help)] help: String,
+        #[pyo3(from_py_with = arg::unit)] unit: String,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+    ) -> PyResult<Self> {
+        PyFamily::new(name, "gauge".to_owned(), help, unit, labels, Vec::new())
     }
 
     /// A histogram family with the given finite, increasing bucket bounds.
     #[staticmethod]
-    #[pyo3(signature = (name, help = "", unit = "", labels = Vec::new(), buckets = Vec::new()))]
-    fn histogram(name: &str, help: &str, unit: &str, labels: Vec<String>, buckets: Vec<f64>) -> PyResult<Self> {
-        PyFamily::new(name, "histogram", help, unit, labels, buckets)
+    #[pyo3(
+        signature = (name, help = String::new(), unit = String::new(), labels = Vec::new(), buckets = Vec::new()),
+        text_signature = "(name, help=\"\", unit=\"\", labels=..., buckets=...)"
+    )]
+    fn histogram(
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::help)] help: String,
+        #[pyo3(from_py_with = arg::unit)] unit: String,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+        #[pyo3(from_py_with = arg::buckets)] buckets: Vec<f64>,
+    ) -> PyResult<Self> {
+        PyFamily::new(name, "histogram".to_owned(), help, unit, labels, buckets)
     }
 
     #[getter]
@@ -158,11 +194,11 @@ impl PySnapshot {
     #[new]
     #[pyo3(signature = (family, label_values, values = Vec::new(), bucket_counts = Vec::new(), sums = Vec::new()))]
     fn new(
-        family: PyFamily,
-        label_values: Vec<Vec<String>>,
-        values: Vec<f64>,
-        bucket_counts: Vec<Vec<u64>>,
-        sums: Vec<f64>,
+        #[pyo3(from_py_with = arg::family)] family: PyFamily,
+        #[pyo3(from_py_with = arg::label_values)] label_values: Vec<Vec<String>>,
+        #[pyo3(from_py_with = arg::values)] values: Vec<f64>,
+        #[pyo3(from_py_with = arg::bucket_counts)] bucket_counts: Vec<Vec<u64>>,
+        #[pyo3(from_py_with = arg::sums)] sums: Vec<f64>,
     ) -> PyResult<Self> {
         guard(|| {
             rec::MetricSnapshot::from_columns(
@@ -213,12 +249,12 @@ impl PySnapshot {
     }
 
     /// The value of the series with these label values (a histogram's count), or `None`.
-    fn get(&self, labels: Vec<String>) -> Option<f64> {
+    fn get(&self, #[pyo3(from_py_with = arg::labels)] labels: Vec<String>) -> Option<f64> {
         self.0.get(&labels).map(|s| s.value)
     }
 
     /// Whether this snapshot is from a restarted source compared with `earlier`.
-    fn is_reset_from(&self, earlier: &PySnapshot) -> bool {
+    fn is_reset_from(&self, #[pyo3(from_py_with = arg::earlier)] earlier: PyRef<'_, PySnapshot>) -> bool {
         self.0.is_reset_from(&earlier.0)
     }
 
@@ -238,7 +274,7 @@ macro_rules! recorder {
             $($extra)*
 
             #[new]
-            fn new(family: PyFamily) -> PyResult<Self> {
+            fn new(#[pyo3(from_py_with = arg::family)] family: PyFamily) -> PyResult<Self> {
                 guard(|| {
                     <$rust>::new(family.0)
                         .map(|r| $ty(PerThread::new(stringify!($ty), r)))
@@ -269,7 +305,11 @@ pub struct PyCounter(PerThread<rec::Counter>);
 recorder!(PyCounter, rec::Counter, {
     /// Adds `amount` (finite, >= 0) to the series `labels`.
     #[pyo3(signature = (labels = Vec::new(), amount = 1.0))]
-    fn inc(&self, labels: Vec<String>, amount: f64) -> PyResult<()> {
+    fn inc(
+        &self,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+        #[pyo3(from_py_with = arg::amount)] amount: f64,
+    ) -> PyResult<()> {
         self.0.with(|r| r.add(&refs(&labels), amount).map_err(to_py::<RecordError>))
     }
 });
@@ -280,12 +320,20 @@ pub struct PyGauge(PerThread<rec::Gauge>);
 recorder!(PyGauge, rec::Gauge, {
     /// Sets the series `labels` to `value` (finite).
     #[pyo3(signature = (labels, value))]
-    fn set(&self, labels: Vec<String>, value: f64) -> PyResult<()> {
+    fn set(
+        &self,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+        #[pyo3(from_py_with = arg::value)] value: f64,
+    ) -> PyResult<()> {
         self.0.with(|r| r.set(&refs(&labels), value).map_err(to_py::<RecordError>))
     }
     /// Adds `delta` (finite, any sign) to the series `labels`.
     #[pyo3(signature = (labels, delta))]
-    fn add(&self, labels: Vec<String>, delta: f64) -> PyResult<()> {
+    fn add(
+        &self,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+        #[pyo3(from_py_with = arg::delta)] delta: f64,
+    ) -> PyResult<()> {
         self.0.with(|r| r.add(&refs(&labels), delta).map_err(to_py::<RecordError>))
     }
 });
@@ -296,14 +344,21 @@ pub struct PyHistogram(PerThread<rec::Histogram>);
 recorder!(PyHistogram, rec::Histogram, {
     /// Observes `value` (finite) in the series `labels`.
     #[pyo3(signature = (labels, value))]
-    fn observe(&self, labels: Vec<String>, value: f64) -> PyResult<()> {
+    fn observe(
+        &self,
+        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+        #[pyo3(from_py_with = arg::value)] value: f64,
+    ) -> PyResult<()> {
         self.0.with(|r| r.observe(&refs(&labels), value).map_err(to_py::<RecordError>))
     }
 });
 
 /// Sums snapshots of `family` from several sources into one.
 #[pyfunction]
-fn merge(family: PyFamily, snapshots: Vec<PySnapshot>) -> PyResult<PySnapshot> {
+fn merge(
+    #[pyo3(from_py_with = arg::family)] family: PyFamily,
+    #[pyo3(from_py_with = arg::snapshots)] snapshots: Vec<PySnapshot>,
+) -> PyResult<PySnapshot> {
     guard(|| {
         let snapshots: Vec<rec::MetricSnapshot> = snapshots.into_iter().map(|s| s.0).collect();
         rec::merge(&family.0, &snapshots).map(PySnapshot).map_err(to_py::<MergeError>)
@@ -321,13 +376,16 @@ pub struct PyEdgeTransfers {
 impl PyEdgeTransfers {
     #[new]
     #[pyo3(signature = (transport, namespace = None))]
-    fn new(transport: &str, namespace: Option<&str>) -> PyResult<Self> {
+    fn new(
+        #[pyo3(from_py_with = arg::transport)] transport: String,
+        #[pyo3(from_py_with = arg::namespace)] namespace: Option<String>,
+    ) -> PyResult<Self> {
         guard(|| {
             let inner = match namespace {
-                None => rec::EdgeTransfers::new(transport),
+                None => rec::EdgeTransfers::new(&transport),
                 Some(ns) => {
-                    let families = rec::EdgeFamilies::new(ns).map_err(to_py::<FamilyError>)?;
-                    rec::EdgeTransfers::with_families(transport, families, rec::edge::DEFAULT_COLUMN_CAPACITY)
+                    let families = rec::EdgeFamilies::new(&ns).map_err(to_py::<FamilyError>)?;
+                    rec::EdgeTransfers::with_families(&transport, families, rec::edge::DEFAULT_COLUMN_CAPACITY)
                 }
             };
             let reader = inner.reader();
@@ -341,12 +399,29 @@ impl PyEdgeTransfers {
         self.inner.with(|e| Ok(e.transport().to_owned()))
     }
 
-    /// Records one transfer of `nbytes` bytes in `tensors` tensors from `src` to `dst`.
+    /// Records one transfer of `nbytes` bytes in `tensors` tensors from `src` to `dst`, taking
+    /// `seconds` (a finite, non-negative duration: the seconds family is a counter, which
+    /// refuses NaN, infinities and negative amounts, so `RecordError` naming `seconds`).
     #[pyo3(signature = (src, dst, nbytes, tensors = 1, seconds = 0.0))]
-    fn record(&self, src: &str, dst: &str, nbytes: u64, tensors: u64, seconds: f64) -> PyResult<()> {
+    fn record(
+        &self,
+        #[pyo3(from_py_with = arg::src)] src: String,
+        #[pyo3(from_py_with = arg::dst)] dst: String,
+        #[pyo3(from_py_with = arg::nbytes)] nbytes: u64,
+        #[pyo3(from_py_with = arg::tensors)] tensors: u64,
+        #[pyo3(from_py_with = arg::seconds)] seconds: f64,
+    ) -> PyResult<()> {
         self.inner.with(|e| {
-            let s = e.endpoint(src);
-            let d = e.endpoint(dst);
+            if !(seconds.is_finite() && seconds >= 0.0) {
+                let refused = rec::RecordError::InvalidValue {
+                    family: e.families().seconds.name().to_owned(),
+                    kind: rec::Kind::Counter,
+                    value: seconds,
+                };
+                return Err(RecordError::new_err(format!("seconds: {refused}")));
+            }
+            let s = e.endpoint(&src);
+            let d = e.endpoint(&dst);
             e.record(s, d, nbytes, tensors, seconds);
             Ok(())
         })
@@ -384,7 +459,11 @@ impl PyEnvelope {
 #[pymethods]
 impl PyEnvelope {
     #[new]
-    fn new(source: String, sequence: u64, snapshots: Vec<PySnapshot>) -> Self {
+    fn new(
+        #[pyo3(from_py_with = arg::source)] source: String,
+        #[pyo3(from_py_with = arg::sequence)] sequence: u64,
+        #[pyo3(from_py_with = arg::snapshots)] snapshots: Vec<PySnapshot>,
+    ) -> Self {
         PyEnvelope(rec::Envelope::new(source, sequence, snapshots.into_iter().map(|s| s.0).collect()))
     }
 
@@ -425,8 +504,8 @@ impl PyEnvelope {
 
     /// Decodes bytes made by `encode` (here or in Rust).
     #[staticmethod]
-    fn decode(data: &[u8]) -> PyResult<Self> {
-        guard(|| rec::Envelope::decode(data).map(PyEnvelope).map_err(to_py::<DecodeError>))
+    fn decode(#[pyo3(from_py_with = arg::data)] data: Bound<'_, PyBytes>) -> PyResult<Self> {
+        guard(|| rec::Envelope::decode(data.as_bytes()).map(PyEnvelope).map_err(to_py::<DecodeError>))
     }
 
     fn __repr__(&self) -> String {

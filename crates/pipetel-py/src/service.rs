@@ -9,12 +9,13 @@ use pipetel::registry::Opts;
 use pipetel::service::ServiceMetricsConfig;
 use pipetel::stage_metrics::{self, StageMetrics};
 use pipetel::ServiceMetrics;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::args::{arg, named};
 use crate::errors::guard;
-use crate::registry::{invalid_value, registry_error, PyCounter, PyGauge, PyHistogram};
+use crate::registry::{invalid_value, registration_error, registry_error, PyCounter, PyGauge, PyHistogram};
 
 /// Seconds as a `Duration`: finite and non-negative, else `InvalidValueError` naming `what`.
 fn seconds(value: f64, what: &str) -> PyResult<Duration> {
@@ -50,13 +51,15 @@ impl PyServiceMetrics {
                 PyTypeError::new_err(format!("config must be a MetricsConfig (it has no attribute {name:?})"))
             })
         };
-        out.prefix = attr("namespace")?.extract()?;
-        out.queue_metrics = attr("enable_queue_metrics")?.extract()?;
-        out.http_metrics = attr("enable_http_metrics")?.extract()?;
-        let buckets: Option<Vec<f64>> = attr("histogram_buckets")?.extract()?;
+        out.prefix = named(&attr("namespace")?, "config.namespace")?;
+        out.queue_metrics = named(&attr("enable_queue_metrics")?, "config.enable_queue_metrics")?;
+        out.http_metrics = named(&attr("enable_http_metrics")?, "config.enable_http_metrics")?;
+        let buckets: Option<Vec<f64>> = named(&attr("histogram_buckets")?, "config.histogram_buckets")?;
         if let Some(mut buckets) = buckets {
-            buckets.retain(|b| *b != f64::INFINITY);
-            buckets.sort_by(f64::total_cmp);
+            // The `+Inf` bucket is implied; anything else Rust checks (finite, strictly increasing).
+            if buckets.last() == Some(&f64::INFINITY) {
+                buckets.pop();
+            }
             out.histogram_buckets = buckets;
         }
         Ok(out)
@@ -73,7 +76,11 @@ impl PyServiceMetrics {
         let _ = registry;
         let Some(config) = config.filter(|c| !c.is_none()) else { return Ok(PyServiceMetrics { fixed: None }) };
         let config = Self::read_config(config)?;
-        guard(|| Ok(PyServiceMetrics { fixed: Some(ServiceMetrics::from_config(&config).map_err(registry_error)?) }))
+        guard(|| {
+            let metrics = ServiceMetrics::from_config(&config)
+                .map_err(|e| registration_error(e, "config.namespace", "config.histogram_buckets"))?;
+            Ok(PyServiceMetrics { fixed: Some(metrics) })
+        })
     }
 
     /// Counts a task created.
@@ -82,7 +89,7 @@ impl PyServiceMetrics {
     }
 
     /// Counts a completed task and records its duration (seconds).
-    fn record_task_completed(&self, duration: f64) -> PyResult<()> {
+    fn record_task_completed(&self, #[pyo3(from_py_with = arg::duration)] duration: f64) -> PyResult<()> {
         let duration = seconds(duration, "duration")?;
         self.metrics().record_task_completed(duration);
         Ok(())
@@ -90,7 +97,7 @@ impl PyServiceMetrics {
 
     /// Counts a failed task; with `duration` (seconds) also records it.
     #[pyo3(signature = (duration = None))]
-    fn record_task_failed(&self, duration: Option<f64>) -> PyResult<()> {
+    fn record_task_failed(&self, #[pyo3(from_py_with = arg::duration)] duration: Option<f64>) -> PyResult<()> {
         match duration {
             None => self.metrics().record_task_failed(),
             Some(d) => {
@@ -107,14 +114,19 @@ impl PyServiceMetrics {
     }
 
     /// Records a queue wait (seconds).
-    fn record_queue_wait(&self, wait_time: f64) -> PyResult<()> {
+    fn record_queue_wait(&self, #[pyo3(from_py_with = arg::wait_time)] wait_time: f64) -> PyResult<()> {
         let wait = seconds(wait_time, "wait_time")?;
         self.metrics().record_queue_wait(wait);
         Ok(())
     }
 
     /// Sets the queue gauges.
-    fn update_queue_metrics(&self, size: i64, pending: i64, processing: i64) -> PyResult<()> {
+    fn update_queue_metrics(
+        &self,
+        #[pyo3(from_py_with = arg::size)] size: i64,
+        #[pyo3(from_py_with = arg::pending)] pending: i64,
+        #[pyo3(from_py_with = arg::processing)] processing: i64,
+    ) -> PyResult<()> {
         let (size, pending, processing) =
             (count(size, "size")?, count(pending, "pending")?, count(processing, "processing")?);
         let as_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
@@ -212,14 +224,14 @@ impl PyServiceMetrics {
         let metrics = self.metrics();
         let Some(registry) = metrics.registry() else { return Ok(None) };
         let counter = registry.counter(name, "").map_err(registry_error)?;
-        Ok(Some(PyCounter::wrap(counter, "")))
+        Ok(Some(PyCounter::new(counter, "", Vec::new())))
     }
 
     fn gauge(&self, name: &str) -> PyResult<Option<PyGauge>> {
         let metrics = self.metrics();
         let Some(registry) = metrics.registry() else { return Ok(None) };
         let gauge = registry.gauge(name, "").map_err(registry_error)?;
-        Ok(Some(PyGauge::wrap(gauge, "")))
+        Ok(Some(PyGauge::new(gauge, "", Vec::new())))
     }
 
     fn histogram(
@@ -231,7 +243,7 @@ impl PyServiceMetrics {
         let (Some(registry), Some(value)) = (metrics.registry(), value(&metrics)) else { return Ok(None) };
         let bounds: Vec<f64> = value.buckets.iter().map(|(b, _)| *b).collect();
         let histogram = registry.histogram_with(name, "", Opts::new().buckets(bounds)).map_err(registry_error)?;
-        Ok(Some(PyHistogram::wrap(histogram, "")))
+        Ok(Some(PyHistogram::new(histogram, "", Vec::new())))
     }
 }
 
@@ -281,7 +293,7 @@ impl PyStageCount {
     /// Adds `amount` (default 1) by hand, for code that records executions itself
     /// (TeleFuser's `context.total.inc()`); an int >= 0.
     #[pyo3(signature = (amount = 1))]
-    fn inc(&self, amount: i64) -> PyResult<()> {
+    fn inc(&self, #[pyo3(from_py_with = arg::amount)] amount: i64) -> PyResult<()> {
         let n = count(amount, "amount")?;
         if self.errors {
             self.stage.errors().inc_by(n);
@@ -313,12 +325,12 @@ impl PyStageActive {
     }
     /// One more execution in flight, by hand (TeleFuser's `context.active.inc()`).
     #[pyo3(signature = (amount = 1))]
-    fn inc(&self, amount: i64) {
+    fn inc(&self, #[pyo3(from_py_with = arg::amount)] amount: i64) {
         self.stage.active().add(amount);
     }
     /// One execution fewer in flight, by hand.
     #[pyo3(signature = (amount = 1))]
-    fn dec(&self, amount: i64) {
+    fn dec(&self, #[pyo3(from_py_with = arg::amount)] amount: i64) {
         self.stage.active().add(amount.saturating_neg());
     }
     fn __int__(&self) -> i64 {
@@ -354,8 +366,8 @@ impl PyStageDuration {
     }
     /// Records one duration (seconds) by hand, without counting an execution (TeleFuser's
     /// `context.duration.observe(0.5)`).
-    fn observe(&self, value: f64) -> PyResult<()> {
-        let d = seconds(value, "the duration")?;
+    fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
+        let d = seconds(value, "value, the duration,")?;
         self.stage.duration().observe(d);
         Ok(())
     }
@@ -375,11 +387,11 @@ impl PyStageMetricContext {
     /// Turns metrics on for the stage `stage_name` and returns its context (the same counts for
     /// the same name).
     #[new]
-    fn new(stage_name: &str) -> PyResult<Self> {
+    fn new(#[pyo3(from_py_with = arg::stage_name)] stage_name: String) -> PyResult<Self> {
         if stage_name.is_empty() {
-            return Err(pyo3::exceptions::PyValueError::new_err("the stage name is empty"));
+            return Err(PyValueError::new_err("stage_name: the stage name is empty"));
         }
-        guard(|| Ok(PyStageMetricContext { stage: stage_metrics::enable_stage_metrics(stage_name) }))
+        guard(|| Ok(PyStageMetricContext { stage: stage_metrics::enable_stage_metrics(&stage_name) }))
     }
 
     /// The stage's name.
@@ -418,10 +430,10 @@ impl PyStageMetricContext {
     #[pyo3(signature = (duration, success = true, input_size = None, output_size = None))]
     fn record_execution(
         &self,
-        duration: f64,
-        success: bool,
-        input_size: Option<i64>,
-        output_size: Option<i64>,
+        #[pyo3(from_py_with = arg::duration)] duration: f64,
+        #[pyo3(from_py_with = arg::success)] success: bool,
+        #[pyo3(from_py_with = arg::input_size)] input_size: Option<i64>,
+        #[pyo3(from_py_with = arg::output_size)] output_size: Option<i64>,
     ) -> PyResult<()> {
         let duration = seconds(duration, "duration")?;
         let input = input_size.map(|n| count(n, "input_size")).transpose()?;
@@ -475,13 +487,13 @@ impl PyStageRun {
 #[pymethods]
 impl PyStageRun {
     /// Records the size of the input, in bytes.
-    fn input_size(&self, nbytes: i64) -> PyResult<()> {
-        let n = count(nbytes, "input_size")?;
+    fn input_size(&self, #[pyo3(from_py_with = arg::nbytes)] nbytes: i64) -> PyResult<()> {
+        let n = count(nbytes, "nbytes")?;
         self.with(|r| r.input_size(n))
     }
     /// Records the size of the output, in bytes.
-    fn output_size(&self, nbytes: i64) -> PyResult<()> {
-        let n = count(nbytes, "output_size")?;
+    fn output_size(&self, #[pyo3(from_py_with = arg::nbytes)] nbytes: i64) -> PyResult<()> {
+        let n = count(nbytes, "nbytes")?;
         self.with(|r| r.output_size(n))
     }
     /// Ends the execution as a success.
@@ -530,14 +542,16 @@ impl PyStageRun {
 
 /// Turns metrics on for `stage_name` and returns its context.
 #[pyfunction]
-fn enable_stage_metrics_by_name(stage_name: &str) -> PyResult<PyStageMetricContext> {
+fn enable_stage_metrics_by_name(
+    #[pyo3(from_py_with = arg::stage_name)] stage_name: String,
+) -> PyResult<PyStageMetricContext> {
     PyStageMetricContext::new(stage_name)
 }
 
 /// Turns metrics off for `stage_name` (nothing for a stage never enabled).
 #[pyfunction]
-fn disable_stage_metrics_by_name(stage_name: &str) {
-    stage_metrics::disable_stage_metrics(stage_name);
+fn disable_stage_metrics_by_name(#[pyo3(from_py_with = arg::stage_name)] stage_name: String) {
+    stage_metrics::disable_stage_metrics(&stage_name);
 }
 
 /// The names of the stages whose metrics are on, sorted.

@@ -119,6 +119,23 @@ pub enum DecodeError {
     },
 }
 
+// The envelope's own methods for its encoding live here, beside the format, so that the data
+// types in `snapshot` do not depend on the codec.
+impl Envelope {
+    /// The compact binary encoding (see [`crate::codec`]).
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Decodes [`Envelope::encode`]'s output.
+    ///
+    /// # Errors
+    /// [`DecodeError`] for garbage, truncated or wrong-version bytes.
+    pub fn decode(bytes: &[u8]) -> Result<Envelope, DecodeError> {
+        decode(bytes)
+    }
+}
+
 /// Encodes `envelope`.
 pub fn encode(envelope: &Envelope) -> Vec<u8> {
     let mut out = Vec::with_capacity(encoded_len_hint(envelope));

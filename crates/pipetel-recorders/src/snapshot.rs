@@ -492,19 +492,6 @@ impl Envelope {
     pub fn new(source: impl Into<String>, sequence: u64, snapshots: Vec<MetricSnapshot>) -> Envelope {
         Envelope { source: source.into(), sequence, snapshots }
     }
-
-    /// The compact binary encoding (see [`crate::codec`]).
-    pub fn encode(&self) -> Vec<u8> {
-        crate::codec::encode(self)
-    }
-
-    /// Decodes [`Envelope::encode`]'s output.
-    ///
-    /// # Errors
-    /// [`crate::DecodeError`] for garbage, truncated or wrong-version bytes.
-    pub fn decode(bytes: &[u8]) -> Result<Envelope, crate::DecodeError> {
-        crate::codec::decode(bytes)
-    }
 }
 
 #[cfg(feature = "serde")]

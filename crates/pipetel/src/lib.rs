@@ -58,6 +58,8 @@ pub mod config;
 pub mod error;
 mod export;
 mod exposition;
+mod fuzz_entry;
+pub use fuzz_entry::__fuzz;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;

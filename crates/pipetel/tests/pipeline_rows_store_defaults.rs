@@ -146,3 +146,40 @@ fn a_failing_store_warns_once_and_counts_lost_rows() {
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
+
+const NO_DIR_CHILD: &str = "PIPETEL_TEST_ROWS_NO_DIR_CHILD";
+const NO_DIR_WARNING: &str = "no private directory for the rows store";
+
+fn no_private_dir() {
+    // Nothing names a private directory: the store must not fall back to the shared temp dir.
+    for var in ["PIPETEL_ROWS_DIR", "XDG_STATE_HOME", "HOME"] {
+        std::env::remove_var(var);
+    }
+    let service = format!("no-dir-{}", std::process::id());
+    let telemetry = pipetel::init(
+        pipetel::Config::default()
+            .with_service_name(&service)
+            .with_prometheus_port(0)
+            .with_console_log(true)
+            .with_log_filter("warn"),
+    )
+    .expect("no private directory never fails init");
+    run_stage("nowhere");
+    run_stage("nowhere-again");
+    let lost = lost(&telemetry);
+    assert!(lost.ends_with("} 10") || lost.ends_with(" 10"), "{lost}");
+    let tmp_store = std::env::temp_dir().join("pipetel").join("rows").join(format!("{service}.jsonl"));
+    assert!(!tmp_store.exists(), "rows went to the shared temp dir: {}", tmp_store.display());
+}
+
+#[test]
+fn without_a_private_directory_rows_are_counted_lost_not_put_in_tmp() {
+    if let Some((_, stderr)) = scenario_in_child(
+        "without_a_private_directory_rows_are_counted_lost_not_put_in_tmp",
+        NO_DIR_CHILD,
+        no_private_dir,
+    ) {
+        assert_eq!(stderr.matches(NO_DIR_WARNING).count(), 1, "one warning: {stderr}");
+        assert!(stderr.contains("PIPETEL_ROWS_DIR"), "the warning says what to set: {stderr}");
+    }
+}

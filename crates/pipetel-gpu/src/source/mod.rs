@@ -1,8 +1,9 @@
 //! The [`GpuSource`] trait, the sample it returns, and the vendor sources: [`nvml`] (NVIDIA,
 //! on `nvml-wrapper`) and `rocm` (AMD, on ROCm SMI; feature `amd`). Both follow the one
-//! polling policy of [`crate::policy`].
+//! polling policy of [`policy`].
 
 pub(crate) mod nvml;
+mod policy;
 #[cfg(feature = "amd")]
 pub(crate) mod rocm;
 

@@ -13,10 +13,10 @@ use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
+use super::policy::{self, DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
 use crate::devices::{Candidate, DeviceFilter, DeviceSelection};
 use crate::error::GpuError;
 use crate::names;
-use crate::policy::{self, DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
 use crate::process;
 use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource, RemappedRows};
 

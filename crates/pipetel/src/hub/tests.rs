@@ -1,9 +1,13 @@
 use std::collections::BTreeMap;
 use std::io::Cursor;
+use std::time::{Duration, Instant};
 
 use opentelemetry::metrics::MeterProvider as _;
-use pipetel_recorders::{channel, Counter, FrameWriter, Gauge, Histogram};
+use pipetel_recorders::{
+    channel, Counter, Envelope, Family, FrameError, FrameWriter, Gauge, Histogram, MetricSnapshot,
+};
 
+use super::view::clamp;
 use super::*;
 use crate::test_exporter::TestExporter;
 

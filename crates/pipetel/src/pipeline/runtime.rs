@@ -123,8 +123,10 @@ pub(crate) fn install(
         (false, _) => StorePath::Off,
         (true, Some(file)) => StorePath::Explicit(&file.value),
         (true, None) => {
-            let dir = settings.rows_dir.as_ref().map(|d| d.value.clone()).unwrap_or_else(pipetel_rows::default_dir);
-            StorePath::Default(pipetel_rows::default_file(&dir, service_name))
+            match settings.rows_dir.as_ref().map(|d| Ok(d.value.clone())).unwrap_or_else(pipetel_rows::default_dir) {
+                Ok(dir) => StorePath::Default(pipetel_rows::default_file(&dir, service_name)),
+                Err(no_dir) => StorePath::NoDir(no_dir),
+            }
         }
     };
     let sink = RowSink::open(logger, store, settings.rows_rotation)?;

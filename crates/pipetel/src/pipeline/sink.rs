@@ -79,6 +79,8 @@ pub(crate) enum StorePath<'a> {
     Explicit(&'a Path),
     /// The default store: failing to open it warns at the first row and counts lost rows.
     Default(PathBuf),
+    /// No private directory for the default store: as a store that fails to open.
+    NoDir(pipetel_rows::NoStoreDir),
 }
 
 impl RowSink {
@@ -106,6 +108,12 @@ impl RowSink {
                 };
                 Store { path, writer: Mutex::new(writer), open_error, warned: AtomicBool::new(false) }
             }
+            StorePath::NoDir(e) => Store {
+                path: PathBuf::from("(no rows directory)"),
+                writer: Mutex::new(None),
+                open_error: Some(e.to_string()),
+                warned: AtomicBool::new(false),
+            },
         };
         Ok(Self { enabled: true, logger, store: Some(store) })
     }

@@ -9,9 +9,10 @@ use std::sync::{Arc, Weak};
 use opentelemetry::metrics::{AsyncInstrument, Meter};
 use opentelemetry::KeyValue;
 
-use super::family::{AnyFamily, Meta};
+use super::family::AnyFamily;
+use super::kind::Kind;
+use super::meta::Meta;
 use super::rules::check_label_name;
-use super::Kind;
 use crate::exposition::Writer;
 
 /// One sample a function collector returns.

@@ -5,10 +5,13 @@ use std::sync::Arc;
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{
-    bind_values, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle, Meta,
-};
-use super::{Kind, MetricVec, Opts, RegistryError};
+use super::error::RegistryError;
+use super::family::{Cell, Family};
+use super::handle::{metric_handle, Handle, MetricVec};
+use super::kind::Kind;
+use super::meta::Meta;
+use super::opts::Opts;
+use super::values::{bind_values, observing, write_values, write_values_pull};
 use crate::exposition::{MetricType, Page};
 use crate::sync::{add_f64, load_f64};
 

@@ -6,8 +6,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use opentelemetry::metrics::Meter;
 
-use super::family::{bind_values, metric_handle, observing, write_values, write_values_pull, Cell, Family, Handle};
-use super::{Kind, MetricVec, Opts, RegistryError};
+use super::error::RegistryError;
+use super::family::{Cell, Family};
+use super::handle::{metric_handle, Handle, MetricVec};
+use super::kind::Kind;
+use super::opts::Opts;
+use super::values::{bind_values, observing, write_values, write_values_pull};
 use crate::exposition::{MetricType, Page};
 use crate::sync::{add_f64, load_f64};
 

@@ -7,8 +7,12 @@ use std::sync::Arc;
 use opentelemetry::metrics::{BoundHistogram, Histogram as OtelHistogram, Meter};
 use opentelemetry::KeyValue;
 
-use super::family::{metric_handle, Cell, Family, Handle};
-use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
+use super::error::{invalid_option, RegistryError};
+use super::family::{Cell, Family};
+use super::handle::{metric_handle, Handle, MetricVec};
+use super::kind::Kind;
+use super::opts::Opts;
+use super::series::Series;
 use crate::exposition::exemplar::{self, Exemplars};
 use crate::exposition::{bucket_index, BoundsText, LabelBlock, OwnFamily, Page, Writer};
 use crate::sync::Published;
@@ -164,7 +168,7 @@ impl Cell for HistogramCell {
 /// Writes the samples of series `s` (of a family with buckets `spec`) under `name` and the label
 /// block `labels`. In OpenMetrics, each bucket carries its exemplar.
 fn write_series(
-    s: &super::family::Series<HistogramCell>,
+    s: &Series<HistogramCell>,
     spec: &[f64],
     w: &mut Writer<'_>,
     name: &str,

@@ -1,6 +1,7 @@
 //! The naming rules metric names, prefixes and label names follow.
 
-use super::{Kind, RegistryError};
+use super::error::RegistryError;
+use super::kind::Kind;
 
 /// Metric names and prefixes: snake_case, not reserved.
 pub(crate) fn check_name(name: &str) -> Result<(), RegistryError> {

@@ -1,7 +1,8 @@
 //! Summaries: quantiles over a sliding time window, plus a running count and sum.
 //!
-//! The window is a ring of relative-error sketches ([`super::sketch`]).
-//! Each of `age_buckets` sketches covers `max_age / age_buckets` of time; an observation goes
+//! The window is a ring of sketches ([`super::sketch`]), exact up to
+//! [`EXACT_OBSERVATIONS`](super::EXACT_OBSERVATIONS) observations each, relative-error
+//! histograms past that. Each of `age_buckets` sketches covers `max_age / age_buckets` of time; an observation goes
 //! into the newest one, and a quantile is read from the merge of those still inside the window,
 //! so the window slides in steps of `max_age / age_buckets` and covers between
 //! `max_age * (age_buckets - 1) / age_buckets` and `max_age` of the most recent past.
@@ -23,9 +24,13 @@ use std::time::Duration;
 use opentelemetry::metrics::Meter;
 use opentelemetry::KeyValue;
 
-use super::family::{metric_handle, observe_live, Cell, Family, Handle};
+use super::error::{invalid_option, RegistryError};
+use super::family::{observe_live, Cell, Family};
+use super::handle::{metric_handle, Handle, MetricVec};
+use super::kind::Kind;
+use super::opts::Opts;
+use super::series::Series;
 use super::sketch::Sketch;
-use super::{invalid_option, Kind, MetricVec, Opts, RegistryError};
 use crate::exposition::{unit_keeping_name, LabelBlock, MetricType, Page, Writer};
 use crate::sync::{clock, SpinGuard, SpinLock};
 
@@ -96,13 +101,13 @@ impl SummaryCell {
     }
 
     fn snapshot(&self, spec: &SummarySpec) -> SummaryValue {
-        let mut state = self.lock();
-        let values = state.window.quantiles(&spec.quantiles);
-        SummaryValue {
-            quantiles: spec.quantiles.iter().copied().zip(values).collect(),
-            count: state.count,
-            sum: state.sum,
-        }
+        // Only the copy of the window is made under the lock; observations wait for no sorting.
+        let (window, count, sum) = {
+            let mut state = self.lock();
+            (state.window.merged(), state.count, state.sum)
+        };
+        let values = window.quantiles(&spec.quantiles);
+        SummaryValue { quantiles: spec.quantiles.iter().copied().zip(values).collect(), count, sum }
     }
 }
 
@@ -190,7 +195,7 @@ fn write_family(f: &Family<SummaryCell>, mut w: Writer<'_>, sorted: bool) {
     let name = &f.meta.name;
     w.header(name, "summary", &f.meta.help, &f.meta.unit);
     let mut labels = String::new();
-    let mut each = |s: &super::family::Series<SummaryCell>| {
+    let mut each = |s: &Series<SummaryCell>| {
         labels.clear();
         s.write_labels(&f.meta.labels, false, &mut LabelBlock::new(&mut labels));
         let v = s.cell.snapshot(&f.spec);
@@ -216,9 +221,23 @@ pub struct SummaryValue {
     pub sum: f64,
 }
 
-/// A summary: quantiles over a sliding time window (a relative-error sketch, within
-/// [`RELATIVE_ERROR`](super::RELATIVE_ERROR) of the exact value), plus a running count and sum;
-/// one series. Cheap to clone; clones are the same series.
+/// A summary: quantiles over a sliding time window, plus a running count and sum; one series.
+/// Cheap to clone; clones are the same series.
+///
+/// # Quantiles
+/// The quantile `q` of the `n` observations in the window is the observation of rank `⌈q·n⌉`
+/// (1-based, at least 1) in increasing order: the smallest observation with at least a fraction
+/// `q` of them at or below it (the nearest-rank rule, which the Prometheus Go client's summaries
+/// follow while their buffer holds every observation). Quantile 0 is the smallest observation,
+/// 1 the largest; of three observations, 0.5 is the middle one and 0.9, 0.95 and 0.99 the
+/// largest. A quantile of an empty window is `None` (`NaN` in the exposition).
+///
+/// Quantiles are exact while no slice of the window received more than
+/// [`EXACT_OBSERVATIONS`](super::EXACT_OBSERVATIONS) observations (so at least while the window
+/// holds that many); past that, the slice's observations go into a relative-error sketch and a
+/// quantile is within [`RELATIVE_ERROR`](super::RELATIVE_ERROR) (1 %, relative) of the exact
+/// value. The slice's room for exact values is allocated with the series: an observation never
+/// allocates for it.
 ///
 /// From [`Registry::summary`](super::Registry::summary), or per label set from a
 /// [`SummaryVec`]. An observation takes a short lock (the sketch is not atomic) and, on Linux,
@@ -277,12 +296,7 @@ impl Window {
         let n = age_buckets.max(1);
         let step = u64::try_from((max_age / n).as_nanos()).unwrap_or(u64::MAX).max(1);
         clock::refresh_every(step);
-        Self {
-            ring: vec![Sketch::default(); n as usize],
-            head: 0,
-            head_ends: clock::now_ns().saturating_add(step),
-            step,
-        }
+        Self { ring: vec![Sketch::new(); n as usize], head: 0, head_ends: clock::now_ns().saturating_add(step), step }
     }
 
     /// Moves the head forward past every slice that ended, clearing the sketches that leave
@@ -317,20 +331,14 @@ impl Window {
         }
     }
 
-    /// The window's quantiles, `None` where the window is empty.
-    fn quantiles(&mut self, qs: &[f64]) -> Vec<Option<f64>> {
+    /// The observations inside the window, in one sketch to read quantiles from.
+    fn merged(&mut self) -> Sketch {
         let now = clock::now_ns();
         clock::saw(now);
         if now >= self.head_ends {
             self.rotate(now);
         }
-        let mut merged = Sketch::default();
-        for s in &self.ring {
-            if !s.is_empty() {
-                merged.merge(s);
-            }
-        }
-        qs.iter().map(|q| merged.quantile(*q)).collect()
+        Sketch::merge_all(self.ring.iter().filter(|s| !s.is_empty()))
     }
 
     fn clear(&mut self) {
@@ -349,16 +357,71 @@ mod tests {
     fn old_observations_leave_the_window() {
         let mut w = Window::new(Duration::from_millis(200), 2);
         w.observe(100.0);
-        assert!(w.quantiles(&[0.5])[0].is_some());
+        assert!(w.merged().quantiles(&[0.5])[0].is_some());
         std::thread::sleep(Duration::from_millis(450));
-        assert_eq!(w.quantiles(&[0.5]), vec![None]);
+        assert_eq!(w.merged().quantiles(&[0.5]), vec![None]);
         w.observe(3.0);
-        let q = w.quantiles(&[0.5])[0].expect("one observation");
+        let q = w.merged().quantiles(&[0.5])[0].expect("one observation");
         assert!((q - 3.0).abs() <= 0.03);
         // Observations alone slide the window too (no read in between).
         w.observe(100.0);
         std::thread::sleep(Duration::from_millis(450));
         w.observe(7.0);
-        assert_eq!(w.quantiles(&[0.0, 1.0]), vec![Some(7.0), Some(7.0)]);
+        assert_eq!(w.merged().quantiles(&[0.0, 1.0]), vec![Some(7.0), Some(7.0)]);
+    }
+
+    /// The nearest-rank quantile `per_mille / 1000` of `sorted`, in whole numbers.
+    fn exact(sorted: &[f64], per_mille: usize) -> f64 {
+        sorted[(per_mille * sorted.len()).div_ceil(1000).max(1) - 1]
+    }
+
+    #[test]
+    fn a_window_of_slices_that_each_fit_their_room_reads_exact_order_statistics() {
+        use super::super::sketch::EXACT_OBSERVATIONS;
+        use super::super::RELATIVE_ERROR;
+        // 100 ms slices in a 3 s window: both batches stay inside it whatever the scheduler does.
+        let mut w = Window::new(Duration::from_secs(3), 30);
+        let mut state = 0x853c_49e6_748f_ea9bu64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Exponential-like latencies around 50 ms.
+            -0.05 * (((state >> 11) as f64 + 1.0) / (1u64 << 53) as f64).ln()
+        };
+        let mut all = Vec::new();
+        for batch in 0..2 {
+            if batch > 0 {
+                std::thread::sleep(Duration::from_millis(150));
+            }
+            for _ in 0..100 {
+                let v = next();
+                w.observe(v);
+                all.push(v);
+            }
+        }
+        // 200 observations, more than one slice's room, in two slices that each kept theirs.
+        assert!(all.len() > EXACT_OBSERVATIONS);
+        let per_mille: Vec<usize> = (0..=1000).collect();
+        let qs: Vec<f64> = per_mille.iter().map(|i| *i as f64 / 1000.0).collect();
+        let mut sorted = all.clone();
+        sorted.sort_by(f64::total_cmp);
+        let got = w.merged().quantiles(&qs);
+        for i in &per_mille {
+            assert_eq!(got[*i], Some(exact(&sorted, *i)), "q={}", qs[*i]);
+        }
+        // A slice past its room: estimates within the stated error.
+        for _ in 0..2 * EXACT_OBSERVATIONS + 1 {
+            let v = next();
+            w.observe(v);
+            all.push(v);
+        }
+        sorted = all.clone();
+        sorted.sort_by(f64::total_cmp);
+        let got = w.merged().quantiles(&qs);
+        for i in &per_mille {
+            let (got, want) = (got[*i].expect("observations"), exact(&sorted, *i));
+            assert!((got - want).abs() <= RELATIVE_ERROR * want, "q={}: {got} vs {want}", qs[*i]);
+        }
     }
 }

@@ -1,4 +1,7 @@
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
 
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::InstrumentationScope;
@@ -7,6 +10,7 @@ use opentelemetry_sdk::metrics::SdkMeterProvider;
 use std::sync::atomic::AtomicU64;
 
 use super::*;
+use crate::installed::Installed;
 use crate::test_exporter::TestExporter;
 
 /// `(scope, name)` → `[(sorted attributes, value)]`.
@@ -158,6 +162,69 @@ fn histogram_buckets_count_sum_average() {
     r.set_default_buckets(&[0.1, 1.0]).expect("valid");
     assert_eq!(r.histogram("later_seconds", "").expect("h").buckets(), &[0.1, 1.0]);
     assert!(r.set_default_buckets(&[1.0, 0.1]).is_err());
+}
+
+/// The nearest-rank quantile `per_mille / 1000` of `sorted`, in whole numbers: rank
+/// `⌈per_mille·n/1000⌉`, at least 1.
+fn nearest_rank(sorted: &[f64], per_mille: usize) -> f64 {
+    sorted[(per_mille * sorted.len()).div_ceil(1000).max(1) - 1]
+}
+
+#[test]
+fn summary_quantiles_are_order_statistics_while_the_sample_fits_and_within_the_error_beyond() {
+    let r = Registry::new("t_summary_exact").expect("registry");
+    // Three observations: the median, then the largest for every quantile above 2/3.
+    let three = r.summary("three_seconds", "").expect("summary");
+    for v in [0.3, 0.1, 0.2] {
+        three.observe(v);
+    }
+    let got = three.value().quantiles;
+    assert_eq!(got, [(0.5, Some(0.2)), (0.9, Some(0.3)), (0.95, Some(0.3)), (0.99, Some(0.3))]);
+    let text = r.prometheus_text();
+    assert!(text.contains("t_summary_exact_three_seconds{quantile=\"0.5\"} 0.2\n"), "{text}");
+    assert!(text.contains("t_summary_exact_three_seconds{quantile=\"0.99\"} 0.3\n"), "{text}");
+
+    // Random samples of many sizes against their sorted order statistics.
+    let per_mille = [0, 1, 10, 100, 250, 333, 500, 667, 750, 900, 950, 990, 999, 1000];
+    let qs: Vec<f64> = per_mille.iter().map(|i| *i as f64 / 1000.0).collect();
+    let mut state = 0xda94_2042_e4dd_58b5u64;
+    let mut uniform = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    let sizes =
+        [1, 2, 3, 4, 9, 10, 31, 100, EXACT_OBSERVATIONS - 1, EXACT_OBSERVATIONS, EXACT_OBSERVATIONS + 1, 1_000, 10_000];
+    for (k, n) in sizes.into_iter().enumerate() {
+        let s = r.summary_with(&format!("random_{k}_seconds"), "", Opts::new().quantiles(qs.clone())).expect("summary");
+        // Log-uniform over five decades, about a tenth negative.
+        let values: Vec<f64> = (0..n)
+            .map(|_| {
+                let v = 10f64.powf(uniform() * 5.0 - 3.0);
+                if uniform() < 0.1 {
+                    -v
+                } else {
+                    v
+                }
+            })
+            .collect();
+        for v in &values {
+            s.observe(*v);
+        }
+        let mut sorted = values.clone();
+        sorted.sort_by(f64::total_cmp);
+        let got = s.value();
+        assert_eq!(got.count, n as u64);
+        for ((q, got), i) in got.quantiles.iter().zip(per_mille) {
+            let (got, want) = (got.expect("observations"), nearest_rank(&sorted, i));
+            if n <= EXACT_OBSERVATIONS {
+                assert_eq!(got, want, "n={n} q={q}");
+            } else {
+                assert!((got - want).abs() <= RELATIVE_ERROR * want.abs(), "n={n} q={q}: {got} vs exact {want}");
+            }
+        }
+    }
 }
 
 #[test]

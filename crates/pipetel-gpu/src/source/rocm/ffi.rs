@@ -3,7 +3,7 @@
 //! `librocm_smi64` is opened with `dlopen` at run time; each symbol is resolved on its own,
 //! so a library that lacks one (older or newer ROCm) answers [`CallError::Missing`] for that
 //! call only. Every call here is a plain C call that writes its answer through pointers to
-//! locals; nothing here decides what an error means (that is [`crate::policy`]).
+//! locals; nothing here decides what an error means (that is [`crate::source::policy`]).
 
 use std::ffi::{c_char, c_void, CStr};
 

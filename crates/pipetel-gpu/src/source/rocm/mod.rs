@@ -19,7 +19,7 @@ use std::sync::Arc;
 use self::ffi::{Api, CallError, ClockType, Sensor};
 use crate::error::GpuError;
 use crate::names;
-use crate::policy::{self, DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
+use crate::source::policy::{self, DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
 use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource};
 
 /// The names ROCm SMI is looked up by, in order, when no path is configured: AMD's ROCm 6.1

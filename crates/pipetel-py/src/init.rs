@@ -1,0 +1,216 @@
+//! `pipetel.init(service_name=None, *, config_file=None, **settings) -> Guard`, its guard, and
+//! `pipetel.is_initialized()`.
+//!
+//! # Settings
+//! A keyword of `init` is a key of pipetel's configuration file with each `.` written `_`
+//! (`prometheus_port=0`, `exporters_metrics=["prometheus"]`), applied with
+//! [`pipetel::Config::with_setting`] after the file and the environment, so it beats both, as the
+//! Rust builder does. Python values map onto TOML values: `bool`, `int`, `float`, `str`, a list
+//! or tuple (array), a dict with string keys (table).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+
+use pipetel::config::toml;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+
+use crate::args::{arg, type_name};
+use crate::errors::{guard, to_py, AlreadyInitialized, ConfigError, InitError, ShutdownError};
+
+/// Set once `init` succeeded in this process (`init` is once per process, also after shutdown).
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// A Python value as the TOML value of the file key `key`.
+fn to_toml(key: &str, value: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
+    let bad = |what: String| ConfigError::new_err(format!("invalid value for setting `{key}`: {what}"));
+    if let Ok(b) = value.cast::<PyBool>() {
+        return Ok(toml::Value::Boolean(b.is_true()));
+    }
+    if value.is_instance_of::<PyInt>() {
+        let i: i64 = value.extract().map_err(|_| bad(format!("{value} does not fit a 64-bit integer")))?;
+        return Ok(toml::Value::Integer(i));
+    }
+    if let Ok(f) = value.cast::<PyFloat>() {
+        let f = f.value();
+        if !f.is_finite() {
+            return Err(bad(format!("{f} is not a finite number")));
+        }
+        return Ok(toml::Value::Float(f));
+    }
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok(toml::Value::String(s.extract::<String>()?));
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let items: PyResult<Vec<toml::Value>> = value.try_iter()?.map(|item| to_toml(key, &item?)).collect();
+        return Ok(toml::Value::Array(items?));
+    }
+    if let Ok(d) = value.cast::<PyDict>() {
+        let mut table = toml::Table::new();
+        for (k, v) in d.iter() {
+            let k: String = k.extract().map_err(|_| bad(format!("the dict key {k} is not a string")))?;
+            table.insert(k, to_toml(key, &v)?);
+        }
+        return Ok(toml::Value::Table(table));
+    }
+    Err(bad(format!("a {} is not a bool, int, float, str, list or dict", type_name(value))))
+}
+
+fn init_error(error: pipetel::InitError) -> PyErr {
+    match error {
+        pipetel::InitError::Config(e) => to_py::<ConfigError>(e),
+        pipetel::InitError::AlreadyInitialized => to_py::<AlreadyInitialized>(error),
+        other => to_py::<InitError>(other),
+    }
+}
+
+/// `pipetel.init`: reads the configuration (the file named by `config_file` or `PIPETEL_CONFIG`,
+/// then the `OTEL_*`/`PIPETEL_*` variables, then `service_name` and the keyword settings),
+/// installs pipetel as Rust `pipetel::init` does, and returns the guard.
+#[pyfunction]
+#[pyo3(signature = (service_name = None, *, config_file = None, **settings))]
+fn init(
+    py: Python<'_>,
+    #[pyo3(from_py_with = arg::service_name)] service_name: Option<String>,
+    #[pyo3(from_py_with = arg::config_file)] config_file: Option<PathBuf>,
+    settings: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Py<PyGuard>> {
+    let config = guard(|| {
+        let file = config_file.map(|p| p.to_string_lossy().into_owned());
+        let lookup = |name: &str| match (&file, name) {
+            (Some(file), pipetel::config::PIPETEL_CONFIG) => Some(file.clone()),
+            _ => std::env::var(name).ok(),
+        };
+        let mut config = pipetel::Config::from_lookup(lookup).map_err(to_py::<ConfigError>)?;
+        if let Some(name) = service_name {
+            config = config.with_service_name(name);
+        }
+        if let Some(settings) = settings {
+            for (key, value) in settings.iter() {
+                let key: String = key.extract()?;
+                let value = to_toml(&key, &value)?;
+                config = config.with_setting(&key, value).map_err(to_py::<ConfigError>)?;
+            }
+        }
+        config.validate().map_err(to_py::<ConfigError>)?;
+        Ok(config)
+    })?;
+    // Binding the endpoint and building exporters may block: other Python threads run meanwhile.
+    let telemetry = py.detach(|| guard(|| pipetel::init(config).map_err(init_error)))?;
+    INITIALIZED.store(true, Ordering::SeqCst);
+    let prometheus_addr = telemetry.prometheus_addr().map(|a| a.to_string());
+    let guard_obj =
+        Py::new(py, PyGuard { telemetry: Mutex::new(Some(telemetry)), prometheus_addr, pid: std::process::id() })?;
+    // Flushed at interpreter exit when not shut down before (as the OTel Python SDK does).
+    py.import("atexit")?.call_method1("register", (guard_obj.bind(py).getattr("shutdown")?,))?;
+    Ok(guard_obj)
+}
+
+/// `pipetel.is_initialized()`: whether `init` succeeded in this process (it stays `True` after
+/// the guard shut down: `init` is once per process).
+#[pyfunction]
+fn is_initialized() -> bool {
+    INITIALIZED.load(Ordering::SeqCst)
+}
+
+/// What `init` returns: owns pipetel's providers and exporters. `shutdown()` flushes and stops
+/// them (also at the end of a `with` block, and at interpreter exit); `flush()` exports what is
+/// buffered now. Both release the GIL while they wait.
+#[pyclass(module = "pipetel", name = "Guard", frozen)]
+pub struct PyGuard {
+    telemetry: Mutex<Option<pipetel::Telemetry>>,
+    prometheus_addr: Option<String>,
+    /// The process `init` ran in: a child forked after `init` inherits the guard but not the
+    /// exporter threads, so there `flush` and `shutdown` do nothing (instead of waiting the
+    /// shutdown timeout out for threads that do not exist).
+    pid: u32,
+}
+
+impl PyGuard {
+    /// Runs `f` on the telemetry without the GIL (the lock is taken and released without it, so
+    /// no thread ever waits for it while holding the GIL).
+    fn with_telemetry<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Option<pipetel::Telemetry>) -> R + Send,
+    ) -> R {
+        py.detach(|| {
+            let mut telemetry = self.telemetry.lock().unwrap_or_else(PoisonError::into_inner);
+            if std::process::id() != self.pid {
+                // Forked child: dropping would flush into exporter threads it does not have.
+                std::mem::forget(telemetry.take());
+            }
+            f(&mut telemetry)
+        })
+    }
+}
+
+#[pymethods]
+impl PyGuard {
+    /// Flushes and shuts down every provider; returns within the shutdown timeout. A second call
+    /// does nothing.
+    fn shutdown(&self, py: Python<'_>) -> PyResult<()> {
+        let outcome = self.with_telemetry(py, |t| t.take().map(pipetel::Telemetry::shutdown));
+        match outcome {
+            Some(Err(e)) => Err(to_py::<ShutdownError>(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Exports what every provider buffers now (bounded by the shutdown timeout).
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let outcome = self.with_telemetry(py, |t| t.as_ref().map(pipetel::Telemetry::force_flush));
+        match outcome {
+            Some(Err(e)) => Err(to_py::<ShutdownError>(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// `"host:port"` of the Prometheus endpoint when it runs, else `None`.
+    #[getter]
+    fn prometheus_addr(&self) -> Option<String> {
+        self.prometheus_addr.clone()
+    }
+
+    /// Whether the guard has not been shut down yet.
+    #[getter]
+    fn active(&self, py: Python<'_>) -> bool {
+        self.with_telemetry(py, |t| t.is_some())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    /// Shuts down; a shutdown error is raised only when no exception is already on its way out.
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: Option<&Bound<'_, PyAny>>,
+        _exc: Option<&Bound<'_, PyAny>>,
+        _tb: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let result = self.shutdown(py);
+        match (result, exc_type) {
+            (Err(e), None) => Err(e),
+            _ => Ok(false),
+        }
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!(
+            "Guard(active={}, prometheus_addr={:?})",
+            if self.active(py) { "True" } else { "False" },
+            self.prometheus_addr
+        )
+    }
+}
+
+/// Adds the functions and classes to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(init, m)?)?;
+    m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
+    m.add_class::<PyGuard>()?;
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! Bindings of `pipetel::registry` for the TeleFuser metrics API (`pipetel.telefuser`):
+//! `MetricRegistry` and its custom collectors here; the metric handles in `handles`, labels in
+//! `labels`, the exceptions TeleFuser programs catch in `exceptions`.
+//!
+//! Labels given at registration (`labels={"method": "GET"}`) pick the series once; registering
+//! the same name with other label values gives the other series of the same family.
+//!
+//! Custom collectors are Python callables the Rust render calls back: the render attaches to
+//! the interpreter only to call them (`get_prometheus_format` detaches first, so a scrape on
+//! another thread never waits on a lock held by a thread that waits for the interpreter), and
+//! an exception in one is reported through `sys.unraisablehook` and contributes no lines.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use pipetel::registry::{Opts, Registry, RegistryError};
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::PyString;
+
+use crate::args::{arg, type_name};
+use crate::errors::guard;
+
+mod exceptions;
+mod handles;
+mod labels;
+
+use exceptions::not_found;
+pub(crate) use exceptions::{invalid_value, registration_error, registry_error};
+
+use handles::PySummary;
+pub(crate) use handles::{PyCounter, PyGauge, PyHistogram};
+use labels::{labels_of, PyMetricLabel};
+
+type Collectors = Arc<Mutex<Vec<Py<PyAny>>>>;
+
+/// A registry of metrics under one namespace (TeleFuser's `MetricRegistry`).
+#[pyclass(module = "pipetel.telefuser", name = "MetricRegistry", frozen, subclass)]
+pub struct PyMetricRegistry {
+    inner: Registry,
+    namespace: String,
+    collectors: Collectors,
+    /// Whether the Rust text collector that calls `collectors` is installed (`clear` removes it).
+    installed: Mutex<bool>,
+}
+
+impl PyMetricRegistry {
+    /// The name within the registry: TeleFuser keeps a name that already starts with the
+    /// namespace, so `telefuser_x` and `x` are the same metric of namespace `telefuser`.
+    fn local<'a>(&self, name: &'a str) -> &'a str {
+        if self.namespace.is_empty() {
+            return name;
+        }
+        name.strip_prefix(self.namespace.as_str()).and_then(|rest| rest.strip_prefix('_')).unwrap_or(name)
+    }
+}
+
+fn names_of(labels: &[(String, String)]) -> Vec<&str> {
+    labels.iter().map(|(k, _)| k.as_str()).collect()
+}
+
+/// Calls one Python collector: it returns a list of exposition lines (or one str).
+fn call_collector(py: Python<'_>, collector: &Py<PyAny>) -> PyResult<String> {
+    let result = collector.bind(py).call0()?;
+    if let Ok(text) = result.cast::<PyString>() {
+        return Ok(text.to_cow()?.into_owned());
+    }
+    let mut out = String::new();
+    for (i, line) in result
+        .try_iter()
+        .map_err(|_| {
+            PyTypeError::new_err(format!(
+                "a custom collector must return a list of str lines, got {}",
+                result.get_type().name().map(|n| n.to_string()).unwrap_or_default()
+            ))
+        })?
+        .enumerate()
+    {
+        let line = line?;
+        let Ok(line) = line.cast::<PyString>() else {
+            return Err(PyTypeError::new_err(format!(
+                "line {i} of a custom collector's output must be a str, got {}",
+                line.get_type().name()?
+            )));
+        };
+        out.push_str(&line.to_cow()?);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[pymethods]
+impl PyMetricRegistry {
+    /// A registry whose metric names start with `namespace_` (TeleFuser's default `telefuser`;
+    /// an empty namespace adds nothing). Registries of one namespace share their metrics (and
+    /// share them with the service metrics of that prefix).
+    #[new]
+    #[pyo3(signature = (namespace = "telefuser".to_owned()), text_signature = "(namespace=\"telefuser\")")]
+    fn new(#[pyo3(from_py_with = arg::namespace)] namespace: String) -> PyResult<Self> {
+        guard(|| {
+            // One Rust registry per namespace and process, shared with the service metrics of
+            // that prefix: two metrics of one name are never exported twice.
+            let inner = pipetel::service::registry_of(&namespace)
+                .map_err(|e| registration_error(e, "namespace", "namespace"))?;
+            Ok(PyMetricRegistry {
+                inner,
+                namespace,
+                collectors: Arc::new(Mutex::new(Vec::new())),
+                installed: Mutex::new(false),
+            })
+        })
+    }
+
+    /// The namespace (name prefix).
+    #[getter]
+    fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// Registers (or finds) a counter; `labels` pick its series. Exposed as `<namespace>_<name>_total`.
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
+    fn counter(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyCounter> {
+        let labels = labels_of(labels)?;
+        guard(|| {
+            let local = self.local(&name);
+            let inner = if labels.is_empty() {
+                self.inner.counter(local, &description)
+            } else {
+                self.inner.counter_vec(local, &description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
+            }
+            .map_err(|e| registration_error(e, "name", "name"))?;
+            Ok(PyCounter::new(inner, &description, labels))
+        })
+    }
+
+    /// Registers (or finds) a gauge; `labels` pick its series.
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
+    fn gauge(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyGauge> {
+        let labels = labels_of(labels)?;
+        guard(|| {
+            let local = self.local(&name);
+            let inner = if labels.is_empty() {
+                self.inner.gauge(local, &description)
+            } else {
+                self.inner.gauge_vec(local, &description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
+            }
+            .map_err(|e| registration_error(e, "name", "name"))?;
+            Ok(PyGauge::new(inner, &description, labels))
+        })
+    }
+
+    /// Registers (or finds) a histogram. `buckets`: finite, strictly increasing upper bounds, as
+    /// Rust takes them (a trailing `+Inf` is implied and may be given); None for the registry's
+    /// default buckets.
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None, buckets = None),
+        text_signature = "($self, name, description=\"\", labels=None, buckets=None)"
+    )]
+    fn histogram(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = arg::buckets)] buckets: Option<Vec<f64>>,
+    ) -> PyResult<PyHistogram> {
+        let labels = labels_of(labels)?;
+        let mut opts = Opts::new();
+        if let Some(mut bounds) = buckets {
+            // The `+Inf` bucket is implied: prometheus_client and TeleFuser code may still name it.
+            if bounds.last() == Some(&f64::INFINITY) {
+                bounds.pop();
+            }
+            opts = opts.buckets(bounds);
+        }
+        guard(|| {
+            let local = self.local(&name);
+            let inner = if labels.is_empty() {
+                self.inner.histogram_with(local, &description, opts)
+            } else {
+                self.inner
+                    .histogram_vec(local, &description, &names_of(&labels), opts)
+                    .and_then(|v| v.with(&labels[..]))
+            }
+            .map_err(|e| registration_error(e, "name", "buckets"))?;
+            Ok(PyHistogram::new(inner, &description, labels))
+        })
+    }
+
+    /// Registers (or finds) a summary: `quantiles` (default 0.5, 0.9, 0.95, 0.99) over a sliding
+    /// window of `max_age_seconds` (default 600).
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None, quantiles = None, max_age_seconds = None),
+        text_signature = "($self, name, description=\"\", labels=None, quantiles=None, max_age_seconds=None)"
+    )]
+    fn summary(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = arg::quantiles)] quantiles: Option<Vec<f64>>,
+        #[pyo3(from_py_with = arg::max_age_seconds)] max_age_seconds: Option<f64>,
+    ) -> PyResult<PySummary> {
+        let labels = labels_of(labels)?;
+        let mut opts = Opts::new();
+        if let Some(q) = quantiles {
+            opts = opts.quantiles(q);
+        }
+        if let Some(age) = max_age_seconds {
+            let Ok(age) = Duration::try_from_secs_f64(age) else {
+                return Err(registration_error(
+                    RegistryError::InvalidOption {
+                        metric: name.clone(),
+                        reason: format!("the window must be a positive number of seconds, got {age}"),
+                    },
+                    "name",
+                    "max_age_seconds",
+                ));
+            };
+            opts = opts.max_age(age);
+        }
+        guard(|| {
+            let local = self.local(&name);
+            let inner = if labels.is_empty() {
+                self.inner.summary_with(local, &description, opts)
+            } else {
+                self.inner.summary_vec(local, &description, &names_of(&labels), opts).and_then(|v| v.with(&labels[..]))
+            }
+            .map_err(|e| registration_error(e, "name", "quantiles"))?;
+            Ok(PySummary::new(inner, &description, labels))
+        })
+    }
+
+    /// `counter`, kept for TeleFuser code that calls it.
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
+    fn get_or_create_counter(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyCounter> {
+        self.counter(name, description, labels)
+    }
+
+    /// `gauge`, kept for TeleFuser code that calls it.
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None),
+        text_signature = "($self, name, description=\"\", labels=None)"
+    )]
+    fn get_or_create_gauge(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyGauge> {
+        self.gauge(name, description, labels)
+    }
+
+    /// `histogram`, kept for TeleFuser code that calls it.
+    #[pyo3(
+        signature = (name, description = String::new(), labels = None, buckets = None),
+        text_signature = "($self, name, description=\"\", labels=None, buckets=None)"
+    )]
+    fn get_or_create_histogram(
+        &self,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::description)] description: String,
+        labels: Option<&Bound<'_, PyAny>>,
+        #[pyo3(from_py_with = arg::buckets)] buckets: Option<Vec<f64>>,
+    ) -> PyResult<PyHistogram> {
+        self.histogram(name, description, labels, buckets)
+    }
+
+    /// Adds a collector: a callable returning exposition lines (a list of str, or one str),
+    /// called at every render (`get_prometheus_format` and the pull endpoint's scrapes). Lines
+    /// are checked; invalid ones are dropped with one warning. An exception in the callable is
+    /// reported through `sys.unraisablehook` and that collector adds nothing to that render.
+    fn add_custom_collector(&self, py: Python<'_>, collector: Bound<'_, PyAny>) -> PyResult<()> {
+        if !collector.is_callable() {
+            return Err(PyTypeError::new_err(format!(
+                "collector: a custom collector must be callable, got {}",
+                type_name(&collector)
+            )));
+        }
+        lock(&self.collectors).push(collector.unbind());
+        let mut installed = lock(&self.installed);
+        if !*installed {
+            let collectors = self.collectors.clone();
+            self.inner.add_text_collector(move || {
+                // A scrape thread attaches here; `None` when the interpreter is gone.
+                Python::try_attach(|py| {
+                    let list: Vec<Py<PyAny>> = lock(&collectors).iter().map(|c| c.clone_ref(py)).collect();
+                    let mut out = String::new();
+                    for collector in &list {
+                        match call_collector(py, collector) {
+                            Ok(text) => {
+                                out.push_str(&text);
+                                if !out.is_empty() && !out.ends_with('\n') {
+                                    out.push('\n');
+                                }
+                            }
+                            Err(error) => error.write_unraisable(py, Some(collector.bind(py))),
+                        }
+                    }
+                    out
+                })
+                .unwrap_or_default()
+            });
+            *installed = true;
+        }
+        let _ = py;
+        Ok(())
+    }
+
+    /// Removes a collector added with `add_custom_collector` (nothing if it is not there).
+    fn remove_custom_collector(&self, collector: &Bound<'_, PyAny>) -> PyResult<()> {
+        let mut list = lock(&self.collectors);
+        let mut found = None;
+        for (i, c) in list.iter().enumerate() {
+            if c.bind(collector.py()).eq(collector)? {
+                found = Some(i);
+                break;
+            }
+        }
+        if let Some(i) = found {
+            list.remove(i);
+        }
+        Ok(())
+    }
+
+    /// The exposition of this registry alone (Prometheus text format 0.0.4), custom
+    /// collectors' lines last.
+    fn get_prometheus_format(&self, py: Python<'_>) -> PyResult<String> {
+        let registry = self.inner.clone();
+        py.detach(move || guard(|| Ok(registry.prometheus_text())))
+    }
+
+    /// Resets every metric (registrations stay).
+    fn reset_all(&self) {
+        self.inner.reset_all();
+    }
+
+    /// Unregisters every metric and collector; handles keep recording but are no longer
+    /// exported, and registering a name again starts from zero.
+    fn clear(&self) {
+        self.inner.clear();
+        lock(&self.collectors).clear();
+        *lock(&self.installed) = false;
+    }
+
+    /// The exposed names of the registered metrics (counters with `_total`).
+    fn list_metrics(&self) -> Vec<String> {
+        self.inner.names()
+    }
+
+    /// Whether a metric of that name (with or without the namespace) is registered; raises
+    /// `MetricNotFoundError` (a `KeyError`) otherwise. Returns the exposed name.
+    fn get_metric_name(&self, #[pyo3(from_py_with = arg::name)] name: String) -> PyResult<String> {
+        let local = self.local(&name);
+        let full = if self.namespace.is_empty() { local.to_owned() } else { format!("{}_{local}", self.namespace) };
+        let names = self.inner.names();
+        names
+            .into_iter()
+            .find(|n| *n == full || *n == format!("{full}_total") || n.strip_suffix("_total") == Some(full.as_str()))
+            .ok_or_else(|| not_found(format!("metric {full:?} not found in registry {:?}", self.namespace)))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("MetricRegistry(namespace={:?})", self.namespace)
+    }
+}
+
+/// Adds the classes and exception types to the module.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("_TfMetricLabel", py.get_type::<PyMetricLabel>())?;
+    m.add("_TfCounter", py.get_type::<PyCounter>())?;
+    m.add("_TfGauge", py.get_type::<PyGauge>())?;
+    m.add("_TfHistogram", py.get_type::<PyHistogram>())?;
+    m.add("_TfSummary", py.get_type::<PySummary>())?;
+    m.add("_TfMetricRegistry", py.get_type::<PyMetricRegistry>())?;
+    exceptions::register(m)
+}

@@ -1,0 +1,10 @@
+//! A TOML configuration file. See `checks.rs`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[allow(dead_code)] // each target uses one check
+#[path = "../checks.rs"]
+mod checks;
+
+fuzz_target!(|text: &str| checks::config_file(text));

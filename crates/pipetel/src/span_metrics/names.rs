@@ -1,0 +1,12 @@
+//! The name, description and attributes of `span.duration`.
+
+/// Histogram of closed spans' durations, in seconds.
+pub const SPAN_DURATION: &str = "span.duration";
+/// [`SPAN_DURATION`]'s description.
+pub(super) const DESCRIPTION: &str = "Duration of closed tracing spans";
+/// Attribute: the span's name.
+pub const ATTR_SPAN_NAME: &str = "span.name";
+/// Attribute: the span's `tracing` target (the module path unless the span set one).
+pub const ATTR_SPAN_TARGET: &str = "span.target";
+/// Attribute: `ok` or `error`.
+pub const ATTR_STATUS: &str = "status";

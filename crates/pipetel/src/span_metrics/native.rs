@@ -1,0 +1,54 @@
+//! The pull endpoint's rendering of the callsites whose series are [`Series::Native`].
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use super::names::{DESCRIPTION, SPAN_DURATION};
+use super::site::{Series, Site};
+use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
+
+/// Every native callsite resolved so far, in resolution order.
+static SITES: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
+
+/// Adds `site` to what the pull endpoint renders, when its series are native.
+pub(super) fn add(site: &'static Site) {
+    if !matches!(site.ok, Series::Native(_)) {
+        return;
+    }
+    static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
+    SOURCE.get_or_init(|| {
+        let source: Arc<dyn ExpositionSource> = Arc::new(Source);
+        crate::exposition::add_exposition_source(&source);
+        source
+    });
+    crate::sync::lock(&SITES).push(site);
+}
+
+struct Source;
+
+impl ExpositionSource for Source {
+    fn write_exposition(&self, page: &mut Page<'_>) {
+        let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
+        write(&sites, page);
+    }
+}
+
+/// Writes `span.duration` for `sites` as the pull endpoint's encoder writes the OTel
+/// histogram: labels `span_name`, `span_target`, `status` (sorted) and pipetel's scope.
+pub(super) fn write(sites: &[&'static Site], page: &mut Page<'_>) {
+    let series = |site: &'static Site| {
+        [(&site.ok, "ok"), (&site.error, "error")].into_iter().filter_map(move |(series, status)| match series {
+            Series::Native(h) => Some((site, h, status)),
+            _ => None,
+        })
+    };
+    let mut all = sites.iter().flat_map(|s| series(s)).peekable();
+    let Some((_, first, _)) = all.peek() else { return };
+    let bounds = BoundsText::of(first.bounds());
+    let mut family = OwnFamily::new(page.writer(), SPAN_DURATION, "s", MetricType::Histogram, DESCRIPTION);
+    for (site, h, status) in all {
+        let s = family.series(|labels| {
+            labels.pair("span_name", site.name).pair("span_target", site.target).pair("status", status);
+        });
+        h.write(s.writer, s.name, s.labels, bounds.get());
+    }
+}

@@ -1,0 +1,40 @@
+//! `scripts/fleet --smoke`: two nodes (an agent each) of two pipeline-example workers, two
+//! gateways running `gateway-stores.yaml` behind the agents' loadbalancing exporters, and the
+//! three stores. The script itself checks what it prints (rows, data points and spans sent vs
+//! stored, stage totals in VictoriaMetrics and in the rows store) and exits non-zero on any
+//! loss; asserted here: it succeeded, and every line of figures is there with nothing lost.
+
+use std::process::Command;
+
+use crate::support::otelcol::otelcol_binary;
+use crate::support::stores::store_binaries;
+use crate::support::{example_path, turn, workspace_root};
+
+#[test]
+fn a_smoke_fleet_loses_nothing() {
+    let _turn = turn(module_path!());
+    let Some(stores) = store_binaries(module_path!()) else { return };
+    let out = Command::new(workspace_root().join("scripts/fleet"))
+        .arg("--smoke")
+        .env("PIPETEL_OTELCOL_BIN", otelcol_binary())
+        .env("PIPETEL_VICTORIA_METRICS_BIN", &stores.victoria_metrics)
+        .env("PIPETEL_VICTORIA_LOGS_BIN", &stores.victoria_logs)
+        .env("PIPETEL_JAEGER_BIN", &stores.jaeger)
+        .env("PIPETEL_PIPELINE_BIN", example_path("pipeline"))
+        .output()
+        .expect("run scripts/fleet");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "scripts/fleet --smoke failed:\n{text}");
+    for kind in ["rows:", "points:", "spans:"] {
+        let line = text.lines().find(|l| l.starts_with(kind)).unwrap_or_else(|| panic!("no {kind} line:\n{text}"));
+        assert!(line.contains(", lost 0"), "{line}\n{text}");
+        let sent: u64 =
+            line.split("sent ").nth(1).and_then(|r| r.split(',').next()).and_then(|n| n.parse().ok()).unwrap_or(0);
+        assert!(sent > 0, "nothing sent: {line}");
+    }
+    let totals = text.lines().find(|l| l.starts_with("totals:")).unwrap_or_else(|| panic!("no totals line:\n{text}"));
+    assert!(totals.contains("12 of 12 stage totals equal"), "{totals}");
+    for line in ["rate:", "delay:", "cpu:"] {
+        assert!(text.lines().any(|l| l.starts_with(line)), "no {line} line:\n{text}");
+    }
+}

@@ -1,0 +1,214 @@
+//! The fleet's path on loopback, every part real: the pipeline example pushes OTLP to an agent
+//! (`otel-collector/agent.yaml` as shipped), whose loadbalancing exporters send to a gateway
+//! running `otel-collector/gateway-stores.yaml`, which writes metrics to VictoriaMetrics (remote
+//! write), rows to VictoriaLogs (OTLP logs) and traces to Jaeger v2 (OTLP). Asserted on what the
+//! stores answer: the stage and worker totals in PromQL equal what the example printed; every
+//! row the example kept locally is in VictoriaLogs once, with every field and the stream fields;
+//! each row's trace id resolves in Jaeger to a trace holding the row's span; and
+//! `pipetel rows --url` on VictoriaLogs prints, in every view and with filters, what
+//! `pipetel rows` prints on the same rows in a local store.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::support::otlp_json::Row;
+use crate::support::stores::Stores;
+use crate::support::workspace::built_binary;
+use crate::support::{free_port, turn, wait_for, Otelcol, PipelineRun};
+
+/// Shards per stage of the example run.
+const SHARDS: u32 = 4;
+
+/// Whether a VictoriaLogs entry carries `row`: the same stream (`event_name`), span, time to
+/// the millisecond and every field with an equal value (VictoriaLogs keeps every value as text:
+/// numbers are compared as numbers).
+fn entry_holds_row(entry: &Map<String, Value>, row: &Row) -> Result<(), String> {
+    let text = |k: &str| entry.get(k).and_then(Value::as_str);
+    for (key, value) in row {
+        let stored = match key.as_str() {
+            "event" => text("event_name"),
+            "timestamp_ms" => {
+                // `_time` has nanoseconds; the local row keeps the milliseconds, truncated.
+                let ms = text("_time").and_then(rfc3339_ms);
+                if ms != value.as_u64() {
+                    return Err(format!("_time {:?} is not {value} ms", text("_time")));
+                }
+                continue;
+            }
+            k => text(k),
+        };
+        let Some(stored) = stored else { return Err(format!("no field {key}")) };
+        let equal = match value {
+            Value::String(s) => s == stored,
+            // VictoriaLogs stores a column of decimals as floats parsed its own way (digits times
+            // a power of ten), which can land one unit in the last place away: 0.35 comes back
+            // as 0.3500000000000001. Integers below 2^53 come back exact.
+            Value::Number(n) => n.as_f64().zip(stored.parse::<f64>().ok()).is_some_and(|(a, b)| {
+                a == b || (n.is_f64() && (a - b).abs() <= 4.0 * f64::EPSILON * a.abs().max(b.abs()))
+            }),
+            Value::Bool(b) => stored == b.to_string(),
+            other => stored == *other,
+        };
+        if !equal {
+            return Err(format!("{key}: stored {stored:?}, written {value}"));
+        }
+    }
+    Ok(())
+}
+
+/// Milliseconds since the epoch of an RFC 3339 UTC time such as `2026-12-02T10:00:29.29980714Z`.
+fn rfc3339_ms(t: &str) -> Option<u64> {
+    let (date, time) = t.strip_suffix('Z')?.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut h = hms.split(':').map(|p| p.parse::<i64>().ok());
+    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let millis: i64 = format!("{frac:0<3}")[..3].parse().ok()?;
+    u64::try_from((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000 + millis).ok()
+}
+
+#[test]
+fn agent_gateway_and_the_three_stores_hold_the_run() {
+    let _turn = turn(module_path!());
+    let Some(stores) = Stores::start(module_path!()) else { return };
+    let mut gateway = Otelcol::shipped("gateway-stores", "gateway-stores.yaml");
+    for (key, value) in stores.gateway_env() {
+        gateway = gateway.env(key, value);
+    }
+    let gateway = gateway.start();
+    // The agent's DNS resolver takes an address as the pool's name: a pool of one.
+    let agent = Otelcol::shipped("agent", "agent.yaml")
+        .env("OTELCOL_GATEWAY_HOSTNAME", gateway.host.clone())
+        .env("OTELCOL_GATEWAY_PORT", gateway.grpc_port.to_string())
+        .env("NODE_NAME", "node-1")
+        .start();
+
+    let run =
+        PipelineRun::pushing(&agent.endpoint("grpc"), "grpc", &["--seconds", "2", "--shards", &SHARDS.to_string()]);
+    let exec = &run.execution;
+
+    // Metrics: the totals the example printed, in VictoriaMetrics.
+    let mut expected = Vec::new();
+    for (stage, (_, items)) in &run.stages {
+        let sel = format!("job=\"pipeline-example\",pipeline_execution_id=\"{exec}\",pipeline_stage_name=\"{stage}\"");
+        expected.push((format!("pipeline_stage_items_total{{{sel}}}"), *items));
+        expected.push((format!("pipeline_stage_bytes_total{{{sel}}}"), items * 512.0));
+        expected.push((format!("sum(pipeline_worker_items_total{{{sel}}})"), *items));
+        expected.push((format!("count(pipeline_worker_items_total{{{sel}}})"), f64::from(SHARDS)));
+    }
+    stores.metrics.wait_for_values(expected, Duration::from_secs(60));
+
+    // Rows: each one in VictoriaLogs once, every field kept, under its stream fields.
+    let query = format!("{{pipeline.execution.id=\"{exec}\"}} \"pipeline.namespace\":*");
+    let entries = wait_for("every row in VictoriaLogs", Duration::from_secs(60), || {
+        let entries = stores.logs.query(&query).ok()?;
+        (entries.len() >= run.rows.len()).then_some(entries)
+    });
+    assert_eq!(entries.len(), run.rows.len(), "VictoriaLogs holds more entries than rows were written");
+    for row in &run.rows {
+        let holding: Vec<_> = entries.iter().filter(|e| entry_holds_row(e, row).is_ok()).collect();
+        if holding.len() != 1 {
+            let near: Vec<_> = entries
+                .iter()
+                .filter(|e| {
+                    e.get("span_id") == row.get("span_id") && e.get("pipeline.status") == row.get("pipeline.status")
+                })
+                .map(|e| entry_holds_row(e, row))
+                .collect();
+            panic!("row {row:?} is in VictoriaLogs {} times; entries of its span and status: {near:?}", holding.len());
+        }
+        let stream = holding[0].get("_stream").and_then(Value::as_str).unwrap_or_default();
+        for field in ["service.name", "pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id"] {
+            assert!(stream.contains(&format!("{field}=")), "{field} is not a stream field: {stream}");
+        }
+    }
+
+    remote_rows_equal_local(&stores.logs.url, &run);
+
+    // Traces: every row's trace id resolves in Jaeger to a trace holding the row's span.
+    let traces: BTreeSet<(&str, &str)> =
+        run.rows.iter().filter_map(|r| Some((r.get("trace_id")?.as_str()?, r.get("span_id")?.as_str()?))).collect();
+    assert!(traces.len() >= 3 * SHARDS as usize, "rows without their span: {traces:?}");
+    for (trace_id, span_id) in traces {
+        let spans = wait_for(&format!("span {span_id} of trace {trace_id} in Jaeger"), Duration::from_secs(60), || {
+            let spans = stores.traces.trace(trace_id).ok()??;
+            spans.iter().any(|s| s["spanID"] == span_id).then_some(spans)
+        });
+        assert!(spans.iter().all(|s| s["traceID"] == trace_id), "{spans:?}");
+    }
+}
+
+/// Runs `pipetel rows` with `args`; its output, or a panic showing what it said.
+fn pipetel_rows(pipetel: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new(pipetel).arg("rows").args(args).output().expect("run pipetel rows");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "pipetel rows {args:?} failed: {stderr}");
+    stdout.into_owned()
+}
+
+/// `pipetel rows --url` on the store against `pipetel rows FILE` on the run's own rows: the
+/// same text in every view, with and without filters.
+fn remote_rows_equal_local(logs_url: &str, run: &PipelineRun) {
+    let pipetel = built_binary("pipetel", &["-p", "pipetel-cli", "--bin", "pipetel"]);
+    let file = std::env::temp_dir().join(format!("pipetel-fleet-rows-{}-{}.jsonl", std::process::id(), free_port()));
+    let lines: String = run.rows.iter().map(|r| format!("{}\n", Value::Object(r.clone()))).collect();
+    std::fs::write(&file, lines).expect("write the local rows");
+    let local = file.to_string_lossy().into_owned();
+    let exec = run.execution.as_str();
+    let cases: [&[&str]; 8] = [
+        &["--execution", exec],
+        &["--execution", exec, "--json"],
+        &["--execution", exec, "--summary"],
+        &["--execution", exec, "--timeline"],
+        &["--execution", exec, "--stage", "tokenize", "--status", "failed"],
+        &["--execution", exec, "--shard", "2", "--namespace", "pipeline.worker"],
+        &["--execution", exec, "--namespace", "pipeline", "--stage", "index", "--json"],
+        &["--execution", exec, "--status", "running", "--summary"],
+    ];
+    for args in cases {
+        let want = pipetel_rows(&pipetel, &[&[local.as_str()], args].concat());
+        assert!(!want.is_empty(), "no local rows for {args:?}");
+        let got = pipetel_rows(&pipetel, &[&["--url", logs_url], args].concat());
+        if args.iter().any(|a| ["--summary", "--timeline"].contains(a)) {
+            assert_eq!(got, want, "pipetel rows --url {args:?} differs from the local store");
+        } else {
+            // One row per line, oldest first on both sides; rows of the same millisecond are in
+            // the order they were appended locally and in nanosecond order in the store, which
+            // for rows of different threads can differ.
+            let sorted = |text: &str| {
+                let mut lines: Vec<String> = text.lines().map(String::from).collect();
+                lines.sort();
+                lines
+            };
+            assert_eq!(sorted(&got), sorted(&want), "pipetel rows --url {args:?} differs from the local store");
+            let times: Vec<u64> = got
+                .lines()
+                .map(|l| match serde_json::from_str::<Value>(l) {
+                    Ok(v) => v["timestamp_ms"].as_u64().unwrap_or_default(),
+                    Err(_) => l.get(..24).and_then(rfc3339_ms).unwrap_or_default(),
+                })
+                .collect();
+            assert!(times.windows(2).all(|w| w[0] <= w[1]), "pipetel rows --url {args:?} is not in time order:\n{got}");
+        }
+    }
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn rfc3339_times_to_milliseconds() {
+    assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+    assert_eq!(rfc3339_ms("2000-02-29T00:00:00.123456789Z"), Some(951_782_400_123));
+    assert_eq!(rfc3339_ms("2024-12-31T23:59:59.9Z"), Some(1_735_689_599_900));
+    assert_eq!(rfc3339_ms("2024-12-31 23:59:59"), None);
+}
