@@ -21,8 +21,8 @@
 //! [`crate::ServiceMetrics::new`] and [`crate::Registry::new`] apply, and a reader of the GPU
 //! poller's latest sample.
 //!
-//! This module is a leaf: it imports nothing of the crate but `sync`, `limits`, `config` and a
-//! constant of `export`, so the modules that register here never import the rest of `init`.
+//! This module is a leaf: it imports nothing of the crate but `sync`, `limits` and `config`, so
+//! the modules that register here never import the rest of `init` (nor the exporters).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
@@ -31,11 +31,15 @@ use opentelemetry::metrics::Meter;
 use opentelemetry::InstrumentationScope;
 
 use crate::config::ServiceMetricsConfig;
-use crate::export::PUSH_ONLY_SCOPE;
 use crate::sync::{read, write};
 
 /// The name of pipetel's instrumentation scope (meter and tracer name).
 pub const SCOPE_NAME: &str = "pipetel";
+
+/// The instrumentation scope whose metrics go to push exporters (OTLP, console) only: the pull
+/// endpoint leaves them out, because an exposition source renders the same data there in a
+/// form OTel instruments cannot express (Prometheus summaries, native histograms of snapshots).
+pub(crate) const PUSH_ONLY_SCOPE: &str = "pipetel.push_only";
 
 /// What `init` installed: the meters pipetel's own instruments bind to.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@
 //!   bucket; the slots are allocated on the first exemplar, so a series that never sees a
 //!   sampled span costs one pointer. A slot is a sequence lock over atomics: a writer that
 //!   meets another writer in the same slot drops its exemplar rather than wait.
-//! - Time: an exemplar's timestamp is computed from a reading of [`crate::clock`] (the span's or
+//! - Time: an exemplar's timestamp is computed from a reading of [`crate::sync::clock`] (the span's or
 //!   the call's end, already read to time it) and an anchor to the system's wall clock renewed
 //!   each second ([`wall_ns_at`]), so keeping one reads no OS clock.
 //! - The SDK's histograms keep no exemplars (`opentelemetry_sdk` 0.33 builds every data point
@@ -134,7 +134,7 @@ fn now_ns() -> u64 {
     wall_ns_at(crate::sync::clock().raw())
 }
 
-/// Nanoseconds since the Unix epoch at `ticks`, a raw reading of [`crate::clock`] taken just
+/// Nanoseconds since the Unix epoch at `ticks`, a raw reading of [`crate::sync::clock`] taken just
 /// before (a span's or a call's end, already read to time it): the reading's distance from an
 /// anchor, so an exemplar costs no read of the system's wall clock. The anchor (the wall clock
 /// less the clock's nanoseconds) is renewed when a reading comes a second or more after it,
@@ -149,7 +149,7 @@ pub(crate) fn wall_ns_at(ticks: u64) -> u64 {
     if ticks >= RENEW_AT.load(Ordering::Acquire) {
         // Racing renewals each store an anchor read now: any of them is right.
         OFFSET.store(wall_clock_ns().wrapping_sub(nanos), Ordering::Relaxed);
-        let second = super::native::ticks_per_second() as u64;
+        let second = crate::sync::ticks_per_second() as u64;
         RENEW_AT.store(ticks.saturating_add(second.max(1)), Ordering::Release);
     }
     OFFSET.load(Ordering::Relaxed).wrapping_add(nanos)
@@ -246,7 +246,7 @@ impl Exemplars {
     }
 
     /// [`Exemplars::record`] for a measurement that ended at `ticks`, a raw reading of
-    /// [`crate::clock`] the caller already took: its time comes from that reading.
+    /// [`crate::sync::clock`] the caller already took: its time comes from that reading.
     #[inline]
     pub(crate) fn record_at(&self, bucket: Option<usize>, value: f64, ids: SpanIds, ticks: u64) {
         self.store(bucket, value, ids, || wall_ns_at(ticks));

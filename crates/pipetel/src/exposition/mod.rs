@@ -1,11 +1,15 @@
 //! The Prometheus exposition, in one place: the text writer (family header, label block,
-//! sample, histogram, summary), its escaping and number rules, the OTel → Prometheus name
-//! translation, and the linter for text that collectors hand in.
+//! sample, histogram, summary), its escaping and number rules, the OTel → Prometheus name and
+//! label translation, the linter for text that collectors hand in, and the contract of the
+//! pull endpoint's page: a [`Page`] (the text, its format, its streaming) handed to the OTel
+//! encoder and to every [`ExpositionSource`], and [`OwnFamily`], a family written as the
+//! encoder writes an instrument of pipetel's own scope.
 //!
 //! Always compiled and free of SDK types: the registry's `prometheus_text()` needs it without
-//! the `prometheus` feature, and the pull endpoint's encoder, the registry's native histograms
-//! and summaries, and the snapshot hub's native histograms all write through it, so the three
-//! cannot drift apart.
+//! the `prometheus` feature, and the pull endpoint's encoder, the registry's native families,
+//! the snapshot hub's native histograms, measured functions' and span metrics' native
+//! histograms and the stage table's families all write through it, so they cannot drift apart.
+//! Producers of extra families depend on this module, never on the exporter.
 //!
 //! # Formats
 //! [`Format`] names the exposition a [`Writer`] produces: the classic text format (0.0.4), or
@@ -23,11 +27,15 @@ pub(crate) mod exemplar;
 mod lint;
 mod names;
 pub(crate) mod native;
+mod page;
+mod scope;
+mod source;
 mod text;
 
 pub(crate) use bucket::bucket_index;
 pub(crate) use lint::append_checked;
-pub(crate) use names::{label_key, label_key_cow, prometheus_name, translate, unit_keeping_name, MetricType};
-pub(crate) use text::{
-    escape_label_value, scope_labels, streamed, BoundsText, Format, LabelBlock, Number, Writer, CHUNK,
-};
+pub(crate) use names::{label_key, prometheus_name, translate, unit_keeping_name, MetricType};
+pub(crate) use page::Page;
+pub(crate) use scope::{attribute_labels, scope_block, OwnFamily};
+pub(crate) use source::{add_exposition_source, join_sources, write_sources, EncodedFamily, ExpositionSource};
+pub(crate) use text::{BoundsText, Format, LabelBlock, Number, Writer, CHUNK};

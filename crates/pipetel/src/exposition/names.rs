@@ -35,6 +35,17 @@ pub(crate) enum MetricType {
     Histogram,
 }
 
+impl MetricType {
+    /// The Prometheus type of a family of this kind.
+    pub(crate) fn prometheus_type(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge | MetricType::UpDownSum => "gauge",
+            MetricType::Histogram => "histogram",
+        }
+    }
+}
+
 /// The Prometheus name of an OTel metric `name` of `kind` with `unit`, by the collector's rules
 /// (module docs). Empty when nothing of the name and unit survives (the collector drops such
 /// a metric).

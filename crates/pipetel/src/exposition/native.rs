@@ -1,13 +1,14 @@
 //! Histograms kept in atomics and rendered by the pull endpoint itself: what measured functions
 //! (`function.*`) and span metrics (`span.duration`) record into when `init` installed no push
 //! exporter, in place of OTel histograms that only the endpoint would read. Durations are
-//! recorded as differences of [`crate::clock`] readings and converted to seconds when rendered.
+//! recorded as differences of [`crate::sync::clock`] readings and converted to seconds when rendered.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use super::exemplar::Exemplars;
 use super::Writer;
+use crate::sync::{ticks_per_second, ticks_to_seconds};
 
 /// A histogram kept in its owner's atomics: with the pull endpoint alone, what a measured
 /// function or a span-metrics callsite records into and what the endpoint renders (no OTel
@@ -22,32 +23,13 @@ pub(crate) struct Native {
     /// value types are).
     sum: AtomicU64,
     float: bool,
-    /// For durations: the bounds in raw readings of [`crate::clock`], so a call's duration
+    /// For durations: the bounds in raw readings of [`crate::sync::clock`], so a call's duration
     /// is bucketed and summed as the difference of its two readings, converted to seconds
     /// only when rendered (a bound is off by at most one reading, under a nanosecond).
     tick_bounds: Box<[u64]>,
     /// The calls' durations, in raw readings (added to `sum` when rendered).
     ticks: AtomicU64,
     exemplars: Exemplars,
-}
-
-/// Seconds in `ticks` raw readings of [`crate::clock`].
-pub(crate) fn ticks_to_seconds(ticks: u64) -> f64 {
-    crate::sync::clock().delta_as_nanos(0, ticks) as f64 / 1e9
-}
-
-/// Raw readings of [`crate::clock`] per second.
-pub(crate) fn ticks_per_second() -> f64 {
-    static RATE: OnceLock<f64> = OnceLock::new();
-    *RATE.get_or_init(|| {
-        const PROBE: u64 = 1 << 40;
-        let nanos = crate::sync::clock().delta_as_nanos(0, PROBE);
-        if nanos == 0 {
-            1e9
-        } else {
-            PROBE as f64 / (nanos as f64 / 1e9)
-        }
-    })
 }
 
 impl Native {

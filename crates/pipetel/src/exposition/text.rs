@@ -1,10 +1,7 @@
 //! The writer: family headers, label blocks, samples, histograms and summaries, with the
 //! format's escaping and number rules.
 
-use std::cell::RefCell;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::OnceLock;
 
 use super::exemplar::Exemplar;
 
@@ -22,68 +19,23 @@ pub(crate) enum Format {
     OpenMetrics,
 }
 
-/// The text a streamed render ([`streamed`]) hands on at a time, about.
+/// The text a streamed page ([`Page::streamed`](super::Page::streamed)) hands on at a time,
+/// about.
 pub(crate) const CHUNK: usize = 64 * 1024;
 
-/// Streamed renders in progress, on any thread: while none is, [`flush_point`] is one compare.
-static STREAMING: AtomicUsize = AtomicUsize::new(0);
+/// Where a streamed page's text goes, a piece at a time.
+pub(crate) type Sink<'a> = &'a mut dyn FnMut(&str);
 
-/// This thread's streamed render: the address of the `String` it writes into, and its sink.
-type Stream = (usize, Box<dyn FnMut(&str)>);
-
-thread_local! {
-    static STREAM: RefCell<Option<Stream>> = const { RefCell::new(None) };
-}
-
-/// Runs `render` on `out` with every [`Writer`] that writes into `out` itself handing its text
-/// to `sink` whenever `out` holds [`CHUNK`] bytes or more (then emptying it), and hands `sink`
-/// what is left at the end: the page reaches the sink in order, never whole in memory.
-/// Writers into other strings (the OTel encoder's family bodies, label blocks) are left alone.
-pub(crate) fn streamed<R>(out: &mut String, sink: Box<dyn FnMut(&str)>, render: impl FnOnce(&mut String) -> R) -> R {
-    struct Done;
-    impl Drop for Done {
-        fn drop(&mut self) {
-            STREAMING.fetch_sub(1, Ordering::Relaxed);
-            // Taken out before it is dropped: a sink's drop may not touch the slot it sits in.
-            let taken = STREAM.with(|s| s.borrow_mut().take());
-            drop(taken);
-        }
-    }
-    let target = std::ptr::from_ref::<String>(out) as usize;
-    let previous = STREAM.with(|s| s.borrow_mut().replace((target, sink)));
-    STREAMING.fetch_add(1, Ordering::Relaxed);
-    let done = Done;
-    let r = render(out);
-    flush(out, true);
-    drop(done);
-    drop(previous);
-    r
-}
-
-/// Hands `out` to this thread's sink when it is the streamed render's output and holds at
-/// least [`CHUNK`] bytes (`force`: any bytes).
-fn flush(out: &mut String, force: bool) {
-    if out.is_empty() || (!force && out.len() < CHUNK) {
-        return;
-    }
-    let target = std::ptr::from_ref::<String>(out) as usize;
-    STREAM.with(|s| {
-        if let Ok(mut s) = s.try_borrow_mut() {
-            if let Some((t, sink)) = s.as_mut() {
-                if *t == target {
-                    sink(out);
-                    out.clear();
-                }
-            }
-        }
-    });
-}
-
-/// Where a writer may hand a streamed render's text on: after each sample line.
+/// Where a writer may hand a streamed page's text on: after each sample line. Only a writer of
+/// the page itself has a sink; one writing into a string of its own (the OTel encoder's family
+/// bodies, a label block) never hands anything on.
 #[inline]
-fn flush_point(out: &mut String) {
-    if out.len() >= CHUNK && STREAMING.load(Ordering::Relaxed) > 0 {
-        flush(out, false);
+fn flush_point(out: &mut String, sink: &mut Option<Sink<'_>>) {
+    if out.len() >= CHUNK {
+        if let Some(sink) = sink {
+            sink(out);
+            out.clear();
+        }
     }
 }
 
@@ -91,17 +43,25 @@ fn flush_point(out: &mut String) {
 pub(crate) struct Writer<'a> {
     out: &'a mut String,
     format: Format,
+    /// A streamed page's sink, when `out` is that page's text.
+    sink: Option<Sink<'a>>,
 }
 
 impl<'a> Writer<'a> {
     /// A writer of the text format 0.0.4 appending to `out`.
     pub(crate) fn text(out: &'a mut String) -> Self {
-        Writer { out, format: Format::Text }
+        Writer { out, format: Format::Text, sink: None }
     }
 
     /// A writer of `format` appending to `out`.
     pub(crate) fn new(out: &'a mut String, format: Format) -> Self {
-        Writer { out, format }
+        Writer { out, format, sink: None }
+    }
+
+    /// A writer of `format` appending to `out` and handing it to `sink` (then emptying it)
+    /// whenever it holds [`CHUNK`] bytes or more after a sample line: a streamed page's writer.
+    pub(super) fn streaming(out: &'a mut String, format: Format, sink: Option<Sink<'a>>) -> Self {
+        Writer { out, format, sink }
     }
 
     /// `# HELP` (unless `help` is empty) and `# TYPE` lines of a family (`name` is the name its
@@ -141,7 +101,7 @@ impl<'a> Writer<'a> {
     /// Appends text already written by a writer of the same format.
     pub(crate) fn raw(&mut self, text: &str) {
         self.out.push_str(text);
-        flush_point(self.out);
+        flush_point(self.out, &mut self.sink);
     }
 
     /// Ends the exposition: `# EOF` in OpenMetrics, nothing in the text format.
@@ -155,7 +115,8 @@ impl<'a> Writer<'a> {
     pub(crate) fn sample(&mut self, name: &str, suffix: &str) -> Sample<'_> {
         self.out.push_str(name);
         self.out.push_str(suffix);
-        Sample { block: LabelBlock { out: self.out, braces: true, any: false }, format: self.format }
+        let sink = self.sink.as_mut().map(|s| &mut **s as Sink<'_>);
+        Sample { block: LabelBlock { out: self.out, braces: true, any: false }, format: self.format, sink }
     }
 
     /// The samples of one histogram series: a `_bucket` per finite bound (`bounds`, formatted,
@@ -278,6 +239,7 @@ impl<'a> LabelBlock<'a> {
 pub(crate) struct Sample<'a> {
     block: LabelBlock<'a>,
     format: Format,
+    sink: Option<Sink<'a>>,
 }
 
 impl<'a> Sample<'a> {
@@ -294,7 +256,7 @@ impl<'a> Sample<'a> {
 
     /// Writes the value, then (OpenMetrics only) the exemplar, and ends the line:
     /// `# {trace_id="…",span_id="…"} value timestamp`, the ids left out when there are none.
-    pub(crate) fn value_with<N: Number>(self, value: N, exemplar: Option<Exemplar>) {
+    pub(crate) fn value_with<N: Number>(mut self, value: N, exemplar: Option<Exemplar>) {
         let out = self.block.out;
         if self.block.any {
             out.push('}');
@@ -311,7 +273,7 @@ impl<'a> Sample<'a> {
             let _ = write!(out, " {}.{:09}", e.time_ns / 1_000_000_000, e.time_ns % 1_000_000_000);
         }
         out.push('\n');
-        flush_point(out);
+        flush_point(out, &mut self.sink);
     }
 }
 
@@ -419,29 +381,6 @@ pub(crate) fn escape_help(v: &str, format: Format, out: &mut String) {
     }
 }
 
-/// The label block naming an instrumentation scope (`otel_scope_name`, and
-/// `otel_scope_version` when there is one), as the OTel → Prometheus rules add it to every
-/// sample of an OTel instrument. `None` means pipetel's own scope ([`crate::installed::SCOPE_NAME`], no
-/// version), the one its meter uses, formatted once.
-pub(crate) fn scope_labels(scope: Option<(&str, &str)>) -> std::borrow::Cow<'static, str> {
-    fn format(name: &str, version: &str) -> String {
-        let mut out = String::new();
-        let mut block = LabelBlock::new(&mut out);
-        block.pair("otel_scope_name", name);
-        if !version.is_empty() {
-            block.pair("otel_scope_version", version);
-        }
-        out
-    }
-    match scope {
-        Some((name, version)) => format(name, version).into(),
-        None => {
-            static OWN: OnceLock<String> = OnceLock::new();
-            OWN.get_or_init(|| format(crate::installed::SCOPE_NAME, "")).as_str().into()
-        }
-    }
-}
-
 /// Histogram bucket bounds as written in `le` labels (without `+Inf`), formatted once and
 /// reused while the bounds stay the same.
 #[derive(Default)]
@@ -486,6 +425,7 @@ impl BoundsText {
 
 #[cfg(test)]
 mod tests {
+    use super::super::scope::scope_labels;
     use super::*;
 
     #[test]
@@ -519,39 +459,6 @@ mod tests {
             write_f64(v, &mut out);
             assert_eq!(out, format!("{v}"), "{v:e}");
         }
-    }
-
-    #[test]
-    fn a_streamed_render_reaches_its_sink_in_order_and_whole() {
-        let got = std::rc::Rc::new(std::cell::RefCell::new(Vec::<String>::new()));
-        let sink = got.clone();
-        let mut out = String::new();
-        let mut other = String::new();
-        streamed(&mut out, Box::new(move |text: &str| sink.borrow_mut().push(text.to_string())), |out| {
-            let mut w = Writer::text(out);
-            for i in 0..10_000u64 {
-                w.sample("m", "").with_raw("k=\"v\"").value(i);
-            }
-            // Another string is never handed on, however long.
-            let mut w = Writer::text(&mut other);
-            for i in 0..10_000u64 {
-                w.sample("o", "").value(i);
-            }
-        });
-        assert!(out.is_empty(), "the rest was handed on at the end");
-        let chunks = got.borrow();
-        assert!(chunks.len() > 1 && chunks.iter().all(|c| c.len() <= CHUNK + 64), "{} chunks", chunks.len());
-        let page: String = chunks.concat();
-        let expected: String = (0..10_000).map(|i| format!("m{{k=\"v\"}} {i}\n")).collect();
-        assert_eq!(page, expected);
-        assert_eq!(other.lines().count(), 10_000);
-        // After the render, writers hand nothing on.
-        let mut after = String::new();
-        let mut w = Writer::text(&mut after);
-        for i in 0..10_000u64 {
-            w.sample("m", "").value(i);
-        }
-        assert_eq!(after.lines().count(), 10_000);
     }
 
     #[test]

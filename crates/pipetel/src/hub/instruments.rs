@@ -45,7 +45,7 @@ impl Instruments {
             Meters::Installed => {
                 let installed = crate::installed::current();
                 let push = match installed.generation {
-                    0 => Some(opentelemetry::global::meter(crate::export::PUSH_ONLY_SCOPE)),
+                    0 => Some(opentelemetry::global::meter(crate::installed::PUSH_ONLY_SCOPE)),
                     _ => installed.push_only,
                 };
                 (installed.generation, installed.meter, push)

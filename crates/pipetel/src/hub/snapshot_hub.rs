@@ -24,7 +24,7 @@ pub struct SnapshotHub {
     state: Arc<Mutex<State>>,
     instruments: Arc<Instruments>,
     #[cfg(feature = "prometheus")]
-    _exposition: Arc<dyn crate::export::ExpositionSource>,
+    _exposition: Arc<dyn crate::exposition::ExpositionSource>,
 }
 
 impl std::fmt::Debug for SnapshotHub {
@@ -58,9 +58,10 @@ impl SnapshotHub {
         let histograms = config.histograms;
         let state = Arc::new(Mutex::new(State::new(config)));
         #[cfg(feature = "prometheus")]
-        let exposition: Arc<dyn crate::export::ExpositionSource> = Arc::new(NativeHistograms(Arc::downgrade(&state)));
+        let exposition: Arc<dyn crate::exposition::ExpositionSource> =
+            Arc::new(NativeHistograms(Arc::downgrade(&state)));
         #[cfg(feature = "prometheus")]
-        crate::export::add_exposition_source(&exposition);
+        crate::exposition::add_exposition_source(&exposition);
         let instruments = Arc::new(Instruments {
             meters,
             state: Arc::downgrade(&state),

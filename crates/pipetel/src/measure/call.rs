@@ -16,7 +16,7 @@ pub struct Call {
     site: &'static Site,
     handles: &'static Handles,
     mark_span: bool,
-    /// A raw reading of [`crate::clock`] at the call's start: the span-metrics layer's, when
+    /// A raw reading of [`crate::sync::clock`] at the call's start: the span-metrics layer's, when
     /// it timed the span (see [`crate::span_metrics`]), else the call's own.
     start: u64,
     /// The raw reading taken when the call completed (0 before, or when not timed), handed
@@ -188,7 +188,7 @@ impl Call {
                 let ticks = if end > self.start { end.wrapping_sub(self.start) } else { 0 };
                 let i = h.record_ticks(ticks);
                 if let Some(ids) = self.exemplar_ids() {
-                    h.exemplars().record_at(Some(i), crate::exposition::native::ticks_to_seconds(ticks), ids, end);
+                    h.exemplars().record_at(Some(i), crate::sync::ticks_to_seconds(ticks), ids, end);
                 }
             }
             sink @ Sink::Otel(..) => {

@@ -4,7 +4,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::names::{FUNCTION_DURATION, FUNCTION_INPUT_SIZE, FUNCTION_OUTPUT_SIZE};
 use super::site::{Site, SITES};
-use crate::exposition::{scope_labels, translate, BoundsText, Format, LabelBlock, MetricType, Writer};
+use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
 
 /// The families the pull endpoint renders from the sites' native histograms, in the order
 /// of [`NativeSet`](super::site::NativeSet): OTel name, description, unit.
@@ -17,56 +17,49 @@ const NATIVE_FAMILIES: [(&str, &str, &str); 3] = [
 /// Renders every site's native histograms on the pull endpoint.
 struct NativeSource;
 
-impl crate::export::ExpositionSource for NativeSource {
-    fn write_exposition(&self, out: &mut String, format: Format) {
+impl ExpositionSource for NativeSource {
+    fn write_exposition(&self, page: &mut Page<'_>) {
         let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
-        write_native(&sites, out, format);
+        write_native(&sites, page);
     }
 }
 
 /// Writes the native histograms of `sites`, one family per [`NATIVE_FAMILIES`] entry that
 /// has a series with an observation.
-pub(super) fn write_native(sites: &[&'static Site], out: &mut String, format: Format) {
-    {
-        let scope = scope_labels(None);
-        let mut labels = String::new();
-        for (which, (otel_name, help, unit)) in NATIVE_FAMILIES.iter().enumerate() {
-            let of = |site: &'static Site| {
-                let set = site.native.get()?;
-                let attrs = site.attrs.get()?;
-                let h = match which {
-                    0 => Some(&set.duration),
-                    1 => set.input.as_ref(),
-                    _ => set.output.as_ref(),
-                }?;
-                Some((h, attrs))
-            };
-            let mut series = sites.iter().filter_map(|s| of(s)).peekable();
-            let Some((first, _)) = series.peek() else { continue };
-            let name = translate(otel_name, unit, MetricType::Histogram);
-            let bounds = BoundsText::of(first.bounds());
-            let mut w = Writer::new(out, format);
-            w.header(&name, "histogram", help, "");
-            for (h, attrs) in series {
-                labels.clear();
-                let mut block = LabelBlock::new(&mut labels);
-                // `function`, `module`, `stage`: already in the encoder's (sorted) order.
+pub(super) fn write_native(sites: &[&'static Site], page: &mut Page<'_>) {
+    for (which, (otel_name, help, unit)) in NATIVE_FAMILIES.iter().enumerate() {
+        let of = |site: &'static Site| {
+            let set = site.native.get()?;
+            let attrs = site.attrs.get()?;
+            let h = match which {
+                0 => Some(&set.duration),
+                1 => set.input.as_ref(),
+                _ => set.output.as_ref(),
+            }?;
+            Some((h, attrs))
+        };
+        let mut series = sites.iter().filter_map(|s| of(s)).peekable();
+        let Some((first, _)) = series.peek() else { continue };
+        let bounds = BoundsText::of(first.bounds());
+        let mut family = OwnFamily::new(page.writer(), otel_name, unit, MetricType::Histogram, help);
+        for (h, attrs) in series {
+            // `function`, `module`, `stage`: already in the encoder's (sorted) order.
+            let s = family.series(|labels| {
                 for kv in attrs.base.iter() {
-                    block.pair(kv.key.as_str(), &kv.value.as_str());
+                    labels.pair(kv.key.as_str(), &kv.value.as_str());
                 }
-                block.raw(&scope);
-                h.write(&mut w, &name, &labels, bounds.get());
-            }
+            });
+            h.write(s.writer, s.name, s.labels, bounds.get());
         }
     }
 }
 
 /// Registers [`NativeSource`] once, for the life of the process.
 pub(super) fn add_native_source() {
-    static SOURCE: OnceLock<Arc<dyn crate::export::ExpositionSource>> = OnceLock::new();
+    static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
     SOURCE.get_or_init(|| {
-        let source: Arc<dyn crate::export::ExpositionSource> = Arc::new(NativeSource);
-        crate::export::add_exposition_source(&source);
+        let source: Arc<dyn ExpositionSource> = Arc::new(NativeSource);
+        crate::exposition::add_exposition_source(&source);
         source
     });
 }

@@ -5,7 +5,7 @@ use super::native::write_native;
 use super::site::{Attrs, Handles, NativeSet, Site, SiteInfo};
 use super::size::Size;
 use crate::exposition::native::Native;
-use crate::exposition::Format;
+use crate::exposition::{Format, Page};
 use crate::installed;
 
 /// The pull endpoint's page shows a native histogram exactly as its encoder showed the
@@ -65,7 +65,7 @@ fn native_histograms_render_as_the_encoder_renders_otel_ones() {
     for format in [Format::Text, Format::OpenMetrics] {
         let encoded = reader.encode_for_tests(format);
         let mut native = String::new();
-        write_native(&[&SITE], &mut native, format);
+        write_native(&[&SITE], &mut Page::new(&mut native, format));
         let expected = ours(&encoded);
         assert!(expected.len() > 2 * crate::buckets::SECONDS_BUCKETS.len(), "{encoded}");
         assert!(native.contains("function_output_size_bytes_count{"), "{native}");
@@ -96,13 +96,13 @@ fn a_native_duration_renders_with_the_sites_labels() {
         input: None,
         output: None,
     });
-    let rate = crate::exposition::native::ticks_per_second();
+    let rate = crate::sync::ticks_per_second();
     for seconds in [0.25, 2.0] {
         set.duration.record_ticks((seconds * rate) as u64);
     }
     set.duration.record_f64(0.5);
     let mut out = String::new();
-    write_native(&[&SITE], &mut out, Format::Text);
+    write_native(&[&SITE], &mut Page::new(&mut out, Format::Text));
     let line = out.lines().find(|l| l.starts_with("function_duration_seconds_sum{")).expect("sum");
     let rendered: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("value");
     assert!((rendered - 2.75).abs() < 1e-6, "{line}");

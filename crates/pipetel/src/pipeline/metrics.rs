@@ -84,13 +84,17 @@ fn stage_groups() -> Vec<Vec<Arc<StageInner>>> {
     groups
 }
 
+/// Where a family's callback hands each series' value and attributes: an OTel observable
+/// instrument's observer, or the pull endpoint's writer.
+type Observer<'a, M> = &'a mut dyn FnMut(M, &[KeyValue]);
+
 /// A callback observing `value` once per exported stage, under the stage's attributes (for
 /// stages sharing their attributes, the last one's value).
-fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static {
+fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(Observer<'_, M>) + Send + Sync + 'static {
     move |obs| {
         for group in stage_groups() {
             if let Some((stage, v)) = group.iter().rev().find_map(|s| value(s).map(|v| (s, v))) {
-                obs.observe(v, &stage.meta.attrs);
+                obs(v, &stage.meta.attrs);
             }
         }
     }
@@ -128,11 +132,7 @@ fn shard_values<M>(group: &[Vec<Arc<ShardInner>>], value: ShardValue<M>) -> Vec<
 
 /// A callback observing `value` once per shard index of each stage, under the shard's
 /// attributes, within the cardinality `limit` (see [`super::overflow`]).
-fn per_shard<M>(
-    limit: usize,
-    fold: Fold,
-    value: ShardValue<M>,
-) -> impl Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static
+fn per_shard<M>(limit: usize, fold: Fold, value: ShardValue<M>) -> impl Fn(Observer<'_, M>) + Send + Sync + 'static
 where
     M: Add<Output = M> + 'static,
 {
@@ -148,7 +148,7 @@ where
     }
 }
 
-type Observe<M> = Box<dyn Fn(&dyn AsyncInstrument<M>) + Send + Sync>;
+type Observe<M> = Box<dyn Fn(Observer<'_, M>) + Send + Sync>;
 
 /// One observable family: its instrument kind and number type, and the callback that observes
 /// its series.
@@ -178,28 +178,37 @@ impl Observable {
         let name = self.name;
         match self.values {
             Values::CounterU64(f) => {
-                let _ = described(meter.u64_observable_counter(name)).with_callback(move |o| f(o)).build();
+                let _ =
+                    described(meter.u64_observable_counter(name)).with_callback(move |o| f(&mut observer(o))).build();
             }
             Values::CounterF64(f) => {
-                let _ = described(meter.f64_observable_counter(name)).with_callback(move |o| f(o)).build();
+                let _ =
+                    described(meter.f64_observable_counter(name)).with_callback(move |o| f(&mut observer(o))).build();
             }
             Values::UpDownI64(f) => {
-                let _ = described(meter.i64_observable_up_down_counter(name)).with_callback(move |o| f(o)).build();
+                let _ = described(meter.i64_observable_up_down_counter(name))
+                    .with_callback(move |o| f(&mut observer(o)))
+                    .build();
             }
             Values::GaugeU64(f) => {
-                let _ = described(meter.u64_observable_gauge(name)).with_callback(move |o| f(o)).build();
+                let _ = described(meter.u64_observable_gauge(name)).with_callback(move |o| f(&mut observer(o))).build();
             }
             Values::GaugeF64(f) => {
-                let _ = described(meter.f64_observable_gauge(name)).with_callback(move |o| f(o)).build();
+                let _ = described(meter.f64_observable_gauge(name)).with_callback(move |o| f(&mut observer(o))).build();
             }
         }
     }
 }
 
+/// An OTel observable instrument's observer as an [`Observer`].
+fn observer<M>(obs: &dyn AsyncInstrument<M>) -> impl FnMut(M, &[KeyValue]) + '_ {
+    move |value, attrs| obs.observe(value, attrs)
+}
+
 /// The stage and worker families, in registration order; worker series past
 /// `cardinality_limit` fold.
 pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
-    fn b<M, F: Fn(&dyn AsyncInstrument<M>) + Send + Sync + 'static>(f: F) -> Observe<M> {
+    fn b<M, F: Fn(Observer<'_, M>) + Send + Sync + 'static>(f: F) -> Observe<M> {
         Box::new(f)
     }
     let mut all = Vec::with_capacity(14);
@@ -214,12 +223,12 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
     ));
     all.push(Observable::new(
         "pipeline.stage.shards",
-        Values::GaugeU64(b(|obs: &dyn AsyncInstrument<u64>| {
+        Values::GaugeU64(b(|obs: Observer<'_, u64>| {
             for group in stage_groups() {
                 // The last stage of a group, as the SDK keeps the last observation.
                 if let Some(stage) = group.last() {
                     for (count, attrs) in stage.shard_counts().iter().zip(stage.state_attrs.iter()) {
-                        obs.observe(*count, attrs);
+                        obs(*count, attrs);
                     }
                 }
             }
@@ -264,25 +273,18 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
 }
 
 #[cfg(feature = "prometheus")]
-pub(crate) use native::{merge_native, NativeFamilies};
+pub(crate) use native::NativeFamilies;
 
 #[cfg(feature = "prometheus")]
 mod native {
-    use std::cell::RefCell;
-    use std::sync::{Arc, Mutex, RwLock, Weak};
+    use std::sync::Arc;
 
-    use opentelemetry::metrics::AsyncInstrument;
     use opentelemetry::KeyValue;
 
     use super::{desc, observables, unit, Observable, Values};
-
-    /// The families `init` installed, for the encoder to merge into (see [`merge_native`]).
-    static LIVE: RwLock<Option<Weak<NativeFamilies>>> = RwLock::new(None);
-
-    thread_local! {
-        /// The families of this thread's render that [`merge_native`] already wrote.
-        static MERGED: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
-    }
+    use crate::exposition::{
+        attribute_labels, EncodedFamily, ExpositionSource, MetricType, Number, OwnFamily, Page, Writer,
+    };
 
     /// The stage and worker families as the pull endpoint serves them: written from the stage
     /// table at each scrape, the same text the OTel instruments give through the encoder (series
@@ -307,71 +309,49 @@ mod native {
             Self { families }
         }
 
-        /// As [`NativeFamilies::new`], and the families the encoder merges into (see
-        /// [`merge_native`]) while the returned `Arc` lives.
-        pub(crate) fn install(cardinality_limit: usize) -> Arc<Self> {
-            let native = Arc::new(Self::new(cardinality_limit));
-            *crate::sync::write(&LIVE) = Some(Arc::downgrade(&native));
+        /// As [`NativeFamilies::new`], registered as an exposition source while the returned
+        /// `Arc` lives.
+        pub(crate) fn install(cardinality_limit: usize) -> Arc<dyn ExpositionSource> {
+            let native: Arc<dyn ExpositionSource> = Arc::new(Self::new(cardinality_limit));
+            crate::exposition::add_exposition_source(&native);
             native
         }
     }
 
-    /// The encoder's hook, given the OTel families it collected (exposition name, Prometheus
-    /// type, body): where one has the name of a stage or worker family (a hub's family named
-    /// as a pipeline metric, say), the table's series join its body, so that the page has one
-    /// family of that name, as when both were OTel instruments; a family of the name but of
-    /// another type is left out and reported in `conflicts`. The installed source then leaves
-    /// those families out of this thread's next exposition (the rest of the same render).
-    pub(crate) fn merge_native<'a>(
-        families: impl Iterator<Item = (&'a str, &'a str, &'a mut String)>,
-        format: crate::exposition::Format,
-        conflicts: &mut Vec<String>,
-    ) {
-        MERGED.with(|m| m.borrow_mut().clear());
-        let Some(native) = crate::sync::read(&LIVE).as_ref().and_then(Weak::upgrade) else { return };
-        for (name, kind, body) in families {
-            let Some(i) = native.families.iter().position(|(_, n, _)| n == name) else { continue };
-            let (family, _, own) = &native.families[i];
-            if *own == kind {
-                family.write_text(name, own, body, format, false);
-            } else {
-                conflicts.push(format!(
-                    "{} ({own}, from the stage table) conflicts with an earlier {kind} of the same exposition name {name}",
-                    family.name
-                ));
+    impl ExpositionSource for NativeFamilies {
+        /// Where the encoder has a family with the name of a stage or worker family (a hub's
+        /// family named as a pipeline metric, say), the table's series join its body, so that
+        /// the page has one family of that name, as when both were OTel instruments; a family of
+        /// the name but of another type is left out, a conflict on the page.
+        fn join(&self, families: &mut [EncodedFamily<'_>], page: &mut Page<'_>) {
+            for encoded in families.iter_mut() {
+                let Some((family, _, own)) = self.families.iter().find(|(_, n, _)| n == encoded.name) else {
+                    continue;
+                };
+                if *own == encoded.kind {
+                    let lines = OwnFamily::named(Writer::new(encoded.body, page.format()), encoded.name, own, "");
+                    family.write_text(lines.joining());
+                } else {
+                    page.conflict(format!(
+                        "{} ({own}, from the stage table) conflicts with an earlier {} of the same exposition name {}",
+                        family.name, encoded.kind, encoded.name
+                    ));
+                }
             }
-            MERGED.with(|m| m.borrow_mut().push(i));
         }
-    }
 
-    impl crate::export::ExpositionSource for NativeFamilies {
-        fn write_exposition(&self, out: &mut String, format: crate::exposition::Format) {
-            let merged = MERGED.with(|m| std::mem::take(&mut *m.borrow_mut()));
-            for (i, (family, name, kind)) in self.families.iter().enumerate() {
-                if !merged.contains(&i) {
-                    family.write_text(name, kind, out, format, true);
+        /// The families the encoder has none of on the page (those it has, this source joined).
+        fn write_exposition(&self, page: &mut Page<'_>) {
+            for (family, name, kind) in &self.families {
+                if !page.encoded(name) {
+                    family.write_text(OwnFamily::named(page.writer(), name.as_str(), kind, desc(family.name)));
                 }
             }
         }
     }
 
-    /// A family's sample lines as the encoder writes an OTel data point of pipetel's scope, its
-    /// `# HELP` / `# TYPE` lines before the first (none for a family without series).
-    struct Lines<'a> {
-        state: Mutex<LinesState<'a>>,
-    }
-
-    struct LinesState<'a> {
-        out: &'a mut String,
-        format: crate::exposition::Format,
-        name: &'a str,
-        kind: &'static str,
-        help: &'static str,
-        started: bool,
-    }
-
     /// A sample value the SDK keeps: it drops NaN and infinities.
-    trait Finite: crate::exposition::Number {
+    trait Finite: Number {
         fn finite(self) -> bool;
     }
 
@@ -393,54 +373,32 @@ mod native {
         }
     }
 
-    impl<M: Finite> AsyncInstrument<M> for Lines<'_> {
-        fn observe(&self, value: M, attrs: &[KeyValue]) {
-            if !value.finite() {
-                return;
-            }
-            let mut state = crate::sync::lock(&self.state);
-            let LinesState { out, format, name, kind, help, started } = &mut *state;
-            let mut w = crate::exposition::Writer::new(out, *format);
-            if !*started {
-                w.header(name, kind, help, "");
-                *started = true;
-            }
-            let mut sample = w.sample(name, "");
-            crate::export::prometheus::write_labels(attrs.iter(), &crate::exposition::scope_labels(None), &mut sample);
-            sample.value(value);
+    /// A sample line of `family` as the encoder writes an OTel data point of pipetel's scope.
+    fn sample<M: Finite>(family: &mut OwnFamily<'_>, value: M, attrs: &[KeyValue]) {
+        if value.finite() {
+            family.sample(|labels| attribute_labels(attrs.iter(), labels), value);
         }
     }
 
     impl Observable {
         /// The family's Prometheus name, as the encoder translates the instrument's, and type.
         pub(super) fn exposition_name(&self) -> (String, &'static str) {
-            use crate::exposition::MetricType;
-            let (kind, prom) = match self.values {
-                Values::CounterU64(_) | Values::CounterF64(_) => (MetricType::Counter, "counter"),
-                Values::UpDownI64(_) => (MetricType::UpDownSum, "gauge"),
-                Values::GaugeU64(_) | Values::GaugeF64(_) => (MetricType::Gauge, "gauge"),
+            let kind = match self.values {
+                Values::CounterU64(_) | Values::CounterF64(_) => MetricType::Counter,
+                Values::UpDownI64(_) => MetricType::UpDownSum,
+                Values::GaugeU64(_) | Values::GaugeF64(_) => MetricType::Gauge,
             };
-            (crate::exposition::translate(self.name, unit(self.name), kind), prom)
+            (crate::exposition::translate(self.name, unit(self.name), kind), kind.prometheus_type())
         }
 
         /// Writes the family's series from the table as the encoder writes the instrument's
-        /// collected data, as family `name` of Prometheus type `kind`; with `header`, its
-        /// `# HELP` / `# TYPE` lines before the first series (none without series).
-        fn write_text(
-            &self,
-            name: &str,
-            kind: &'static str,
-            out: &mut String,
-            format: crate::exposition::Format,
-            header: bool,
-        ) {
-            let lines = Lines {
-                state: Mutex::new(LinesState { out, format, name, kind, help: desc(self.name), started: !header }),
-            };
+        /// collected data, into `family` (its header before the first series, unless it is
+        /// joining a family already begun; none without series).
+        fn write_text(&self, mut family: OwnFamily<'_>) {
             match &self.values {
-                Values::CounterU64(f) | Values::GaugeU64(f) => f(&lines),
-                Values::CounterF64(f) | Values::GaugeF64(f) => f(&lines),
-                Values::UpDownI64(f) => f(&lines),
+                Values::CounterU64(f) | Values::GaugeU64(f) => f(&mut |v, attrs| sample(&mut family, v, attrs)),
+                Values::CounterF64(f) | Values::GaugeF64(f) => f(&mut |v, attrs| sample(&mut family, v, attrs)),
+                Values::UpDownI64(f) => f(&mut |v, attrs| sample(&mut family, v, attrs)),
             }
         }
     }
@@ -463,6 +421,7 @@ pub(crate) const COUNTER_NAME: &str = "pipeline.counter.name";
 pub(crate) fn register_counters(meter: &Meter, cardinality_limit: usize) {
     let _ = described(meter.f64_observable_gauge("pipeline.stage.counters"))
         .with_callback(move |obs| {
+            let mut obs = observer(obs);
             let mut series = Series::named(
                 cardinality_limit,
                 Fold::Drop,
@@ -473,10 +432,10 @@ pub(crate) fn register_counters(meter: &Meter, cardinality_limit: usize) {
                 for (key, value) in stage.counter_totals() {
                     let mut attrs = stage.meta.attrs.clone();
                     attrs.push(KeyValue::new(COUNTER_NAME, key));
-                    series.observe(obs, value.as_f64(), &attrs);
+                    series.observe(&mut obs, value.as_f64(), &attrs);
                 }
             }
-            series.finish(obs);
+            series.finish(&mut obs);
         })
         .build();
 }
@@ -536,8 +495,8 @@ mod native_tests {
     use opentelemetry_sdk::metrics::SdkMeterProvider;
 
     use crate::export::prometheus::PullReader;
-    use crate::export::{ExpositionSource as _, PrometheusRender};
-    use crate::exposition::Format;
+    use crate::export::PrometheusRender;
+    use crate::exposition::{ExpositionSource as _, Format, Page};
     use crate::pipeline::{emit_worker_stat, WorkerStat, WorkerStatus};
 
     /// Per family of the native set: its header lines and its sample lines of execution `id`
@@ -617,9 +576,9 @@ mod native_tests {
 
         let native = super::NativeFamilies::new(100_000);
         let mut text = String::new();
-        native.write_exposition(&mut text, Format::Text);
+        native.write_exposition(&mut Page::new(&mut text, Format::Text));
         let mut open = String::new();
-        native.write_exposition(&mut open, Format::OpenMetrics);
+        native.write_exposition(&mut Page::new(&mut open, Format::OpenMetrics));
         drop(native);
 
         let (want, got) = (families(&sdk_text, &id), families(&text, &id));
@@ -671,7 +630,7 @@ mod native_tests {
         let sdk_text = PrometheusRender::new(reader).render();
         let native = super::NativeFamilies::new(2);
         let mut text = String::new();
-        native.write_exposition(&mut text, Format::Text);
+        native.write_exposition(&mut Page::new(&mut text, Format::Text));
         drop(native);
         // Other tests' shards share the table: compare which series exist, not the sums.
         let series = |text: &str| -> Vec<String> {

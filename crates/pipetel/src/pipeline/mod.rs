@@ -35,7 +35,9 @@
 //   process   process (OS readings: thread CPU, resident memory; the one `unsafe`),
 //             sample (a shard's running sample arithmetic over readings)
 //   table     table (the shared per-stage / per-shard state the handles write and the
-//             instruments and sampler read)
+//             instruments and sampler read, remote shards' figures included)
+//   remote    remote (a distributed stage's reports: built from the table's shards, ingested
+//             into its remote shards)
 //   out       sink (rows as log records and JSON lines), overflow (worker series past the
 //             cardinality limit), metrics (the families written from the table for the pull
 //             endpoint alone, or observable instruments over it with a push exporter)
@@ -64,8 +66,6 @@ pub use pipetel_rows as store;
 
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
-#[cfg(feature = "prometheus")]
-pub(crate) use metrics::merge_native;
 pub use metrics::METRICS;
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
 pub use remote::{RemoteIngested, RemoteReportError};

@@ -6,7 +6,6 @@
 
 use std::ops::Add;
 
-use opentelemetry::metrics::AsyncInstrument;
 use opentelemetry::KeyValue;
 
 use crate::limits::{overflow_attributes, Folder};
@@ -44,47 +43,40 @@ impl<M: Add<Output = M>> Series<M> {
         Self { folder: Folder::with_limit(metric, limit).advice(advice), fold }
     }
 
-    /// Observes `value` under `attrs`, or folds it once the room is used up.
-    pub(crate) fn observe(&mut self, obs: &dyn AsyncInstrument<M>, value: M, attrs: &[KeyValue]) {
+    /// Observes `value` under `attrs` (hands them to `obs`), or folds it once the room is used
+    /// up.
+    pub(crate) fn observe(&mut self, obs: &mut dyn FnMut(M, &[KeyValue]), value: M, attrs: &[KeyValue]) {
         if self.folder.admit() {
-            obs.observe(value, attrs);
+            obs(value, attrs);
         } else if self.fold == Fold::Sum {
             self.folder.fold(value, Add::add);
         }
     }
 
     /// Observes the overflow series, if anything folded (the limits module warns once).
-    pub(crate) fn finish(self, obs: &dyn AsyncInstrument<M>) {
+    pub(crate) fn finish(self, obs: &mut dyn FnMut(M, &[KeyValue])) {
         if let Some(v) = self.folder.finish() {
-            obs.observe(v, &overflow_attributes());
+            obs(v, &overflow_attributes());
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use super::*;
 
-    #[derive(Default)]
-    struct Seen(Mutex<Vec<(u64, bool)>>);
-
-    impl AsyncInstrument<u64> for Seen {
-        fn observe(&self, value: u64, attrs: &[KeyValue]) {
-            let overflow = attrs.iter().any(|kv| kv.key.as_str() == "otel.metric.overflow");
-            self.0.lock().expect("not poisoned").push((value, overflow));
-        }
-    }
-
     fn run(limit: usize, fold: Fold, values: &[u64]) -> Vec<(u64, bool)> {
-        let seen = Seen::default();
+        let mut seen = Vec::new();
+        let mut observe = |value: u64, attrs: &[KeyValue]| {
+            let overflow = attrs.iter().any(|kv| kv.key.as_str() == "otel.metric.overflow");
+            seen.push((value, overflow));
+        };
         let mut series = Series::new(limit, fold);
         for v in values {
-            series.observe(&seen, *v, &[]);
+            series.observe(&mut observe, *v, &[]);
         }
-        series.finish(&seen);
-        seen.0.into_inner().expect("not poisoned")
+        series.finish(&mut observe);
+        seen
     }
 
     #[test]

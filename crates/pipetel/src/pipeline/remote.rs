@@ -12,12 +12,12 @@
 //! shard from the envelope with the highest sequence: cumulative values, so a lost, repeated or
 //! reordered envelope never corrupts totals.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use pipetel_recorders::{Envelope, Family, Gauge, MetricSnapshot};
 
 use super::keys::{sum_into, CounterKey, CounterValue};
-use super::table::{ShardInner, FAILED, RUNNING, SUCCEEDED};
+use super::table::{RemoteShard, RemoteShards, ShardInner, FAILED, RUNNING, SUCCEEDED};
 
 /// Family of per-shard figures.
 pub(crate) const SHARD_FAMILY: &str = "pipetel.remote_stage.shard";
@@ -29,23 +29,6 @@ const COUNTER_LABELS: [&str; 5] = ["stage", "execution_id", "shard", "key", "kin
 pub(crate) const MAX_SOURCES: usize = 4096;
 /// Most shards one source may report.
 pub(crate) const MAX_SHARDS_PER_SOURCE: usize = 65_536;
-
-/// What the owner keeps of one remote shard (all attempts of one index in one process).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub(crate) struct RemoteShard {
-    pub(crate) items: u64,
-    pub(crate) bytes: u64,
-    pub(crate) state: u8,
-    pub(crate) attempts: u32,
-    pub(crate) counters: Vec<(String, CounterValue)>,
-}
-
-/// The remote shards of one stage, per (source, index), and each source's latest sequence.
-#[derive(Debug, Default)]
-pub(crate) struct RemoteShards {
-    pub(crate) sequences: HashMap<String, u64>,
-    pub(crate) shards: BTreeMap<(String, u32), RemoteShard>,
-}
 
 /// What [`Stage::ingest_remote`](super::Stage::ingest_remote) did with a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

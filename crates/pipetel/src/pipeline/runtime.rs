@@ -86,7 +86,7 @@ pub(crate) struct PipelineGuard {
     progress: Option<super::progress::ProgressGuard>,
     /// Keeps the stage and worker families on the pull endpoint (an exposition source lives as
     /// long as its `Arc`).
-    _native: Option<Arc<dyn crate::export::ExpositionSource>>,
+    _native: Option<Arc<dyn crate::exposition::ExpositionSource>>,
 }
 
 impl Drop for PipelineGuard {
@@ -137,12 +137,7 @@ pub(crate) fn install(
     // the push exporters and the pull endpoint both read, as before.
     let pull_only = installed.push_only.is_none() && cfg!(feature = "prometheus");
     #[cfg(feature = "prometheus")]
-    let native = (settings.metrics && pull_only).then(|| {
-        let source: Arc<dyn crate::export::ExpositionSource> =
-            metrics::NativeFamilies::install(installed.cardinality_limit);
-        crate::export::add_exposition_source(&source);
-        source
-    });
+    let native = (settings.metrics && pull_only).then(|| metrics::NativeFamilies::install(installed.cardinality_limit));
     #[cfg(not(feature = "prometheus"))]
     let native = None;
     if settings.metrics {

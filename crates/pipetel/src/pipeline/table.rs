@@ -2,6 +2,7 @@
 //! hot-path cells, sample state and counters. The handles write them, the observable
 //! instruments and the sampler read them at collection / sample time.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -10,7 +11,6 @@ use opentelemetry::KeyValue;
 
 use super::keys::{self, sum_into, CounterKey, CounterValue};
 use super::process::ProcessSampler;
-use super::remote::RemoteShards;
 use super::row::{Namespaces, StageStat, StageStatus, WorkerStat, WorkerStatus};
 use super::sample::{SampleState, Taken};
 
@@ -154,6 +154,26 @@ impl ShardInner {
             reason,
         }
     }
+}
+
+// ----- remote shards -----
+
+/// What a stage's owner keeps of one shard run in another process (all attempts of one index
+/// there), from its reports (see [`super::remote`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct RemoteShard {
+    pub(crate) items: u64,
+    pub(crate) bytes: u64,
+    pub(crate) state: u8,
+    pub(crate) attempts: u32,
+    pub(crate) counters: Vec<(String, CounterValue)>,
+}
+
+/// The remote shards of one stage, per (source, index), and each source's latest sequence.
+#[derive(Debug, Default)]
+pub(crate) struct RemoteShards {
+    pub(crate) sequences: HashMap<String, u64>,
+    pub(crate) shards: BTreeMap<(String, u32), RemoteShard>,
 }
 
 // ----- stages -----

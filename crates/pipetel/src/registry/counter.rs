@@ -12,7 +12,7 @@ use super::kind::Kind;
 use super::meta::Meta;
 use super::opts::Opts;
 use super::values::{bind_values, observing, write_values, write_values_pull};
-use crate::exposition::{Format, MetricType};
+use crate::exposition::{MetricType, Page};
 use crate::sync::{add_f64, load_f64};
 
 /// Whole increments go to an integer cell (one `fetch_add`); fractional ones to an `f64` cell.
@@ -60,8 +60,8 @@ impl Cell for CounterCell {
     fn write(f: &Family<Self>, out: &mut String) {
         write_values(f, &f.meta.exposed_name(), "counter", CounterCell::value, out);
     }
-    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
-        write_values_pull(f, MetricType::Counter, CounterCell::value, out, format);
+    fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
+        write_values_pull(f, MetricType::Counter, CounterCell::value, page);
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>) {
         bind_values(family, meter, push_only, |family, meter| {

@@ -14,7 +14,7 @@ use super::labels::Labels;
 use super::meta::Meta;
 use super::opts::Opts;
 use super::series::{join, Entry, Series};
-use crate::exposition::Format;
+use crate::exposition::{Format, Page};
 use crate::limits::{self, OVERFLOW_MARK};
 
 /// A registry's view of a family of any kind.
@@ -23,12 +23,12 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// Writes the family as `prometheus_text()` shows it.
     fn write_text(&self, out: &mut String);
-    /// Writes the family for the pull endpoint, in `format`; only the families it renders
-    /// natively (histograms, summaries, counters and gauges without a pull-side OTel
-    /// instrument) are asked, and they override this.
-    fn write_pull(&self, out: &mut String, format: Format) {
-        if format == Format::Text {
-            self.write_text(out);
+    /// Writes the family on the pull endpoint's page; only the families it renders natively
+    /// (histograms, summaries, counters and gauges without a pull-side OTel instrument) are
+    /// asked, and they override this.
+    fn write_pull(&self, page: &mut Page<'_>) {
+        if page.format() == Format::Text {
+            self.write_text(page.text());
         }
     }
     fn reset(&self);
@@ -50,11 +50,11 @@ pub(crate) trait Cell: Send + Sync + Sized + 'static {
     fn new(spec: &Self::Spec) -> Self;
     fn reset(&self);
     fn write(family: &Family<Self>, out: &mut String);
-    /// Writes the family for the pull endpoint, in `format`; counters and gauges are asked only
-    /// while [`Meta::native`] is set.
-    fn write_pull(family: &Family<Self>, out: &mut String, format: Format) {
-        if format == Format::Text {
-            Self::write(family, out);
+    /// Writes the family on the pull endpoint's page; counters and gauges are asked only while
+    /// [`Meta::native`] is set.
+    fn write_pull(family: &Family<Self>, page: &mut Page<'_>) {
+        if page.format() == Format::Text {
+            Self::write(family, page.text());
         }
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>);
@@ -151,8 +151,8 @@ impl<C: Cell> AnyFamily for Family<C> {
     fn write_text(&self, out: &mut String) {
         C::write(self, out);
     }
-    fn write_pull(&self, out: &mut String, format: Format) {
-        C::write_pull(self, out, format);
+    fn write_pull(&self, page: &mut Page<'_>) {
+        C::write_pull(self, page);
     }
     fn reset(&self) {
         self.each(|s| s.cell.reset());

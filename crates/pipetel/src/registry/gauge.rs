@@ -12,7 +12,7 @@ use super::handle::{metric_handle, Handle, MetricVec};
 use super::kind::Kind;
 use super::opts::Opts;
 use super::values::{bind_values, observing, write_values, write_values_pull};
-use crate::exposition::{Format, MetricType};
+use crate::exposition::{MetricType, Page};
 use crate::sync::{add_f64, load_f64};
 
 /// The value's `f64` bits.
@@ -34,8 +34,8 @@ impl Cell for GaugeCell {
     fn write(f: &Family<Self>, out: &mut String) {
         write_values(f, &f.meta.name, "gauge", GaugeCell::value, out);
     }
-    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
-        write_values_pull(f, MetricType::Gauge, GaugeCell::value, out, format);
+    fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
+        write_values_pull(f, MetricType::Gauge, GaugeCell::value, page);
     }
     fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>) {
         bind_values(family, meter, push_only, |family, meter| {

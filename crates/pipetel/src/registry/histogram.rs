@@ -14,7 +14,7 @@ use super::kind::Kind;
 use super::opts::Opts;
 use super::series::Series;
 use crate::exposition::exemplar::{self, Exemplars};
-use crate::exposition::{bucket_index, BoundsText, Format, LabelBlock, Writer};
+use crate::exposition::{bucket_index, BoundsText, LabelBlock, OwnFamily, Page, Writer};
 use crate::sync::Published;
 use crate::sync::{add_f64, load_f64};
 
@@ -122,12 +122,30 @@ impl Cell for HistogramCell {
         self.exemplars.clear();
     }
     fn write(f: &Family<Self>, out: &mut String) {
-        write_family(f, false, out, Format::Text);
+        let name = &f.meta.name;
+        let mut w = Writer::text(out);
+        w.header(name, "histogram", &f.meta.help, &f.meta.unit);
+        let mut labels = String::new();
+        // Formatted once per family, not once per series.
+        let bounds = BoundsText::of(&f.spec);
+        f.each_sorted(|s| {
+            labels.clear();
+            s.write_labels(&f.meta.labels, false, &mut LabelBlock::new(&mut labels));
+            write_series(s, &f.spec, &mut w, name, &labels, bounds.get());
+        });
     }
-    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
+    fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
         // As the pull endpoint's encoder writes an OTel histogram of pipetel's meter, which is
-        // what this family was rendered as before it was rendered natively.
-        write_family(f, true, out, format);
+        // what this family was rendered as before it was rendered natively (its name and its
+        // `# UNIT` line kept).
+        let (name, help, unit) = (f.meta.name.as_str(), f.meta.help.as_str(), f.meta.unit.as_str());
+        let mut family = OwnFamily::named(page.writer(), name, "histogram", help).with_unit_line(unit);
+        family.header();
+        let bounds = BoundsText::of(&f.spec);
+        f.each(|s| {
+            let o = family.series(|labels| s.write_labels(&f.meta.labels, true, labels));
+            write_series(s, &f.spec, o.writer, o.name, o.labels, bounds.get());
+        });
     }
     fn bind(family: Arc<Family<Self>>, _: &Meter, push_only: Option<&Meter>) {
         // Push exporters only: the pull endpoint renders the atomics natively.
@@ -147,31 +165,20 @@ impl Cell for HistogramCell {
     }
 }
 
-/// Writes a histogram family; in `otel_form`, labels are sorted by name and followed by the
-/// scope labels, as the pull endpoint's encoder writes OTel data points.
-/// In OpenMetrics, each bucket carries its exemplar.
-fn write_family(f: &Family<HistogramCell>, otel_form: bool, out: &mut String, format: Format) {
-    let name = &f.meta.name;
-    let mut w = Writer::new(out, format);
-    w.header(name, "histogram", &f.meta.help, &f.meta.unit);
-    let mut labels = String::new();
-    // Formatted once per family, not once per series.
-    let bounds = BoundsText::of(&f.spec);
-    let each = |g: &mut dyn FnMut(&Series<HistogramCell>)| {
-        if otel_form {
-            f.each(g)
-        } else {
-            f.each_sorted(g)
-        }
-    };
-    each(&mut |s| {
-        labels.clear();
-        s.write_labels(&f.meta.labels, otel_form, &mut LabelBlock::new(&mut labels));
-        // Counts from one read of the buckets, so `+Inf` and `_count` agree with them.
-        let v = s.cell.snapshot(&f.spec);
-        let cumulative = v.buckets.iter().map(|(_, c)| *c);
-        w.histogram_with(name, &labels, bounds.get(), cumulative, v.count, v.sum, |i| s.cell.exemplars.get(i));
-    });
+/// Writes the samples of series `s` (of a family with buckets `spec`) under `name` and the label
+/// block `labels`. In OpenMetrics, each bucket carries its exemplar.
+fn write_series(
+    s: &Series<HistogramCell>,
+    spec: &[f64],
+    w: &mut Writer<'_>,
+    name: &str,
+    labels: &str,
+    bounds: &[String],
+) {
+    // Counts from one read of the buckets, so `+Inf` and `_count` agree with them.
+    let v = s.cell.snapshot(spec);
+    let cumulative = v.buckets.iter().map(|(_, c)| *c);
+    w.histogram_with(name, labels, bounds, cumulative, v.count, v.sum, |i| s.cell.exemplars.get(i));
 }
 
 /// A histogram's readings.

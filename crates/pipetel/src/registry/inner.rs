@@ -53,8 +53,8 @@ impl Rebind for Inner {
     }
 }
 
-impl crate::export::ExpositionSource for Inner {
-    fn write_exposition(&self, out: &mut String, format: crate::exposition::Format) {
+impl crate::exposition::ExpositionSource for Inner {
+    fn write_exposition(&self, page: &mut crate::exposition::Page<'_>) {
         let families = read(&self.families);
         let mut taken = collector::taken_names(&families);
         for family in families.values() {
@@ -63,11 +63,12 @@ impl crate::export::ExpositionSource for Inner {
             // reach the pull endpoint through their OTel instruments.
             let meta = family.meta();
             if matches!(meta.kind, Kind::Histogram | Kind::Summary) || meta.native.load(Ordering::Acquire) {
-                family.write_pull(out, format);
+                family.write_pull(page);
             }
         }
         drop(families);
-        self.write_text_collectors(&mut taken, out, format);
+        let format = page.format();
+        self.write_text_collectors(&mut taken, page.text(), format);
     }
 }
 

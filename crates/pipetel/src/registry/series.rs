@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use opentelemetry::KeyValue;
 
-use crate::exposition::{scope_labels, LabelBlock};
+use crate::exposition::LabelBlock;
 use crate::limits::{self, OVERFLOW_LABELS, OVERFLOW_MARK};
 
 /// Separates the label values in a series' key: a byte no UTF-8 text contains, so the joined
@@ -77,14 +77,14 @@ impl<C> Series<C> {
         names.iter().zip(self.values(names.len())).map(|(k, v)| KeyValue::new(k.clone(), v.to_string())).collect()
     }
 
-    /// Writes the series' label block: in the declared order, or in `otel_form`, sorted by name
-    /// and followed by pipetel's scope labels, as the pull endpoint's encoder writes an OTel
-    /// data point. The overflow series has the single label `otel_metric_overflow="true"`.
-    pub(crate) fn write_labels(&self, names: &[String], otel_form: bool, block: &mut LabelBlock<'_>) {
+    /// Writes the series' labels: in the declared order, or when `sorted`, sorted by name, as
+    /// the pull endpoint's encoder writes an OTel data point's attributes. The overflow series
+    /// has the single label `otel_metric_overflow="true"`.
+    pub(crate) fn write_labels(&self, names: &[String], sorted: bool, block: &mut LabelBlock<'_>) {
         let n = names.len();
         if self.is_overflow(n) {
             block.raw(OVERFLOW_LABELS);
-        } else if otel_form && names.windows(2).any(|w| w[0] > w[1]) {
+        } else if sorted && names.windows(2).any(|w| w[0] > w[1]) {
             let mut pairs: Vec<(&String, &str)> = names.iter().zip(self.values(n)).collect();
             pairs.sort_unstable_by(|a, b| a.0.cmp(b.0));
             for (k, v) in pairs {
@@ -94,9 +94,6 @@ impl<C> Series<C> {
             for (k, v) in names.iter().zip(self.values(n)) {
                 block.pair(k, v);
             }
-        }
-        if otel_form {
-            block.raw(&scope_labels(None));
         }
     }
 }

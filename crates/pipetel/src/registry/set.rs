@@ -26,7 +26,7 @@ use crate::sync::{read, write};
 pub struct Registry {
     pub(super) inner: Arc<Inner>,
     // Keeps the registry's exposition source registered for as long as the registry lives.
-    _source: Arc<dyn crate::export::ExpositionSource>,
+    _source: Arc<dyn crate::exposition::ExpositionSource>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -86,8 +86,8 @@ impl Registry {
             let listener: Weak<Inner> = Arc::downgrade(&inner);
             crate::installed::register(listener);
         }
-        let source: Arc<dyn crate::export::ExpositionSource> = inner.clone();
-        crate::export::add_exposition_source(&source);
+        let source: Arc<dyn crate::exposition::ExpositionSource> = inner.clone();
+        crate::exposition::add_exposition_source(&source);
         Registry { inner, _source: source }
     }
 

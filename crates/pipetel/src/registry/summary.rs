@@ -31,7 +31,7 @@ use super::kind::Kind;
 use super::opts::Opts;
 use super::series::Series;
 use super::sketch::Sketch;
-use crate::exposition::{unit_keeping_name, Format, LabelBlock, MetricType, Writer};
+use crate::exposition::{unit_keeping_name, LabelBlock, MetricType, Page, Writer};
 use crate::sync::{clock, SpinGuard, SpinLock};
 
 /// The default summary quantiles.
@@ -132,10 +132,10 @@ impl Cell for SummaryCell {
         state.sum = 0.0;
     }
     fn write(f: &Family<Self>, out: &mut String) {
-        write_family(f, out, Format::Text, true);
+        write_family(f, Writer::text(out), true);
     }
-    fn write_pull(f: &Family<Self>, out: &mut String, format: Format) {
-        write_family(f, out, format, false);
+    fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
+        write_family(f, page.writer(), false);
     }
     fn bind(family: Arc<Family<Self>>, _: &Meter, push_only: Option<&Meter>) {
         // Push exporters only: the pull endpoint renders the summary natively (an exposition
@@ -190,10 +190,9 @@ impl Cell for SummaryCell {
     }
 }
 
-/// Writes a summary family in `format`, its series in label order when `sorted`.
-fn write_family(f: &Family<SummaryCell>, out: &mut String, format: Format, sorted: bool) {
+/// Writes a summary family with `w`, its series in label order when `sorted`.
+fn write_family(f: &Family<SummaryCell>, mut w: Writer<'_>, sorted: bool) {
     let name = &f.meta.name;
-    let mut w = Writer::new(out, format);
     w.header(name, "summary", &f.meta.help, &f.meta.unit);
     let mut labels = String::new();
     let mut each = |s: &Series<SummaryCell>| {

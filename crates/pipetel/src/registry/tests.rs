@@ -28,7 +28,7 @@ impl Harness {
         let registry = Registry::with_meters(
             prefix,
             otel.provider.meter("registry-test"),
-            otel.provider.meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build()),
+            otel.provider.meter_with_scope(InstrumentationScope::builder(crate::installed::PUSH_ONLY_SCOPE).build()),
         )
         .expect("registry");
         Harness { registry, otel }
@@ -479,7 +479,7 @@ fn metrics_reach_otel_with_their_values() {
     assert_eq!(got[&key("registry-test", "t_otel_requests")], vec![(pairs(&[("method", "GET")]), 2.5)]);
     assert_eq!(got[&key("registry-test", "t_otel_depth")], vec![(vec![], 3.0)]);
     // Histograms and summaries: push-only scope only (the pull endpoint renders them natively).
-    let push = crate::export::PUSH_ONLY_SCOPE;
+    let push = crate::installed::PUSH_ONLY_SCOPE;
     assert_eq!(got[&key(push, "t_otel_latency_seconds#count")], vec![(vec![], 2.0)]);
     assert_eq!(got[&key(push, "t_otel_latency_seconds#sum")], vec![(vec![], 2.05)]);
     assert!(!got.contains_key(&key("registry-test", "t_otel_latency_seconds#count")));
@@ -512,7 +512,7 @@ fn the_pull_endpoint_and_prometheus_text_agree() {
     let r = Registry::with_meters(
         "t_pull",
         provider.meter("pipetel"),
-        provider.meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build()),
+        provider.meter_with_scope(InstrumentationScope::builder(crate::installed::PUSH_ONLY_SCOPE).build()),
     )
     .expect("registry");
     r.counter("jobs", "Jobs").expect("c").inc_by(3.0);
@@ -546,7 +546,7 @@ fn the_pull_endpoint_and_prometheus_text_agree() {
 #[test]
 fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
     use crate::export::prometheus::{PrometheusRender, PullReader};
-    use crate::export::ExpositionSource as _;
+    use crate::exposition::ExpositionSource as _;
 
     let reader = PullReader::new();
     let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
@@ -559,7 +559,7 @@ fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
         h.with([("zone", zone), ("app", app)]).expect("handle").observe(v);
     }
     let mut native = String::new();
-    r.inner.write_exposition(&mut native, crate::exposition::Format::Text);
+    r.inner.write_exposition(&mut crate::exposition::Page::new(&mut native, crate::exposition::Format::Text));
     let rendered = PrometheusRender::new(reader).render();
     let family = |text: &str| -> Vec<String> {
         let mut lines: Vec<String> = text
@@ -581,7 +581,7 @@ fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
     // With the usual push-only scope, the render holds the family once.
     let reader = PullReader::new();
     let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
-    let push_only = provider.meter_with_scope(InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build());
+    let push_only = provider.meter_with_scope(InstrumentationScope::builder(crate::installed::PUSH_ONLY_SCOPE).build());
     let r = Registry::with_meters("t_once", provider.meter("pipetel"), push_only).expect("registry");
     r.histogram("wait_seconds", "Wait").expect("h").observe(0.5);
     let rendered = PrometheusRender::new(reader).render();
@@ -693,7 +693,7 @@ fn without_push_exporters_the_pull_endpoint_renders_counters_and_gauges_from_the
     r.gauge("depth", "Depth").expect("gauge").set(1.5);
     r.counter_vec("idle", "Never recorded", &["k"]).expect("counter");
     let mut out = String::new();
-    crate::export::write_sources(&mut out, crate::exposition::Format::Text);
+    crate::exposition::write_sources(&mut crate::exposition::Page::new(&mut out, crate::exposition::Format::Text));
     // As the encoder writes an OTel observable counter: labels sorted by name, then the scope.
     assert!(out.contains("# HELP t_native_jobs_total Jobs \"done\"\n# TYPE t_native_jobs_total counter\n"), "{out}");
     assert!(out.contains("\nt_native_jobs_total{app=\"a\\\"b\",zone=\"eu\",otel_scope_name=\"pipetel\"} 2\n"), "{out}");
@@ -704,7 +704,7 @@ fn without_push_exporters_the_pull_endpoint_renders_counters_and_gauges_from_the
     let h = Harness::new("t_fixed");
     h.registry.counter("jobs", "Jobs").expect("counter").inc();
     let mut out = String::new();
-    crate::export::write_sources(&mut out, crate::exposition::Format::Text);
+    crate::exposition::write_sources(&mut crate::exposition::Page::new(&mut out, crate::exposition::Format::Text));
     assert!(!out.contains("t_fixed_jobs"), "{out}");
     assert_eq!(h.collect().get(&key("registry-test", "t_fixed_jobs")).map(|v| v[0].1), Some(1.0));
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use opentelemetry::metrics::{AsyncInstrumentBuilder, Meter};
 
 use super::family::{Cell, Family};
-use crate::exposition::{translate, Format, MetricType, Writer};
+use crate::exposition::{MetricType, OwnFamily, Page, Writer};
 
 /// Writes a family of one number per series (a counter, a gauge) as `kind` under `name`.
 pub(crate) fn write_values<C: Cell>(f: &Family<C>, name: &str, kind: &str, value: fn(&C) -> f64, out: &mut String) {
@@ -19,30 +19,18 @@ pub(crate) fn write_values<C: Cell>(f: &Family<C>, name: &str, kind: &str, value
     });
 }
 
-/// Writes a counter or gauge family for the pull endpoint, as its encoder writes the family's
-/// OTel instrument (`kind`): the translated name, labels sorted by name and followed by the
-/// scope labels, nothing at all before the first series.
-pub(crate) fn write_values_pull<C: Cell>(
-    f: &Family<C>,
-    kind: MetricType,
-    value: fn(&C) -> f64,
-    out: &mut String,
-    format: Format,
-) {
+/// Writes a counter or gauge family on the pull endpoint's page, as its encoder writes the
+/// family's OTel instrument (`kind`) of pipetel's meter: the translated name, labels sorted by
+/// name and followed by the scope labels, nothing at all before the first series.
+pub(crate) fn write_values_pull<C: Cell>(f: &Family<C>, kind: MetricType, value: fn(&C) -> f64, page: &mut Page<'_>) {
     if f.is_empty() {
         return;
     }
-    let name = translate(&f.meta.otel_name, &f.meta.unit, kind);
-    if name.is_empty() {
+    let mut family = OwnFamily::new(page.writer(), &f.meta.otel_name, &f.meta.unit, kind, &f.meta.help);
+    if family.name().is_empty() {
         return;
     }
-    let mut w = Writer::new(out, format);
-    w.header(&name, if kind == MetricType::Counter { "counter" } else { "gauge" }, &f.meta.help, "");
-    f.each(|s| {
-        let mut sample = w.sample(&name, "");
-        s.write_labels(&f.meta.labels, true, &mut sample);
-        sample.value(value(&s.cell));
-    });
+    f.each(|s| family.sample(|labels| s.write_labels(&f.meta.labels, true, labels), value(&s.cell)));
 }
 
 /// Binds a counter or gauge family: with push exporters (or fixed meters), its observable

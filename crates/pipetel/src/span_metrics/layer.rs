@@ -57,7 +57,7 @@ pub struct SpanMetricsLayer {
     /// Spans whose timing went to their extensions and has not been read at close yet: while
     /// zero, a span missing from the table is one that does not count, with nothing to look up.
     boxed: AtomicUsize,
-    /// [`crate::clock`].
+    /// [`crate::sync::clock`].
     clock: &'static quanta::Clock,
 }
 

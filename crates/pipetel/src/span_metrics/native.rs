@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use super::names::{DESCRIPTION, SPAN_DURATION};
 use super::site::{Series, Site};
-use crate::exposition::{scope_labels, translate, BoundsText, Format, LabelBlock, MetricType, Writer};
+use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
 
 /// Every native callsite resolved so far, in resolution order.
 static SITES: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
@@ -14,10 +14,10 @@ pub(super) fn add(site: &'static Site) {
     if !matches!(site.ok, Series::Native(_)) {
         return;
     }
-    static SOURCE: OnceLock<Arc<dyn crate::export::ExpositionSource>> = OnceLock::new();
+    static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
     SOURCE.get_or_init(|| {
-        let source: Arc<dyn crate::export::ExpositionSource> = Arc::new(Source);
-        crate::export::add_exposition_source(&source);
+        let source: Arc<dyn ExpositionSource> = Arc::new(Source);
+        crate::exposition::add_exposition_source(&source);
         source
     });
     crate::sync::lock(&SITES).push(site);
@@ -25,16 +25,16 @@ pub(super) fn add(site: &'static Site) {
 
 struct Source;
 
-impl crate::export::ExpositionSource for Source {
-    fn write_exposition(&self, out: &mut String, format: Format) {
+impl ExpositionSource for Source {
+    fn write_exposition(&self, page: &mut Page<'_>) {
         let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
-        write(&sites, out, format);
+        write(&sites, page);
     }
 }
 
 /// Writes `span.duration` for `sites` as the pull endpoint's encoder writes the OTel
 /// histogram: labels `span_name`, `span_target`, `status` (sorted) and pipetel's scope.
-pub(super) fn write(sites: &[&'static Site], out: &mut String, format: Format) {
+pub(super) fn write(sites: &[&'static Site], page: &mut Page<'_>) {
     let series = |site: &'static Site| {
         [(&site.ok, "ok"), (&site.error, "error")].into_iter().filter_map(move |(series, status)| match series {
             Series::Native(h) => Some((site, h, status)),
@@ -43,16 +43,12 @@ pub(super) fn write(sites: &[&'static Site], out: &mut String, format: Format) {
     };
     let mut all = sites.iter().flat_map(|s| series(s)).peekable();
     let Some((_, first, _)) = all.peek() else { return };
-    let name = translate(SPAN_DURATION, "s", MetricType::Histogram);
     let bounds = BoundsText::of(first.bounds());
-    let scope = scope_labels(None);
-    let mut w = Writer::new(out, format);
-    w.header(&name, "histogram", DESCRIPTION, "");
-    let mut labels = String::new();
+    let mut family = OwnFamily::new(page.writer(), SPAN_DURATION, "s", MetricType::Histogram, DESCRIPTION);
     for (site, h, status) in all {
-        labels.clear();
-        let mut block = LabelBlock::new(&mut labels);
-        block.pair("span_name", site.name).pair("span_target", site.target).pair("status", status).raw(&scope);
-        h.write(&mut w, &name, &labels, bounds.get());
+        let s = family.series(|labels| {
+            labels.pair("span_name", site.name).pair("span_target", site.target).pair("status", status);
+        });
+        h.write(s.writer, s.name, s.labels, bounds.get());
     }
 }

@@ -5,7 +5,8 @@ use std::sync::Arc;
 use opentelemetry::metrics::BoundHistogram;
 
 use crate::exposition::exemplar::{Exemplars, SpanIds};
-use crate::exposition::native::{ticks_to_seconds, Native};
+use crate::exposition::native::Native;
+use crate::sync::ticks_to_seconds;
 
 /// What is resolved once per callsite.
 #[derive(Debug)]

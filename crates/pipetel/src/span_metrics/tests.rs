@@ -25,7 +25,7 @@ fn native_span_durations_render_as_the_encoder_renders_otel_ones() {
         let err = tracing::info_span!(target: "parity::t\"q", "native_parity_err", error = true);
         (ok.metadata().expect("meta"), err.metadata().expect("meta"))
     });
-    let rate = crate::exposition::native::ticks_per_second();
+    let rate = crate::sync::ticks_per_second();
     let mut native_sites = Vec::new();
     for (meta, failed, seconds) in
         [(ok_meta, false, [0.0002, 0.03, 0.03, 4.0].as_slice()), (err_meta, true, [12.5, 0.7].as_slice())]
@@ -51,7 +51,7 @@ fn native_span_durations_render_as_the_encoder_renders_otel_ones() {
     for format in [crate::exposition::Format::Text, crate::exposition::Format::OpenMetrics] {
         let encoded = reader.encode_for_tests(format);
         let mut ours = String::new();
-        native::write(&native_sites, &mut ours, format);
+        native::write(&native_sites, &mut crate::exposition::Page::new(&mut ours, format));
         let (mut want, want_sums) = split(&encoded);
         let (mut got, got_sums) = split(&ours);
         // The SDK writes its series in hash order; the endpoint in resolution order.

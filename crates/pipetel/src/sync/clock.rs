@@ -14,6 +14,25 @@ pub(crate) fn clock() -> &'static quanta::Clock {
     CLOCK.get_or_init(quanta::Clock::new)
 }
 
+/// Seconds in `ticks` raw readings of [`clock`].
+pub(crate) fn ticks_to_seconds(ticks: u64) -> f64 {
+    clock().delta_as_nanos(0, ticks) as f64 / 1e9
+}
+
+/// Raw readings of [`clock`] per second.
+pub(crate) fn ticks_per_second() -> f64 {
+    static RATE: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+    *RATE.get_or_init(|| {
+        const PROBE: u64 = 1 << 40;
+        let nanos = clock().delta_as_nanos(0, PROBE);
+        if nanos == 0 {
+            1e9
+        } else {
+            PROBE as f64 / (nanos as f64 / 1e9)
+        }
+    })
+}
+
 /// Nanoseconds on a monotonic clock that is cheap to read.
 #[cfg(target_os = "linux")]
 pub(crate) fn now_ns() -> u64 {

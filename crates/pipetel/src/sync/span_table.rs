@@ -11,7 +11,27 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{span_table_home, SPAN_TABLE_SLOTS};
+/// Slots in a table indexed by [`spread`] or [`span_table_home`].
+pub(crate) const SPAN_TABLE_SLOTS: usize = 1024;
+
+/// Fibonacci hashing of `key` to a slot below [`SPAN_TABLE_SLOTS`]: the top bits of the
+/// product, spread over the table.
+#[inline]
+pub(crate) fn spread(key: u64) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - SPAN_TABLE_SLOTS.trailing_zeros())) as usize
+}
+
+/// Where span `id` starts its probe in a table of [`SPAN_TABLE_SLOTS`]. The registry's span
+/// ids are its slab keys plus one: a slot address in the low 38 bits, the thread's shard in the
+/// next 13, and above them a generation that changes each time the slot is reused. The
+/// generation is left out, so a slab slot reused span after span (a loop, a request's tree)
+/// keeps its table slot and that cache line stays hot; any other id works as well, spread by
+/// the same hash.
+#[inline]
+pub(crate) fn span_table_home(id: u64) -> usize {
+    const SLOT_AND_SHARD: u64 = (1 << 51) - 1;
+    spread(id & SLOT_AND_SHARD)
+}
 
 /// Slots a lookup or an insertion probes before giving up.
 const PROBES: usize = 16;
@@ -91,6 +111,8 @@ impl<S: SpanSlot> SpanTable<S> {
 
 #[cfg(test)]
 mod tests {
+    use tracing_subscriber::layer::SubscriberExt as _;
+
     use super::*;
 
     #[derive(Default)]
@@ -147,5 +169,23 @@ mod tests {
         assert_eq!(table.find(keys[5]).map(|s| s.value.load(Ordering::Relaxed)), Some(5));
         assert!(table.insert(keys[PROBES], |slot| slot.value.store(99, Ordering::Relaxed)));
         assert_eq!(table.find(keys[PROBES]).map(|s| s.value.load(Ordering::Relaxed)), Some(99));
+    }
+
+    /// The registry gives a reused slot a new id (its generation changed); the slot's home in
+    /// the span tables stays the same, and distinct open spans spread over the table.
+    #[test]
+    fn a_reused_registry_slot_keeps_its_span_table_home() {
+        let subscriber = tracing_subscriber::registry().with(tracing_subscriber::layer::Identity::new());
+        tracing::subscriber::with_default(subscriber, || {
+            let id = |span: &tracing::Span| span.id().map(|id| id.into_u64()).unwrap_or(0);
+            let first = id(&tracing::info_span!("first"));
+            let again = id(&tracing::info_span!("again"));
+            assert_ne!(first, again, "a reused slot has a new id");
+            assert_eq!(span_table_home(first), span_table_home(again));
+            let open: Vec<tracing::Span> = (0..64).map(|_| tracing::info_span!("open")).collect();
+            let homes: std::collections::BTreeSet<usize> = open.iter().map(|s| span_table_home(id(s))).collect();
+            assert!(homes.len() >= 48, "64 open spans on {} homes", homes.len());
+            assert!(homes.iter().all(|h| *h < SPAN_TABLE_SLOTS));
+        });
     }
 }

@@ -16,15 +16,14 @@
 //! - families with one name from several scopes share one `# HELP`/`# TYPE`; a name whose type
 //!   conflicts with an earlier family is dropped with one warning.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use opentelemetry::{InstrumentationScope, KeyValue, Value};
+use opentelemetry::KeyValue;
 use opentelemetry_sdk::metrics::data::{AggregatedMetrics, Metric, MetricData, ResourceMetrics};
 
 use crate::exposition::{
-    escape_label_value, exemplar, label_key, label_key_cow, scope_labels, translate, BoundsText, Format, LabelBlock,
-    MetricType, Number, Writer,
+    attribute_labels, exemplar, join_sources, label_key, scope_block, translate, BoundsText, EncodedFamily, Format,
+    LabelBlock, MetricType, Number, Page, Writer,
 };
 
 /// The exposition name of a metric and its Prometheus type; `None` for what the text format
@@ -35,13 +34,8 @@ fn family_name(m: &Metric) -> Option<(String, &'static str)> {
         AggregatedMetrics::U64(d) => kind_of(d),
         AggregatedMetrics::I64(d) => kind_of(d),
     }?;
-    let prom = match kind {
-        MetricType::Counter => "counter",
-        MetricType::Gauge | MetricType::UpDownSum => "gauge",
-        MetricType::Histogram => "histogram",
-    };
     let name = translate(m.name(), m.unit(), kind);
-    (!name.is_empty()).then_some((name, prom))
+    (!name.is_empty()).then_some((name, kind.prometheus_type()))
 }
 
 fn kind_of<T>(d: &MetricData<T>) -> Option<MetricType> {
@@ -53,67 +47,6 @@ fn kind_of<T>(d: &MetricData<T>) -> Option<MetricType> {
         // Not representable in the classic text format.
         MetricData::ExponentialHistogram(_) => None,
     }
-}
-
-fn write_value(v: &Value, out: &mut String) {
-    match v {
-        Value::String(s) => escape_label_value(s.as_str(), out),
-        Value::I64(i) => i.write(out),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        other => escape_label_value(&other.as_str(), out),
-    }
-}
-
-/// A data point's labels: its attributes (sanitised, collisions joined with `;`, sorted)
-/// followed by the scope labels (`scope_labels`, already formatted).
-pub(crate) fn write_labels<'a>(
-    attrs: impl Iterator<Item = &'a KeyValue>,
-    scope_labels: &str,
-    block: &mut LabelBlock<'_>,
-) {
-    let mut pairs: Vec<(Cow<'a, str>, &'a Value)> =
-        attrs.map(|kv| (label_key_cow(kv.key.as_str()), &kv.value)).collect();
-    pairs.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut i = 0;
-    while i < pairs.len() {
-        let key = &pairs[i].0;
-        // Keys that collide after sanitising share one label, their values joined with `;`.
-        let j = i + pairs[i..].iter().take_while(|p| p.0 == *key).count();
-        // An attribute the collector would drop (empty key) stays out here too.
-        if !key.is_empty() && !key.starts_with("otel_scope_") {
-            block.with(key, |out| {
-                for (n, (_, v)) in pairs[i..j].iter().enumerate() {
-                    if n > 0 {
-                        out.push(';');
-                    }
-                    write_value(v, out);
-                }
-            });
-        }
-        i = j;
-    }
-    block.raw(scope_labels);
-}
-
-/// The scope labels of a scope's data points, as the collector's `prometheus` exporter writes
-/// them: `otel_scope_name`, `otel_scope_version` and `otel_scope_schema_url` when not empty (an
-/// empty label is no label to Prometheus), and each scope attribute as `otel_scope_<key>`.
-fn scope_block(scope: &InstrumentationScope) -> String {
-    let mut labels = scope_labels(Some((scope.name(), scope.version().unwrap_or("")))).into_owned();
-    let mut extra = String::new();
-    let mut block = LabelBlock::new(&mut extra);
-    if let Some(url) = scope.schema_url().filter(|u| !u.is_empty()) {
-        block.pair("otel_scope_schema_url", url);
-    }
-    for kv in scope.attributes().filter(|kv| !matches!(kv.key.as_str(), "name" | "version" | "schema_url")) {
-        let key = label_key(&format!("otel_scope_{}", kv.key.as_str()));
-        block.with(&key, |out| write_value(&kv.value, out));
-    }
-    if !extra.is_empty() {
-        labels.push(',');
-        labels.push_str(&extra);
-    }
-    labels
 }
 
 struct Family {
@@ -136,7 +69,8 @@ fn write_points<T: Number>(
     let mut w = Writer::new(out, format);
     let mut point = |attrs: &mut dyn Iterator<Item = &KeyValue>, value: T| {
         let mut s = w.sample(name, "");
-        write_labels(attrs, scope_labels, &mut s);
+        attribute_labels(attrs, &mut s);
+        s.raw(scope_labels);
         s.value(value);
     };
     match d {
@@ -150,7 +84,9 @@ fn write_points<T: Number>(
             let mut raw_bounds = Vec::new();
             for p in h.data_points() {
                 labels.clear();
-                write_labels(p.attributes(), scope_labels, &mut LabelBlock::new(&mut labels));
+                let mut block = LabelBlock::new(&mut labels);
+                attribute_labels(p.attributes(), &mut block);
+                block.raw(scope_labels);
                 let cumulative = p.bucket_counts().scan(0u64, |c, n| {
                     *c = c.saturating_add(n);
                     Some(*c)
@@ -172,13 +108,15 @@ fn write_points<T: Number>(
     }
 }
 
-/// Renders collected metrics as the Prometheus exposition in `format` (without the closing
-/// `# EOF` of OpenMetrics: the exposition sources follow).
-pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec<String>, format: Format) {
+/// Writes collected metrics on `page` as the Prometheus exposition (without the closing `# EOF`
+/// of OpenMetrics: the exposition sources follow). A family whose name an earlier one of
+/// another type took is left out, noted on the page as a conflict.
+pub(crate) fn encode(rm: &ResourceMetrics, page: &mut Page<'_>) {
+    let format = page.format();
     let mut families: BTreeMap<String, Family> = BTreeMap::new();
     for sm in rm.scope_metrics() {
         let scope = sm.scope().name();
-        if scope == crate::export::PUSH_ONLY_SCOPE {
+        if scope == crate::installed::PUSH_ONLY_SCOPE {
             continue;
         }
         let scope_labels = scope_block(sm.scope());
@@ -190,7 +128,7 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
                 body: String::new(),
             });
             if fam.kind != kind {
-                conflicts.push(format!(
+                page.conflict(format!(
                     "{} ({kind}) conflicts with an earlier {} of the same exposition name {name}",
                     m.name(),
                     fam.kind
@@ -205,13 +143,14 @@ pub(crate) fn encode(rm: &ResourceMetrics, out: &mut String, conflicts: &mut Vec
             }
         }
     }
-    // The stage and worker families written from the stage table join a family of their name.
-    crate::pipeline::merge_native(
-        families.iter_mut().map(|(name, f)| (name.as_str(), f.kind, &mut f.body)),
-        format,
-        conflicts,
-    );
-    let mut w = Writer::new(out, format);
+    // Sources join their series to a family of their name (the stage table's families do).
+    let mut encoded: Vec<EncodedFamily<'_>> = families
+        .iter_mut()
+        .map(|(name, f)| EncodedFamily { name: name.as_str(), kind: f.kind, body: &mut f.body })
+        .collect();
+    join_sources(&mut encoded, page);
+    drop(encoded);
+    let mut w = page.writer();
     // The resource, as target_info.
     let info: BTreeMap<String, String> = rm
         .resource()
@@ -347,9 +286,10 @@ mod oracle {
     }
 
     struct Extra;
-    impl crate::export::ExpositionSource for Extra {
-        fn write_exposition(&self, out: &mut String, _: crate::exposition::Format) {
-            out.push_str("# TYPE extra_latency_seconds summary\nextra_latency_seconds{quantile=\"0.5\"} 0.25\n");
+    impl crate::exposition::ExpositionSource for Extra {
+        fn write_exposition(&self, page: &mut crate::exposition::Page<'_>) {
+            page.text()
+                .push_str("# TYPE extra_latency_seconds summary\nextra_latency_seconds{quantile=\"0.5\"} 0.25\n");
         }
     }
 
@@ -357,10 +297,10 @@ mod oracle {
     fn push_only_metrics_stay_out_and_exposition_sources_come_in() {
         let ours = PullReader::new();
         let provider = SdkMeterProvider::builder().with_reader(ours.clone()).build();
-        provider.meter(crate::export::PUSH_ONLY_SCOPE).u64_counter("hidden").build().add(1, &[]);
+        provider.meter(crate::installed::PUSH_ONLY_SCOPE).u64_counter("hidden").build().add(1, &[]);
         provider.meter("shown").u64_counter("shown").build().add(1, &[]);
-        let source: std::sync::Arc<dyn crate::export::ExpositionSource> = std::sync::Arc::new(Extra);
-        crate::export::add_exposition_source(&source);
+        let source: std::sync::Arc<dyn crate::exposition::ExpositionSource> = std::sync::Arc::new(Extra);
+        crate::exposition::add_exposition_source(&source);
         let text = PrometheusRender::new(ours.clone()).render();
         assert!(text.contains("shown_total{") && !text.contains("hidden"), "{text}");
         assert!(text.contains("extra_latency_seconds{quantile=\"0.5\"} 0.25"), "{text}");

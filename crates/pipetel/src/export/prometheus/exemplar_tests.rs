@@ -11,7 +11,8 @@ use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 
-use super::{wants_openmetrics, PrometheusRender, PullReader};
+use super::render::wants_openmetrics;
+use super::{PrometheusRender, PullReader};
 use crate::span_metrics::{SpanMetricsConfig, SpanMetricsLayer};
 
 /// The `_bucket` lines of `text` that carry `label` and an exemplar.
@@ -83,7 +84,8 @@ fn a_registry_histogram_observed_in_a_sampled_context_keeps_an_exemplar() {
     let r = crate::registry::Registry::with_meters(
         "t_exemplar",
         provider.meter("pipetel"),
-        provider.meter_with_scope(opentelemetry::InstrumentationScope::builder(crate::export::PUSH_ONLY_SCOPE).build()),
+        provider
+            .meter_with_scope(opentelemetry::InstrumentationScope::builder(crate::installed::PUSH_ONLY_SCOPE).build()),
     )
     .expect("registry");
     let h =
