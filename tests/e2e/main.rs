@@ -23,6 +23,7 @@ mod exemplars_link_metrics_to_traces;
 mod gateway_tail_sampling_keeps_failed_traces;
 mod gpu_dcgm_compat_rules;
 mod gpu_gauges_in_prometheus;
+mod gpu_health_alerts_fire_in_prometheus;
 mod http_server_metrics_in_prometheus;
 mod multiprocess_hub_exports_exact_totals;
 mod names_agree_on_both_routes;
