@@ -39,4 +39,5 @@ mod reliability_collector_outage_recovers_totals;
 mod rows_survive_a_collector_restart;
 mod sdk_disabled_exports_nothing;
 mod shipped_configs_validate;
+mod sigterm_flushes_telemetry_before_exit;
 mod single_collector_config_end_to_end;
