@@ -51,7 +51,7 @@ fn prometheus_config_and_rules_pass_promtool_checks() {
     assert!(out.contains("1 rule files found"), "prometheus.yml loads the alert rules:\n{out}");
     let (ok, out) = promtool(&["check", "rules", "rules/pipetel-alerts.yml"], &dir);
     assert!(ok, "promtool check rules:\n{out}");
-    assert!(out.contains("SUCCESS: 7 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 12 rules found"), "{out}");
 }
 
 #[test]
@@ -63,6 +63,11 @@ fn every_alert_the_issue_names_is_defined_with_severity_and_summary() {
         "PipetelGpuIdleWhileStageRuns",
         "PipetelWorkerMemoryNearLimit",
         "PipetelTaskFailureRatioHigh",
+        "PipetelGpuXidCritical",
+        "PipetelGpuXidError",
+        "PipetelGpuClockThrottled",
+        "PipetelGpuRowRemapFailed",
+        "PipetelGpuRowRemapPending",
     ];
     let mut defined = alerts();
     defined.sort();

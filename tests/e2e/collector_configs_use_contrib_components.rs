@@ -1,8 +1,9 @@
 //! The OpenTelemetry Collector configurations (`otel-collector/config.yaml`, `agent.yaml`,
 //! `gateway.yaml`) name only components of the contrib distribution, their pipelines use only
 //! components they define (and every defined one is used), processors run in the recommended
-//! order, and their OTLP receivers listen on the ports pipetel exports to by default. The
-//! compose file and `prometheus.yml` agree with them.
+//! order, every exporter batches, queues and retries by itself (no batch processor), the rows'
+//! queues are on disk, and their OTLP receivers listen on the ports pipetel exports to by
+//! default. The compose file and `prometheus.yml` agree with them.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -76,6 +77,52 @@ fn port(endpoint: &str) -> u16 {
     digits.parse().unwrap_or_else(|_| panic!("no port in {endpoint:?}"))
 }
 
+/// Checks how `exporter` of `c` delivers: exporters built on the collector's exporter helper
+/// (`otlp`, `otlphttp`, `loadbalancing`) batch in their `sending_queue` and retry; a
+/// `loadbalancing` exporter's per-gateway `otlp` exporters keep no queue and do not retry (the
+/// outer queue keeps a request until a gateway took it, and its retry routes it again);
+/// `prometheusremotewrite` queues in its `remote_write_queue` and retries. For the rows (`rows`:
+/// an exporter of a logs pipeline) the queue is on disk: `storage` names a `file_storage`
+/// extension the service runs.
+fn check_delivery(file: &str, c: &Value, exporter: &str, rows: bool) {
+    let e = &c["exporters"][exporter];
+    let what = format!("{file}: exporter {exporter}");
+    let retry = &e["retry_on_failure"];
+    match kind(exporter) {
+        "otlp" | "otlphttp" | "loadbalancing" => {
+            assert_eq!(retry["enabled"].as_bool(), Some(true), "{what}: retry_on_failure");
+            let queue = &e["sending_queue"];
+            assert_eq!(queue["enabled"].as_bool(), Some(true), "{what}: sending_queue");
+            assert_eq!(queue["sizer"].as_str(), Some("items"), "{what}: queue sized in spans, points, records");
+            let batch = &queue["batch"];
+            let (min, max) = (batch["min_size"].as_u64(), batch["max_size"].as_u64());
+            assert!(batch["flush_timeout"].is_string() && min.is_some() && max >= min, "{what}: batch {batch:?}");
+            assert!(queue["queue_size"].as_u64() >= min, "{what}: the queue holds a whole batch");
+            if kind(exporter) == "loadbalancing" {
+                let inner = &e["protocol"]["otlp"];
+                assert_eq!(inner["sending_queue"]["enabled"].as_bool(), Some(false), "{what}: per-gateway queue");
+                assert_eq!(inner["retry_on_failure"]["enabled"].as_bool(), Some(false), "{what}: per-gateway retry");
+            }
+            if rows {
+                let storage =
+                    queue["storage"].as_str().unwrap_or_else(|| panic!("{what}: the rows' queue is not on disk"));
+                assert_eq!(kind(storage), "file_storage", "{what}");
+                assert!(c["extensions"][storage]["directory"].is_string(), "{what}: {storage} has a directory");
+                assert!(names(&c["service"]["extensions"]).contains(&storage.to_string()), "{what}: {storage} runs");
+                // Retried until the backend is back: the queue's size bounds it, not a clock.
+                assert_eq!(retry["max_elapsed_time"].as_str(), Some("0s"), "{what}: rows retried without a limit");
+            }
+        }
+        "prometheusremotewrite" => {
+            assert!(!rows, "{what}: metrics only");
+            assert_eq!(retry["enabled"].as_bool(), Some(true), "{what}: retry_on_failure");
+            assert_eq!(e["remote_write_queue"]["enabled"].as_bool(), Some(true), "{what}: remote_write_queue");
+        }
+        "prometheus" | "debug" | "file" => assert!(!rows, "{what}: rows would not survive a restart"),
+        other => panic!("{what}: how {other} delivers is not checked here"),
+    }
+}
+
 /// Checks one configuration's structure; returns its components by section.
 fn check_structure(file: &str) -> Value {
     let c = load(file);
@@ -114,11 +161,14 @@ fn check_structure(file: &str) -> Value {
                 used.insert((sec.to_string(), id));
             }
         }
-        // memory_limiter first (it refuses data before the collector runs out of memory),
-        // batch last (it batches what the other processors produced).
+        // memory_limiter first (it refuses data before the collector runs out of memory); no
+        // batch processor: the exporters batch, and push back when they cannot keep up.
         let procs = names(&pipe["processors"]);
         assert_eq!(procs.first().map(|p| kind(p)), Some("memory_limiter"), "{file}: pipeline {p}: {procs:?}");
-        assert_eq!(procs.last().map(|p| kind(p)), Some("batch"), "{file}: pipeline {p}: {procs:?}");
+        assert!(procs.iter().all(|p| kind(p) != "batch"), "{file}: pipeline {p} batches in a processor: {procs:?}");
+        for exporter in names(&pipe["exporters"]) {
+            check_delivery(file, &c, &exporter, kind(&p) == "logs");
+        }
     }
     for section in ["receivers", "processors", "exporters", "extensions", "connectors"] {
         for id in defined(section) {
@@ -216,7 +266,7 @@ fn compose_stack_mounts_existing_files_and_publishes_the_otlp_ports() {
         }
     }
     let ports = names(&compose["services"]["otel-collector"]["ports"]);
-    for p in ["4317:4317", "4318:4318"] {
+    for p in ["127.0.0.1:4317:4317", "127.0.0.1:4318:4318"] {
         assert!(ports.contains(&p.to_string()), "collector publishes {p}: {ports:?}");
     }
     // Prometheus accepts the gateway's remote write.
@@ -228,4 +278,74 @@ fn compose_stack_mounts_existing_files_and_publishes_the_otlp_ports() {
         port(tempo["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].as_str().expect("grpc"));
     let config = load("config.yaml");
     assert_eq!(port(config["exporters"]["otlp/tempo"]["endpoint"].as_str().expect("tempo endpoint")), tempo_grpc);
+}
+
+/// The collector release `otel-collector/builder-config.yaml` builds (the version of
+/// `go.opentelemetry.io/collector/service`, as `scripts/build-collector` reads it), without the `v`.
+fn tested_release() -> String {
+    let manifest = load("builder-config.yaml");
+    let module = manifest["telemetry"]["gomod"].as_str().expect("telemetry.gomod in builder-config.yaml");
+    let (path, version) = module.split_once(' ').expect("module and version");
+    assert_eq!(path, "go.opentelemetry.io/collector/service", "{module}");
+    version.trim_start_matches('v').to_string()
+}
+
+#[test]
+fn compose_stack_runs_the_tested_collector_release_on_loopback_ports() {
+    let compose = load("docker-compose.yaml");
+    let services = &compose["services"];
+
+    // The image is the contrib distribution of the release every test runs, and every other
+    // collector module of the manifest is at that release too.
+    let release = tested_release();
+    assert_eq!(
+        services["otel-collector"]["image"].as_str(),
+        Some(format!("otel/opentelemetry-collector-contrib:{release}").as_str()),
+        "compose runs another collector than the tests (builder-config.yaml: {release})"
+    );
+    let manifest =
+        std::fs::read_to_string(workspace_root().join("otel-collector/builder-config.yaml")).expect("manifest");
+    for line in manifest.lines().map(str::trim).filter(|l| l.starts_with("- gomod:") && !l.contains("confmap/provider"))
+    {
+        assert!(line.ends_with(&format!(" v{release}")), "builder-config.yaml mixes releases: {line}");
+    }
+
+    // Every published port is bound to loopback.
+    for s in keys(services) {
+        for p in names(&services[s.as_str()]["ports"]) {
+            let parts: Vec<&str> = p.split(':').collect();
+            assert!(parts.len() == 3 && parts[0] == "127.0.0.1", "{s} publishes {p} beyond loopback");
+        }
+    }
+
+    // Prometheus keeps exemplars.
+    let cmd = names(&services["prometheus"]["command"]);
+    assert!(
+        cmd.iter().any(|f| f
+            .strip_prefix("--enable-feature=")
+            .is_some_and(|v| v.split(',').any(|x| x == "exemplar-storage"))),
+        "{cmd:?}"
+    );
+
+    // The rows' queue directory of config.yaml is a named volume, handed to the collector's user
+    // (10001 in the contrib image) before the collector starts.
+    let config = load("config.yaml");
+    let dir =
+        with_defaults(config["extensions"]["file_storage"]["directory"].as_str().expect("file_storage directory"));
+    let volume = names(&services["otel-collector"]["volumes"])
+        .into_iter()
+        .find_map(|v| v.strip_suffix(&format!(":{dir}")).map(str::to_string))
+        .unwrap_or_else(|| panic!("the collector mounts nothing at {dir}"));
+    assert!(keys(&compose["volumes"]).contains(&volume), "{volume} is not a named volume");
+    let init = keys(services)
+        .into_iter()
+        .find(|s| s != "otel-collector" && names(&services[s.as_str()]["volumes"]).contains(&format!("{volume}:{dir}")))
+        .unwrap_or_else(|| panic!("no service prepares {volume}"));
+    let chown = names(&services[init.as_str()]["command"]).join(" ");
+    assert_eq!(chown, format!("chown -R 10001:10001 {dir}"), "{init}");
+    assert_eq!(
+        services["otel-collector"]["depends_on"][init.as_str()]["condition"].as_str(),
+        Some("service_completed_successfully"),
+        "the collector starts after {init}"
+    );
 }

@@ -115,12 +115,16 @@ impl OtelcolBuilder {
     /// Every address the shipped configs read from the environment is set unless given:
     /// listeners on the builder's host and free ports, the collector's own metrics on a
     /// [`spare_loopback_host`], and the backends (Tempo, Loki, remote write) on a loopback port
-    /// nothing listens on. `NODE_NAME` and `HOSTNAME` are the collector's name.
+    /// nothing listens on, the persistent queues (`OTELCOL_FILE_STORAGE_DIR`) in a fresh
+    /// temporary folder removed when the collector is dropped. `NODE_NAME` and `HOSTNAME` are the
+    /// collector's name.
     pub fn start(self) -> Otelcol {
         let host = self.host.clone();
         let grpc_port = self.grpc_port.unwrap_or_else(free_port);
         let (http_port, health_port, prometheus_port) = (free_port(), free_port(), free_port());
         let nowhere = format!("127.0.0.1:{}", free_port());
+        let storage =
+            std::env::temp_dir().join(format!("pipetel-otelcol-storage-{}-{}", std::process::id(), free_port()));
         let mut env: BTreeMap<String, String> = [
             ("OTELCOL_OTLP_GRPC_ENDPOINT", format!("{host}:{grpc_port}")),
             ("OTELCOL_OTLP_HTTP_ENDPOINT", format!("{host}:{http_port}")),
@@ -132,12 +136,16 @@ impl OtelcolBuilder {
             ("OTELCOL_TEMPO_ENDPOINT", nowhere.clone()),
             ("OTELCOL_LOKI_URL", format!("http://{nowhere}")),
             ("OTELCOL_REMOTE_WRITE_URL", format!("http://{nowhere}/api/v1/write")),
+            ("OTELCOL_FILE_STORAGE_DIR", storage.display().to_string()),
             ("NODE_NAME", self.name.clone()),
             ("HOSTNAME", self.name.clone()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
+        // Only a folder of its own is removed on drop: a test that keeps a queue across restarts
+        // names the folder itself.
+        let storage = (!self.env.contains_key("OTELCOL_FILE_STORAGE_DIR")).then_some(storage);
         env.extend(self.env);
         let mut cmd = match &self.hosts_file {
             None => Command::new(otelcol_binary()),
@@ -175,7 +183,7 @@ impl OtelcolBuilder {
             );
             std::thread::sleep(Duration::from_millis(200));
         }
-        Otelcol { name: self.name, host, grpc_port, http_port, env, process }
+        Otelcol { name: self.name, host, grpc_port, http_port, env, process, storage }
     }
 }
 
@@ -192,6 +200,7 @@ pub struct Otelcol {
     pub http_port: u16,
     env: BTreeMap<String, String>,
     process: Process,
+    storage: Option<PathBuf>,
 }
 
 impl Otelcol {
@@ -254,6 +263,9 @@ impl Otelcol {
 impl Drop for Otelcol {
     fn drop(&mut self) {
         self.process.kill();
+        if let Some(storage) = &self.storage {
+            let _ = std::fs::remove_dir_all(storage);
+        }
         if std::thread::panicking() {
             eprintln!(
                 "--- collector {}: warnings, errors and the last lines of its output:\n{}---",

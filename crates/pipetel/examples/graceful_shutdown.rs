@@ -1,0 +1,116 @@
+//! Stopping on SIGTERM without losing telemetry.
+//!
+//! Orchestrators stop programs with SIGTERM (Kubernetes, systemd, `docker stop`, Slurm), and
+//! SIGTERM's default action ends a Rust program at once: no destructor runs, so the `Telemetry`
+//! guard never flushes, and the spans, log records, stage and worker rows and metric points still
+//! buffered in the process are lost. The pattern shown here: SIGTERM and SIGINT only set a flag
+//! (`signal_hook::flag`), the work loop checks it between batches, the open shard and stage end
+//! as they normally do, and `main` returns through `Telemetry::shutdown` (dropping the guard does
+//! the same), which exports everything buffered within the shutdown timeout
+//! (`PIPETEL_SHUTDOWN_TIMEOUT`, 5 s by default; keep it under the orchestrator's grace period,
+//! 30 s in Kubernetes). README: "Stopping on SIGTERM".
+//!
+//! ```text
+//! cargo run --example graceful_shutdown -- --interval-ms 200
+//! kill -TERM <pid>      # or Ctrl-C
+//! ```
+//! Flags: `--interval-ms N` (between batches, default 500), `--batches N` (stop by itself after
+//! N batches; default 0: run until a signal).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Items each batch records.
+const ITEMS_PER_BATCH: u64 = 64;
+/// Bytes each batch records.
+const BYTES_PER_BATCH: u64 = 4096;
+
+fn main() -> std::process::ExitCode {
+    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    eprintln!("error: {e}");
+    std::process::ExitCode::FAILURE
+}
+
+struct Args {
+    interval: Duration,
+    batches: u64,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args { interval: Duration::from_millis(500), batches: 0 };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let number: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
+        match flag.as_str() {
+            "--interval-ms" => args.interval = Duration::from_millis(number),
+            "--batches" => args.batches = number,
+            _ => return Err(format!("unknown flag {flag}; expected --interval-ms, --batches")),
+        }
+    }
+    Ok(args)
+}
+
+fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    // Before anything else: a SIGTERM from now on only sets the flag. (Registered before `init`,
+    // a signal during start-up still lets the program end cleanly.)
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, Arc::clone(&stop))?;
+    }
+    let telemetry = pipetel::init(pipetel::Config::from_env()?.with_service_name("graceful-shutdown"))?;
+    let batches_done = pipetel::meter()
+        .u64_counter("graceful_shutdown.batches")
+        .with_unit("{batch}")
+        .with_description("Batches processed")
+        .build();
+    println!("running (pid {}); stop with SIGTERM or Ctrl-C", std::process::id());
+
+    let stage = pipetel::stage("work").shards(1).start();
+    let shard = stage.shard(0).start();
+    let mut batch = 0u64;
+    while !stop.load(Ordering::Relaxed) && (args.batches == 0 || batch < args.batches) {
+        batch += 1;
+        process(batch);
+        shard.record(ITEMS_PER_BATCH, BYTES_PER_BATCH);
+        batches_done.add(1, &[]);
+        println!("batch {batch} done");
+        pause(args.interval, &stop);
+    }
+    let signalled = stop.load(Ordering::Relaxed);
+    // The shard and the stage end as on any other way out: their rows and metrics are recorded.
+    shard.finish();
+    let row = stage.finish();
+    println!(
+        "{} after batch {batch}: stage {} with {} items; flushing",
+        if signalled { "signal received" } else { "done" },
+        row.status.as_str(),
+        row.items
+    );
+    let t = Instant::now();
+    match telemetry.shutdown() {
+        Ok(()) => println!("flushed in {:?}", t.elapsed()),
+        Err(e) => eprintln!("shutdown: {e}"),
+    }
+    Ok(())
+}
+
+/// One batch of work under its own span, with a log event at its end.
+#[tracing::instrument]
+fn process(batch: u64) {
+    std::thread::sleep(Duration::from_millis(2));
+    tracing::info!(batch, items = ITEMS_PER_BATCH, "batch done");
+}
+
+/// Sleeps `total`, waking early once `stop` is set (a signal does not cut a sleep short).
+fn pause(total: Duration, stop: &AtomicBool) {
+    let deadline = Instant::now() + total;
+    while !stop.load(Ordering::Relaxed) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(20)));
+    }
+}
