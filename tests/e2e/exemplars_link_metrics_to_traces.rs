@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::python::python_binary;
-use crate::support::{example_serving, free_port, turn, wait_for, Process, Prometheus};
+use crate::support::{example_serving, free_port, peers_available, turn, wait_for, Peer, Process, Prometheus};
 
 /// `(name, trace id, span id)` of every span the console trace exporter printed.
 fn printed_spans(output: &str) -> BTreeSet<(String, String, String)> {
@@ -81,6 +81,9 @@ fn get(url: &str, accept: &str) -> (String, String) {
 
 #[test]
 fn prometheus_stores_exemplars_that_name_the_examples_sampled_spans() {
+    if !peers_available(&[Peer::Prometheus, Peer::Python]) {
+        return;
+    }
     let _turn = turn(module_path!());
     let port = free_port();
     let mut cmd = example_serving("quickstart", port);

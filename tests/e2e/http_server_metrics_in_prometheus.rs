@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, scrape_checked, turn, Process, Prometheus};
+use crate::support::{example_serving, free_port, peers_available, scrape_checked, turn, Peer, Process, Prometheus};
 
 const TASKS: usize = 50;
 const REQUESTS: usize = 60;
@@ -46,6 +46,9 @@ fn printed_counts(out: &str, route: &str) -> BTreeMap<u16, usize> {
 
 #[test]
 fn http_server_request_metrics_reach_prometheus_exactly() {
+    if !peers_available(&[Peer::Prometheus, Peer::Promtool]) {
+        return;
+    }
     let _turn = turn(module_path!());
     let port = free_port();
     let mut cmd = example_serving("inference_service", port);

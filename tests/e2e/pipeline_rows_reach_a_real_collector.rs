@@ -5,10 +5,13 @@
 
 use std::time::Duration;
 
-use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, peers_available, turn, Block, Collector, Peer, Process};
 
 #[test]
 fn spans_and_rows_of_every_stage_and_shard_arrive() {
+    if !peers_available(&[Peer::Rotel]) {
+        return;
+    }
     let _turn = turn(module_path!());
     let mut collector = Collector::start();
     let mut cmd = example_pushing("pipeline", &collector.endpoint("grpc"), "grpc");

@@ -4,10 +4,15 @@
 
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, http, promtool_check_metrics, turn, Process, Prometheus};
+use crate::support::{
+    example_serving, free_port, http, peers_available, promtool_check_metrics, turn, Peer, Process, Prometheus,
+};
 
 #[test]
 fn prometheus_scrapes_the_example_and_sees_its_values() {
+    if !peers_available(&[Peer::Prometheus, Peer::Promtool]) {
+        return;
+    }
     let _turn = turn(module_path!());
     let port = free_port();
     let mut cmd = example_serving("quickstart", port);

@@ -5,10 +5,13 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, peers_available, turn, Block, Collector, Peer, Process};
 
 #[test]
 fn ratio_sampling_keeps_or_drops_whole_traces() {
+    if !peers_available(&[Peer::Rotel]) {
+        return;
+    }
     let _turn = turn(module_path!());
     const BATCHES: usize = 40;
     let mut collector = Collector::start();

@@ -7,7 +7,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, python_label_values, scrape_checked, turn, Process, Prometheus};
+use crate::support::{
+    example_serving, free_port, peers_available, python_label_values, scrape_checked, turn, Peer, Process, Prometheus,
+};
 
 /// The model names the example uses (its `MODELS`).
 const MODELS: [&str; 4] = ["llama \"8b\"", "C:\\models\\mistral", "two\nlines", "日本語モデル ✓"];
@@ -23,6 +25,9 @@ fn field(line: &str, key: &str) -> f64 {
 
 #[test]
 fn service_and_registry_metrics_reach_prometheus_exactly() {
+    if !peers_available(&[Peer::Prometheus, Peer::Promtool, Peer::Python]) {
+        return;
+    }
     let _turn = turn(module_path!());
     let port = free_port();
     let mut cmd = example_serving("inference_service", port);

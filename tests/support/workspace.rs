@@ -1,18 +1,16 @@
-//! The workspace and its programs: example binaries built on demand, peer binaries located.
+//! The workspace and its programs: example binaries built on demand.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
-/// The workspace root (where `Cargo.toml` of this package lives).
+/// The workspace root: the package's own folder for the end-to-end tests, two levels up for a
+/// crate's tests that share this harness (the first folder whose `Cargo.toml` has `[workspace]`).
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A peer binary: the path in the environment variable `var`, else `default` (looked up on `PATH`).
-pub fn peer_binary(var: &str, default: &str) -> PathBuf {
-    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(default))
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let is_root = |d: &&Path| std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"));
+    manifest.ancestors().find(is_root).unwrap_or(manifest).to_path_buf()
 }
 
 /// The path of a binary target of this workspace (`cargo build` with `target_args`, e.g.
