@@ -12,8 +12,10 @@ Binaries:
   extension works);
 * ``PIPETEL_PROMETHEUS_BIN``: Prometheus (default: ``prometheus`` on ``PATH``).
 
-When a binary is missing the tests that need it are skipped, unless ``PIPETEL_REQUIRE_PEERS=1``
-(``scripts/test`` sets it), where they fail saying which variable to set.
+A missing binary follows the one rule of the Rust harness (``tests/support/peers.rs``): with
+``PIPETEL_REQUIRE_PEERS=1`` (``scripts/test`` sets it) the test fails saying which variable to
+set; otherwise it is skipped, and the end of the run lists every test skipped for a missing peer
+and how to get the peer.
 
 What a peer received is decoded from its own output: the collector writes every OTLP request it
 gets as a JSON line (its ``file`` exporter), read back here as :class:`MetricPoint`,
@@ -54,19 +56,35 @@ def peers_required() -> bool:
     return os.environ.get("PIPETEL_REQUIRE_PEERS", "") not in ("", "0", "false", "no")
 
 
+# What each peer is and how to get it, as ``tests/support/peers.rs`` says it.
+_PEERS: Dict[str, "tuple[str, str]"] = {
+    "PIPETEL_OTELCOL_BIN": (
+        "the OpenTelemetry Collector (otelcol-pipetel)",
+        "build it and set PIPETEL_OTELCOL_BIN: `export PIPETEL_OTELCOL_BIN=$(scripts/build-collector | tail -1)` "
+        "(needs Go)",
+    ),
+    "PIPETEL_PROMETHEUS_BIN": (
+        "Prometheus",
+        "install Prometheus (`apt-get install prometheus`) or set PIPETEL_PROMETHEUS_BIN to a `prometheus` binary",
+    ),
+}
+
+
 def peer_binary(var: str, default: Optional[str]) -> str:
-    """The binary named by ``var``, else ``default`` on ``PATH``; raises :class:`PeerMissing`."""
+    """The binary named by ``var``, else ``default`` on ``PATH``; raises :class:`PeerMissing`
+    saying what is missing, why, and how to get it (with the variable to set)."""
     value = os.environ.get(var)
     if value:
         if Path(value).is_file() and os.access(value, os.X_OK):
             return value
-        raise PeerMissing(f"{var}={value} is not an executable file")
-    if default is not None:
-        found = shutil.which(default)
+        why = f"{var}={value} is not an executable file"
+    else:
+        found = shutil.which(default) if default is not None else None
         if found:
             return found
-    how = "run `export PIPETEL_OTELCOL_BIN=$(scripts/build-collector | tail -1)`" if var == "PIPETEL_OTELCOL_BIN" else f"install {default} or set {var}"
-    raise PeerMissing(f"{var} is not set and no default binary was found: {how}")
+        why = f"{var} is not set" + (f" and `{default}` is not on PATH" if default is not None else "")
+    what, how = _PEERS.get(var, (default or var, f"set {var}"))
+    raise PeerMissing(f"{what} is missing ({why}); {how}")
 
 
 _handed_out: set = set()
@@ -249,93 +267,89 @@ def _number(p: Mapping[str, Any]) -> Optional[float]:
     return None
 
 
+def _records(
+    path: Path, resources: str, scopes: str, records: str
+) -> Iterable["tuple[Dict[str, Any], str, Mapping[str, Any]]"]:
+    """``(resource attributes, scope name, record)`` for every record of a file of OTLP JSON
+    requests, its three levels named by the signal (``resourceLogs``, ``scopeLogs``,
+    ``logRecords`` for logs)."""
+    for req in _lines(path):
+        for r in req.get(resources, []):
+            resource = attributes(r.get("resource", {}).get("attributes", []))
+            for s in r.get(scopes, []):
+                scope = s.get("scope", {}).get("name", "")
+                for record in s.get(records, []):
+                    yield resource, scope, record
+
+
 def metric_points(path: Path) -> List[MetricPoint]:
     """Every metric data point in a file of OTLP JSON metric requests."""
     out: List[MetricPoint] = []
-    for req in _lines(path):
-        for rm in req.get("resourceMetrics", []):
-            resource = attributes(rm.get("resource", {}).get("attributes", []))
-            for sm in rm.get("scopeMetrics", []):
-                scope = sm.get("scope", {}).get("name", "")
-                for m in sm.get("metrics", []):
-                    for kind in ("sum", "gauge", "histogram", "exponentialHistogram", "summary"):
-                        if kind in m:
-                            break
-                    else:
-                        continue
-                    data = m[kind]
-                    for p in data.get("dataPoints", []):
-                        point = MetricPoint(
-                            name=m.get("name", ""),
-                            kind=kind,
-                            unit=m.get("unit", ""),
-                            description=m.get("description", ""),
-                            resource=resource,
-                            scope=scope,
-                            attributes=attributes(p.get("attributes", [])),
-                            time_unix_nano=int(p.get("timeUnixNano", 0)),
-                            is_monotonic=data.get("isMonotonic") if kind == "sum" else None,
-                            temporality=data.get("aggregationTemporality"),
-                        )
-                        if kind in ("sum", "gauge"):
-                            point.value = _number(p)
-                        else:
-                            point.count = int(p.get("count", 0))
-                            point.sum = float(p["sum"]) if "sum" in p else None
-                            point.bucket_counts = [int(c) for c in p.get("bucketCounts", [])]
-                            point.bounds = [float(b) for b in p.get("explicitBounds", [])]
-                        out.append(point)
+    for resource, scope, m in _records(path, "resourceMetrics", "scopeMetrics", "metrics"):
+        for kind in ("sum", "gauge", "histogram", "exponentialHistogram", "summary"):
+            if kind in m:
+                break
+        else:
+            continue
+        data = m[kind]
+        for p in data.get("dataPoints", []):
+            point = MetricPoint(
+                name=m.get("name", ""),
+                kind=kind,
+                unit=m.get("unit", ""),
+                description=m.get("description", ""),
+                resource=resource,
+                scope=scope,
+                attributes=attributes(p.get("attributes", [])),
+                time_unix_nano=int(p.get("timeUnixNano", 0)),
+                is_monotonic=data.get("isMonotonic") if kind == "sum" else None,
+                temporality=data.get("aggregationTemporality"),
+            )
+            if kind in ("sum", "gauge"):
+                point.value = _number(p)
+            else:
+                point.count = int(p.get("count", 0))
+                point.sum = float(p["sum"]) if "sum" in p else None
+                point.bucket_counts = [int(c) for c in p.get("bucketCounts", [])]
+                point.bounds = [float(b) for b in p.get("explicitBounds", [])]
+            out.append(point)
     return out
 
 
 def log_records(path: Path) -> List[LogRecord]:
     """Every log record in a file of OTLP JSON log requests."""
-    out: List[LogRecord] = []
-    for req in _lines(path):
-        for rl in req.get("resourceLogs", []):
-            resource = attributes(rl.get("resource", {}).get("attributes", []))
-            for sl in rl.get("scopeLogs", []):
-                scope = sl.get("scope", {}).get("name", "")
-                for r in sl.get("logRecords", []):
-                    out.append(
-                        LogRecord(
-                            resource=resource,
-                            scope=scope,
-                            event_name=r.get("eventName", ""),
-                            body=_any_value(r.get("body", {})),
-                            attributes=attributes(r.get("attributes", [])),
-                            severity_text=r.get("severityText", ""),
-                            time_unix_nano=int(r.get("timeUnixNano", 0)),
-                            trace_id=r.get("traceId", ""),
-                            span_id=r.get("spanId", ""),
-                        )
-                    )
-    return out
+    return [
+        LogRecord(
+            resource=resource,
+            scope=scope,
+            event_name=r.get("eventName", ""),
+            body=_any_value(r.get("body", {})),
+            attributes=attributes(r.get("attributes", [])),
+            severity_text=r.get("severityText", ""),
+            time_unix_nano=int(r.get("timeUnixNano", 0)),
+            trace_id=r.get("traceId", ""),
+            span_id=r.get("spanId", ""),
+        )
+        for resource, scope, r in _records(path, "resourceLogs", "scopeLogs", "logRecords")
+    ]
 
 
 def spans(path: Path) -> List[Span]:
     """Every span in a file of OTLP JSON trace requests."""
-    out: List[Span] = []
-    for req in _lines(path):
-        for rs in req.get("resourceSpans", []):
-            resource = attributes(rs.get("resource", {}).get("attributes", []))
-            for ss in rs.get("scopeSpans", []):
-                scope = ss.get("scope", {}).get("name", "")
-                for s in ss.get("spans", []):
-                    out.append(
-                        Span(
-                            resource=resource,
-                            scope=scope,
-                            name=s.get("name", ""),
-                            trace_id=s.get("traceId", ""),
-                            span_id=s.get("spanId", ""),
-                            parent_span_id=s.get("parentSpanId", ""),
-                            kind=int(s.get("kind", 0)),
-                            status_code=int(s.get("status", {}).get("code", 0)),
-                            attributes=attributes(s.get("attributes", [])),
-                        )
-                    )
-    return out
+    return [
+        Span(
+            resource=resource,
+            scope=scope,
+            name=s.get("name", ""),
+            trace_id=s.get("traceId", ""),
+            span_id=s.get("spanId", ""),
+            parent_span_id=s.get("parentSpanId", ""),
+            kind=int(s.get("kind", 0)),
+            status_code=int(s.get("status", {}).get("code", 0)),
+            attributes=attributes(s.get("attributes", [])),
+        )
+        for resource, scope, s in _records(path, "resourceSpans", "scopeSpans", "spans")
+    ]
 
 
 @dataclass
