@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    example_path, peers_available, turn, wait_for, workspace_root, Process, Prometheus, Route, RouteStack, FAKE_GPUS,
+    example_path, turn_if_peers, wait_for, workspace_root, Process, Prometheus, Route, RouteStack, FAKE_GPUS,
 };
 use pipetel_gpu::test_support::FakeNvml;
 use serde_json::Value;
@@ -336,10 +336,7 @@ fn every_query_returns_real_series_through_the_gateways_remote_write() {
 }
 
 fn every_query_returns_real_series(route: Route) {
-    if !peers_available(route.peers()) {
-        return;
-    }
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), route.peers()) else { return };
     let started = Instant::now();
     let root = workspace_root();
     let fake = FakeNvml::new().expect("build the fake NVML library");

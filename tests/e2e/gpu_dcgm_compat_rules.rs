@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::support::gpu::fake_gpu_service;
 use crate::support::prometheus::promtool;
-use crate::support::{peers_available, turn, workspace_root, Peer, Prometheus, FAKE_GPUS};
+use crate::support::{turn_if_peers, workspace_root, Peer, Prometheus, FAKE_GPUS};
 use pipetel_gpu::test_support::FakeNvml;
 
 fn rules_dir() -> PathBuf {
@@ -17,10 +17,7 @@ fn rules_dir() -> PathBuf {
 
 #[test]
 fn dcgm_rules_pass_promtool_check_and_their_unit_tests() {
-    if !peers_available(&[Peer::Promtool]) {
-        return;
-    }
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Promtool]) else { return };
     let (ok, out) = promtool(&["check", "rules", "dcgm-compat.yml"], &rules_dir());
     assert!(ok && out.contains("SUCCESS: 26 rules found"), "promtool check rules:\n{out}");
     let (ok, out) = promtool(&["test", "rules", "dcgm-compat.test.yml"], &rules_dir());
@@ -29,10 +26,7 @@ fn dcgm_rules_pass_promtool_check_and_their_unit_tests() {
 
 #[test]
 fn prometheus_records_dcgm_named_series_from_the_fake_gpus() {
-    if !peers_available(&[Peer::Prometheus]) {
-        return;
-    }
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
     let (_service, port) = fake_gpu_service(&fake, &[]);
@@ -81,10 +75,7 @@ fn prometheus_records_dcgm_named_series_from_the_fake_gpus() {
 
 #[test]
 fn a_process_reports_only_the_gpu_cuda_lets_it_use() {
-    if !peers_available(&[Peer::Prometheus]) {
-        return;
-    }
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
     // GPU 1 by UUID prefix, as a scheduler would hand it out.

@@ -8,17 +8,14 @@ use std::time::Duration;
 use crate::support::gpu::fake_gpu_service;
 use crate::support::workspace::built_binary;
 use crate::support::{
-    example_command, free_port, http, peers_available, promtool_check_metrics, scrape_checked, turn, wait_for,
+    example_command, free_port, http, promtool_check_metrics, scrape_checked, turn, turn_if_peers, wait_for,
     workspace_root, Peer, Process, Prometheus, FAKE_GPUS,
 };
 use pipetel_gpu::test_support::FakeNvml;
 
 #[test]
 fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
-    if !peers_available(&[Peer::Prometheus, Peer::Promtool]) {
-        return;
-    }
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Promtool]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
     // The inference service: GPU gauges beside its task and queue metrics.
@@ -130,10 +127,7 @@ fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
 
 #[test]
 fn the_standalone_exporter_serves_the_gpu_gauges() {
-    if !peers_available(&[Peer::Promtool]) {
-        return;
-    }
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Promtool]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
     let exe = built_binary("pipetel-gpu-exporter", &["-p", "pipetel-gpu-exporter"]);

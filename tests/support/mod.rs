@@ -43,5 +43,5 @@ pub use process::{wait_for, Process};
 pub use prometheus::{promtool_check_metrics, Prometheus};
 pub use python::python_label_values;
 pub use routes::{Route, RouteStack};
-pub use turns::turn;
-pub use workspace::{example_command, example_path, example_pushing, example_serving, workspace_root};
+pub use turns::{turn, turn_if_peers};
+pub use workspace::{example_command, example_path, example_pushing, example_serving, serve_example, workspace_root};

@@ -5,6 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
+use super::ports::free_port;
+use super::process::Process;
+
 /// The workspace root: the package's own folder for the end-to-end tests, two levels up for a
 /// crate's tests that share this harness (the first folder whose `Cargo.toml` has `[workspace]`).
 pub fn workspace_root() -> PathBuf {
@@ -57,6 +60,15 @@ pub fn example_serving(name: &str, port: u16) -> Command {
     let mut cmd = example_command(name);
     cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string()).env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1");
     cmd
+}
+
+/// Starts the example `name` with its pull endpoint on a free port, `configure`d first (its
+/// arguments and environment); returns the running example and the port.
+pub fn serve_example(name: &str, configure: impl FnOnce(&mut Command) -> &mut Command) -> (Process, u16) {
+    let port = free_port();
+    let mut cmd = example_serving(name, port);
+    configure(&mut cmd);
+    (Process::spawn(name, cmd), port)
 }
 
 /// A command running the example `name` pushing OTLP to `endpoint` over `protocol` (`grpc` or
