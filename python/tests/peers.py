@@ -158,6 +158,25 @@ class PeerProcess:
         """The exit code once the process has exited, ``None`` while it runs."""
         return self.popen.poll()
 
+    def wait_ready(self, what: str, state: str, url: str, describe: Callable[[], str]) -> None:
+        """Waits (30 s at most) until ``url`` answers 200. If the process exits first or the
+        time runs out, stops it and raises ``AssertionError`` saying ``what`` was not ``state``."""
+
+        def ready() -> bool:
+            code = self.exited()
+            if code is not None:
+                raise AssertionError(f"{what} exited ({code}) before it was {state}:\n{self.output()}")
+            try:
+                return http("GET", url, timeout=1.0)[0] == 200
+            except OSError:
+                return False
+
+        try:
+            wait_until(f"{what} to be {state}", ready, 30.0, describe)
+        except BaseException:
+            self.stop()
+            raise
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 5 s; waits for the process either way."""
         if self.popen.poll() is None:
@@ -426,20 +445,8 @@ class Collector:
             _COLLECTOR_CONFIG.format(health=self.health_port, grpc=self.grpc_port, http=self.http_port, dir=self.dir)
         )
         self.process = PeerProcess("otelcol", [binary, "--config", str(self.config_path)], self.dir)
-        try:
-            wait_until("the collector to be healthy", self._healthy, 30.0, self._describe)
-        except BaseException:
-            self.process.stop()
-            raise
-
-    def _healthy(self) -> bool:
-        code = self.process.exited()
-        if code is not None:
-            raise AssertionError(f"the collector exited ({code}) before it was healthy:\n{self.process.output()}")
-        try:
-            return http("GET", f"http://127.0.0.1:{self.health_port}/", timeout=1.0)[0] == 200
-        except OSError:
-            return False
+        health = f"http://127.0.0.1:{self.health_port}/"
+        self.process.wait_ready("the collector", "healthy", health, self._describe)
 
     def _describe(self) -> str:
         return f"collector output (last 40 lines):\n{self.process.output(40)}"
@@ -530,11 +537,7 @@ class Prometheus:
             ],
             self.dir,
         )
-        try:
-            wait_until("Prometheus to be ready", self._ready, 30.0, self._describe)
-        except BaseException:
-            self.process.stop()
-            raise
+        self.process.wait_ready("Prometheus", "ready", f"{self.url}/-/ready", self._describe)
 
     def _write_config(self) -> None:
         lines = [
@@ -552,15 +555,6 @@ class Prometheus:
                 f"      - targets: {json.dumps(targets)}",
             ]
         self.config_path.write_text("\n".join(lines) + "\n")
-
-    def _ready(self) -> bool:
-        code = self.process.exited()
-        if code is not None:
-            raise AssertionError(f"Prometheus exited ({code}) before it was ready:\n{self.process.output()}")
-        try:
-            return http("GET", f"{self.url}/-/ready", timeout=1.0)[0] == 200
-        except OSError:
-            return False
 
     def _describe(self) -> str:
         try:
