@@ -335,19 +335,26 @@ def metric_points(path: Path) -> List[MetricPoint]:
     return out
 
 
+def _shared(resource: Dict[str, Any], scope: str, record: Mapping[str, Any]) -> Dict[str, Any]:
+    """The fields a :class:`LogRecord` and a :class:`Span` share."""
+    return {
+        "resource": resource,
+        "scope": scope,
+        "trace_id": record.get("traceId", ""),
+        "span_id": record.get("spanId", ""),
+        "attributes": attributes(record.get("attributes", [])),
+    }
+
+
 def log_records(path: Path) -> List[LogRecord]:
     """Every log record in a file of OTLP JSON log requests."""
     return [
         LogRecord(
-            resource=resource,
-            scope=scope,
+            **_shared(resource, scope, r),
             event_name=r.get("eventName", ""),
             body=_any_value(r.get("body", {})),
-            attributes=attributes(r.get("attributes", [])),
             severity_text=r.get("severityText", ""),
             time_unix_nano=int(r.get("timeUnixNano", 0)),
-            trace_id=r.get("traceId", ""),
-            span_id=r.get("spanId", ""),
         )
         for resource, scope, r in _records(path, "resourceLogs", "scopeLogs", "logRecords")
     ]
@@ -357,15 +364,11 @@ def spans(path: Path) -> List[Span]:
     """Every span in a file of OTLP JSON trace requests."""
     return [
         Span(
-            resource=resource,
-            scope=scope,
+            **_shared(resource, scope, s),
             name=s.get("name", ""),
-            trace_id=s.get("traceId", ""),
-            span_id=s.get("spanId", ""),
             parent_span_id=s.get("parentSpanId", ""),
             kind=int(s.get("kind", 0)),
             status_code=int(s.get("status", {}).get("code", 0)),
-            attributes=attributes(s.get("attributes", [])),
         )
         for resource, scope, s in _records(path, "resourceSpans", "scopeSpans", "spans")
     ]
