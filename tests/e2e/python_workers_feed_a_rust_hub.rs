@@ -54,7 +54,7 @@ fn run(hub: &SnapshotHub, runs: &[(u64, u64)]) {
 
 #[test]
 fn python_workers_feed_a_rust_hub_with_exact_totals_across_a_restart() {
-    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Python]) else { return };
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::PipetelPython]) else { return };
     let hub = SnapshotHub::new(HubConfig::default().with_stale_after(Duration::from_secs(600)));
     run(&hub, &RUNS[..3]);
     // Worker 1 again, on a new pipe, its sequence from 1: recognised as a restart at once.

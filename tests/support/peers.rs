@@ -13,6 +13,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use super::workspace::workspace_root;
 
@@ -32,6 +33,8 @@ pub enum Peer {
     Rotel,
     /// A Python interpreter with `prometheus_client`.
     Python,
+    /// A Python interpreter with the `pipetel` package (`scripts/test-python` installs it).
+    PipetelPython,
 }
 
 impl Peer {
@@ -42,7 +45,7 @@ impl Peer {
             Peer::Prometheus => "PIPETEL_PROMETHEUS_BIN",
             Peer::Promtool => "PIPETEL_PROMTOOL_BIN",
             Peer::Rotel => "PIPETEL_ROTEL_BIN",
-            Peer::Python => "PIPETEL_PYTHON",
+            Peer::Python | Peer::PipetelPython => "PIPETEL_PYTHON",
         }
     }
 
@@ -54,6 +57,7 @@ impl Peer {
             Peer::Promtool => "promtool",
             Peer::Rotel => "the OTLP collector rotel-agent",
             Peer::Python => "Python with prometheus_client",
+            Peer::PipetelPython => "Python with the pipetel package",
         }
     }
 
@@ -78,12 +82,31 @@ impl Peer {
                 "`python3 -m venv .venv && .venv/bin/pip install prometheus_client`, or set PIPETEL_PYTHON to such a \
                  Python"
             }
+            Peer::PipetelPython => {
+                "`scripts/test-python` builds and installs the package into .venv, or set PIPETEL_PYTHON to a Python \
+                 where `import pipetel` works"
+            }
         }
     }
 
     /// The binary: the path in [`Self::var`] (a bare name is looked up on `PATH`), else the
-    /// default place; why it is missing otherwise.
+    /// default place, and for a Python one that imports the module the tests need; why it is
+    /// missing otherwise.
     pub fn locate(self) -> Result<PathBuf, String> {
+        let binary = self.binary_path()?;
+        let module = match self {
+            Peer::Python => "prometheus_client",
+            Peer::PipetelPython => "pipetel",
+            _ => return Ok(binary),
+        };
+        let imports = Command::new(&binary).args(["-c", &format!("import {module}")]).output();
+        match imports {
+            Ok(out) if out.status.success() => Ok(binary),
+            _ => Err(format!("{} cannot import {module}", binary.display())),
+        }
+    }
+
+    fn binary_path(self) -> Result<PathBuf, String> {
         let var = self.var();
         if let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty()) {
             let given = PathBuf::from(&value);
@@ -95,13 +118,17 @@ impl Peer {
             Peer::Prometheus => on_path(Path::new("prometheus")),
             Peer::Promtool => on_path(Path::new("promtool")),
             Peer::Rotel => in_venv_site_packages("rotel/rotel-agent"),
-            Peer::Python => Some(workspace_root().join(".venv/bin/python")).filter(|p| p.is_file()),
+            Peer::Python | Peer::PipetelPython => {
+                Some(workspace_root().join(".venv/bin/python")).filter(|p| p.is_file())
+            }
         };
         default.ok_or_else(|| match self {
             Peer::Otelcol => format!("{var} is not set"),
             Peer::Prometheus => format!("{var} is not set and `prometheus` is not on PATH"),
             Peer::Promtool => format!("{var} is not set and `promtool` is not on PATH"),
-            Peer::Rotel | Peer::Python => format!("{var} is not set and the workspace's .venv has none"),
+            Peer::Rotel | Peer::Python | Peer::PipetelPython => {
+                format!("{var} is not set and the workspace's .venv has none")
+            }
         })
     }
 
