@@ -1,5 +1,5 @@
 import pathlib
-from typing import Callable, Iterator, List
+from typing import Callable, Iterator, List, TypeVar
 
 import pytest
 
@@ -8,52 +8,55 @@ import peers
 REPO = pathlib.Path(__file__).resolve().parents[2]
 VECTORS = REPO / "crates" / "pipetel-recorders" / "tests" / "vectors"
 
+T = TypeVar("T")
+
 
 @pytest.fixture
 def vectors() -> pathlib.Path:
     return VECTORS
 
 
-def _missing(e: peers.PeerMissing) -> None:
-    """Skips the test for a missing peer, or fails it under PIPETEL_REQUIRE_PEERS=1."""
+# Tests skipped for a missing peer, listed again at the end of the run so the skip is not missed.
+_SKIPPED_FOR_PEERS: List[str] = []
+
+
+def _missing(request: pytest.FixtureRequest, e: peers.PeerMissing) -> None:
+    """The one rule (as in ``tests/support/peers.rs``): fails the test for a missing peer under
+    PIPETEL_REQUIRE_PEERS=1, skips it loudly otherwise."""
     if peers.peers_required():
-        pytest.fail(f"PIPETEL_REQUIRE_PEERS=1 but {e}", pytrace=False)
-    pytest.skip(str(e))
+        pytest.fail(f"PIPETEL_REQUIRE_PEERS=1 and {e}", pytrace=False)
+    _SKIPPED_FOR_PEERS.append(f"{request.node.nodeid}: {e}")
+    pytest.skip(f"{e} (PIPETEL_REQUIRE_PEERS=1 makes a missing peer a failure)")
 
 
-def _attach(request: pytest.FixtureRequest, name: str, peer: object) -> None:
-    """Remembers a peer on the test item so a failing test's report shows its output."""
+def _peer(
+    request: pytest.FixtureRequest, name: str, start: Callable[[pathlib.Path], T], workdir: pathlib.Path
+) -> Iterator[T]:
+    """Starts a peer for one test, remembers it on the test item so a failing test's report
+    shows its output, and stops it after the test."""
+    try:
+        peer = start(workdir)
+    except peers.PeerMissing as e:
+        _missing(request, e)
     attached: List = getattr(request.node, "_pipetel_peers", [])
     attached.append((name, peer))
     request.node._pipetel_peers = attached
+    try:
+        yield peer
+    finally:
+        peer.stop()
 
 
 @pytest.fixture
 def collector(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[peers.Collector]:
     """A running real OpenTelemetry Collector (OTLP gRPC + HTTP in, decoded JSON out)."""
-    try:
-        c = peers.start_collector(tmp_path / "otelcol")
-    except peers.PeerMissing as e:
-        _missing(e)
-    _attach(request, "collector", c)
-    try:
-        yield c
-    finally:
-        c.stop()
+    yield from _peer(request, "collector", peers.start_collector, tmp_path / "otelcol")
 
 
 @pytest.fixture
 def prometheus(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[peers.Prometheus]:
     """A running real Prometheus scraping every second; add targets with ``.scrape(host_port)``."""
-    try:
-        p = peers.start_prometheus(tmp_path / "prometheus")
-    except peers.PeerMissing as e:
-        _missing(e)
-    _attach(request, "prometheus", p)
-    try:
-        yield p
-    finally:
-        p.stop()
+    yield from _peer(request, "prometheus", peers.start_prometheus, tmp_path / "prometheus")
 
 
 @pytest.fixture
@@ -71,3 +74,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if report.failed and report.when in ("setup", "call"):
         for name, peer in getattr(item, "_pipetel_peers", []):
             report.sections.append((f"{name} output (last 60 lines)", peer.process.output(60)))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Lists, past pytest's short skip summary, every test skipped for a missing peer and how to get it."""
+    if _SKIPPED_FOR_PEERS:
+        terminalreporter.section("SKIPPED for a missing peer", sep="!", red=True, bold=True)
+        for line in _SKIPPED_FOR_PEERS:
+            terminalreporter.line(line)
+        terminalreporter.line("PIPETEL_REQUIRE_PEERS=1 makes a missing peer a failure.")

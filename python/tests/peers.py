@@ -12,8 +12,10 @@ Binaries:
   extension works);
 * ``PIPETEL_PROMETHEUS_BIN``: Prometheus (default: ``prometheus`` on ``PATH``).
 
-When a binary is missing the tests that need it are skipped, unless ``PIPETEL_REQUIRE_PEERS=1``
-(``scripts/test`` sets it), where they fail saying which variable to set.
+A missing binary follows the one rule of the Rust harness (``tests/support/peers.rs``): with
+``PIPETEL_REQUIRE_PEERS=1`` (``scripts/test`` sets it) the test fails saying which variable to
+set; otherwise it is skipped, and the end of the run lists every test skipped for a missing peer
+and how to get the peer.
 
 What a peer received is decoded from its own output: the collector writes every OTLP request it
 gets as a JSON line (its ``file`` exporter), read back here as :class:`MetricPoint`,
@@ -54,19 +56,35 @@ def peers_required() -> bool:
     return os.environ.get("PIPETEL_REQUIRE_PEERS", "") not in ("", "0", "false", "no")
 
 
+# What each peer is and how to get it, as ``tests/support/peers.rs`` says it.
+_PEERS: Dict[str, "tuple[str, str]"] = {
+    "PIPETEL_OTELCOL_BIN": (
+        "the OpenTelemetry Collector (otelcol-pipetel)",
+        "build it and set PIPETEL_OTELCOL_BIN: `export PIPETEL_OTELCOL_BIN=$(scripts/build-collector | tail -1)` "
+        "(needs Go)",
+    ),
+    "PIPETEL_PROMETHEUS_BIN": (
+        "Prometheus",
+        "install Prometheus (`apt-get install prometheus`) or set PIPETEL_PROMETHEUS_BIN to a `prometheus` binary",
+    ),
+}
+
+
 def peer_binary(var: str, default: Optional[str]) -> str:
-    """The binary named by ``var``, else ``default`` on ``PATH``; raises :class:`PeerMissing`."""
+    """The binary named by ``var``, else ``default`` on ``PATH``; raises :class:`PeerMissing`
+    saying what is missing, why, and how to get it (with the variable to set)."""
     value = os.environ.get(var)
     if value:
         if Path(value).is_file() and os.access(value, os.X_OK):
             return value
-        raise PeerMissing(f"{var}={value} is not an executable file")
-    if default is not None:
-        found = shutil.which(default)
+        why = f"{var}={value} is not an executable file"
+    else:
+        found = shutil.which(default) if default is not None else None
         if found:
             return found
-    how = "run `export PIPETEL_OTELCOL_BIN=$(scripts/build-collector | tail -1)`" if var == "PIPETEL_OTELCOL_BIN" else f"install {default} or set {var}"
-    raise PeerMissing(f"{var} is not set and no default binary was found: {how}")
+        why = f"{var} is not set" + (f" and `{default}` is not on PATH" if default is not None else "")
+    what, how = _PEERS.get(var, (default or var, f"set {var}"))
+    raise PeerMissing(f"{what} is missing ({why}); {how}")
 
 
 _handed_out: set = set()
@@ -139,6 +157,25 @@ class PeerProcess:
     def exited(self) -> Optional[int]:
         """The exit code once the process has exited, ``None`` while it runs."""
         return self.popen.poll()
+
+    def wait_ready(self, what: str, state: str, url: str, describe: Callable[[], str]) -> None:
+        """Waits (30 s at most) until ``url`` answers 200. If the process exits first or the
+        time runs out, stops it and raises ``AssertionError`` saying ``what`` was not ``state``."""
+
+        def ready() -> bool:
+            code = self.exited()
+            if code is not None:
+                raise AssertionError(f"{what} exited ({code}) before it was {state}:\n{self.output()}")
+            try:
+                return http("GET", url, timeout=1.0)[0] == 200
+            except OSError:
+                return False
+
+        try:
+            wait_until(f"{what} to be {state}", ready, 30.0, describe)
+        except BaseException:
+            self.stop()
+            raise
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 5 s; waits for the process either way."""
@@ -249,93 +286,92 @@ def _number(p: Mapping[str, Any]) -> Optional[float]:
     return None
 
 
+def _records(
+    path: Path, resources: str, scopes: str, records: str
+) -> Iterable["tuple[Dict[str, Any], str, Mapping[str, Any]]"]:
+    """``(resource attributes, scope name, record)`` for every record of a file of OTLP JSON
+    requests, its three levels named by the signal (``resourceLogs``, ``scopeLogs``,
+    ``logRecords`` for logs)."""
+    for req in _lines(path):
+        for r in req.get(resources, []):
+            resource = attributes(r.get("resource", {}).get("attributes", []))
+            for s in r.get(scopes, []):
+                scope = s.get("scope", {}).get("name", "")
+                for record in s.get(records, []):
+                    yield resource, scope, record
+
+
 def metric_points(path: Path) -> List[MetricPoint]:
     """Every metric data point in a file of OTLP JSON metric requests."""
     out: List[MetricPoint] = []
-    for req in _lines(path):
-        for rm in req.get("resourceMetrics", []):
-            resource = attributes(rm.get("resource", {}).get("attributes", []))
-            for sm in rm.get("scopeMetrics", []):
-                scope = sm.get("scope", {}).get("name", "")
-                for m in sm.get("metrics", []):
-                    for kind in ("sum", "gauge", "histogram", "exponentialHistogram", "summary"):
-                        if kind in m:
-                            break
-                    else:
-                        continue
-                    data = m[kind]
-                    for p in data.get("dataPoints", []):
-                        point = MetricPoint(
-                            name=m.get("name", ""),
-                            kind=kind,
-                            unit=m.get("unit", ""),
-                            description=m.get("description", ""),
-                            resource=resource,
-                            scope=scope,
-                            attributes=attributes(p.get("attributes", [])),
-                            time_unix_nano=int(p.get("timeUnixNano", 0)),
-                            is_monotonic=data.get("isMonotonic") if kind == "sum" else None,
-                            temporality=data.get("aggregationTemporality"),
-                        )
-                        if kind in ("sum", "gauge"):
-                            point.value = _number(p)
-                        else:
-                            point.count = int(p.get("count", 0))
-                            point.sum = float(p["sum"]) if "sum" in p else None
-                            point.bucket_counts = [int(c) for c in p.get("bucketCounts", [])]
-                            point.bounds = [float(b) for b in p.get("explicitBounds", [])]
-                        out.append(point)
+    for resource, scope, m in _records(path, "resourceMetrics", "scopeMetrics", "metrics"):
+        for kind in ("sum", "gauge", "histogram", "exponentialHistogram", "summary"):
+            if kind in m:
+                break
+        else:
+            continue
+        data = m[kind]
+        for p in data.get("dataPoints", []):
+            point = MetricPoint(
+                name=m.get("name", ""),
+                kind=kind,
+                unit=m.get("unit", ""),
+                description=m.get("description", ""),
+                resource=resource,
+                scope=scope,
+                attributes=attributes(p.get("attributes", [])),
+                time_unix_nano=int(p.get("timeUnixNano", 0)),
+                is_monotonic=data.get("isMonotonic") if kind == "sum" else None,
+                temporality=data.get("aggregationTemporality"),
+            )
+            if kind in ("sum", "gauge"):
+                point.value = _number(p)
+            else:
+                point.count = int(p.get("count", 0))
+                point.sum = float(p["sum"]) if "sum" in p else None
+                point.bucket_counts = [int(c) for c in p.get("bucketCounts", [])]
+                point.bounds = [float(b) for b in p.get("explicitBounds", [])]
+            out.append(point)
     return out
+
+
+def _shared(resource: Dict[str, Any], scope: str, record: Mapping[str, Any]) -> Dict[str, Any]:
+    """The fields a :class:`LogRecord` and a :class:`Span` share."""
+    return {
+        "resource": resource,
+        "scope": scope,
+        "trace_id": record.get("traceId", ""),
+        "span_id": record.get("spanId", ""),
+        "attributes": attributes(record.get("attributes", [])),
+    }
 
 
 def log_records(path: Path) -> List[LogRecord]:
     """Every log record in a file of OTLP JSON log requests."""
-    out: List[LogRecord] = []
-    for req in _lines(path):
-        for rl in req.get("resourceLogs", []):
-            resource = attributes(rl.get("resource", {}).get("attributes", []))
-            for sl in rl.get("scopeLogs", []):
-                scope = sl.get("scope", {}).get("name", "")
-                for r in sl.get("logRecords", []):
-                    out.append(
-                        LogRecord(
-                            resource=resource,
-                            scope=scope,
-                            event_name=r.get("eventName", ""),
-                            body=_any_value(r.get("body", {})),
-                            attributes=attributes(r.get("attributes", [])),
-                            severity_text=r.get("severityText", ""),
-                            time_unix_nano=int(r.get("timeUnixNano", 0)),
-                            trace_id=r.get("traceId", ""),
-                            span_id=r.get("spanId", ""),
-                        )
-                    )
-    return out
+    return [
+        LogRecord(
+            **_shared(resource, scope, r),
+            event_name=r.get("eventName", ""),
+            body=_any_value(r.get("body", {})),
+            severity_text=r.get("severityText", ""),
+            time_unix_nano=int(r.get("timeUnixNano", 0)),
+        )
+        for resource, scope, r in _records(path, "resourceLogs", "scopeLogs", "logRecords")
+    ]
 
 
 def spans(path: Path) -> List[Span]:
     """Every span in a file of OTLP JSON trace requests."""
-    out: List[Span] = []
-    for req in _lines(path):
-        for rs in req.get("resourceSpans", []):
-            resource = attributes(rs.get("resource", {}).get("attributes", []))
-            for ss in rs.get("scopeSpans", []):
-                scope = ss.get("scope", {}).get("name", "")
-                for s in ss.get("spans", []):
-                    out.append(
-                        Span(
-                            resource=resource,
-                            scope=scope,
-                            name=s.get("name", ""),
-                            trace_id=s.get("traceId", ""),
-                            span_id=s.get("spanId", ""),
-                            parent_span_id=s.get("parentSpanId", ""),
-                            kind=int(s.get("kind", 0)),
-                            status_code=int(s.get("status", {}).get("code", 0)),
-                            attributes=attributes(s.get("attributes", [])),
-                        )
-                    )
-    return out
+    return [
+        Span(
+            **_shared(resource, scope, s),
+            name=s.get("name", ""),
+            parent_span_id=s.get("parentSpanId", ""),
+            kind=int(s.get("kind", 0)),
+            status_code=int(s.get("status", {}).get("code", 0)),
+        )
+        for resource, scope, s in _records(path, "resourceSpans", "scopeSpans", "spans")
+    ]
 
 
 @dataclass
@@ -412,20 +448,8 @@ class Collector:
             _COLLECTOR_CONFIG.format(health=self.health_port, grpc=self.grpc_port, http=self.http_port, dir=self.dir)
         )
         self.process = PeerProcess("otelcol", [binary, "--config", str(self.config_path)], self.dir)
-        try:
-            wait_until("the collector to be healthy", self._healthy, 30.0, self._describe)
-        except BaseException:
-            self.process.stop()
-            raise
-
-    def _healthy(self) -> bool:
-        code = self.process.exited()
-        if code is not None:
-            raise AssertionError(f"the collector exited ({code}) before it was healthy:\n{self.process.output()}")
-        try:
-            return http("GET", f"http://127.0.0.1:{self.health_port}/", timeout=1.0)[0] == 200
-        except OSError:
-            return False
+        health = f"http://127.0.0.1:{self.health_port}/"
+        self.process.wait_ready("the collector", "healthy", health, self._describe)
 
     def _describe(self) -> str:
         return f"collector output (last 40 lines):\n{self.process.output(40)}"
@@ -516,11 +540,7 @@ class Prometheus:
             ],
             self.dir,
         )
-        try:
-            wait_until("Prometheus to be ready", self._ready, 30.0, self._describe)
-        except BaseException:
-            self.process.stop()
-            raise
+        self.process.wait_ready("Prometheus", "ready", f"{self.url}/-/ready", self._describe)
 
     def _write_config(self) -> None:
         lines = [
@@ -538,15 +558,6 @@ class Prometheus:
                 f"      - targets: {json.dumps(targets)}",
             ]
         self.config_path.write_text("\n".join(lines) + "\n")
-
-    def _ready(self) -> bool:
-        code = self.process.exited()
-        if code is not None:
-            raise AssertionError(f"Prometheus exited ({code}) before it was ready:\n{self.process.output()}")
-        try:
-            return http("GET", f"{self.url}/-/ready", timeout=1.0)[0] == 200
-        except OSError:
-            return False
 
     def _describe(self) -> str:
         try:

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use crate::support::otlp_json::{assert_rows_arrived, record_of, rows_missing, LogRecord, Span};
 use crate::support::pipeline_run::STAGES;
 use crate::support::{
-    example_pushing, free_port, turn, wait_for, Otelcol, OtelcolSink, PipelineRun, Process, Prometheus,
+    example_pushing, free_port, turn_if_peers, wait_for, Otelcol, OtelcolSink, Peer, PipelineRun, Process, Prometheus,
 };
 
 /// The gateway pool's DNS name, as the agent's hosts file resolves it.
@@ -87,7 +87,7 @@ fn whole_traces(by_gateway: &BTreeMap<&str, Vec<Span>>) -> Result<(), String> {
 
 #[test]
 fn spans_stay_together_per_trace_and_totals_are_exact() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Otelcol]) else { return };
     let prometheus = Prometheus::receiving_remote_write();
     let port = pool_port();
     let sinks: Vec<OtelcolSink> =

@@ -6,20 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use crate::support::prometheus::promtool_binary;
-use crate::support::{turn, workspace_root};
-
-fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
-    let bin = promtool_binary();
-    let out = Command::new(&bin)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {bin:?} (set PIPETEL_PROMTOOL_BIN): {e}"));
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
+use crate::support::prometheus::promtool;
+use crate::support::{turn_if_peers, workspace_root, Peer};
 
 fn collector_dir() -> PathBuf {
     workspace_root().join("otel-collector")
@@ -44,7 +33,7 @@ fn alerts() -> Vec<String> {
 
 #[test]
 fn prometheus_config_and_rules_pass_promtool_checks() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Promtool]) else { return };
     let dir = collector_dir();
     let (ok, out) = promtool(&["check", "config", "prometheus.yml"], &dir);
     assert!(ok, "promtool check config:\n{out}");
@@ -86,7 +75,7 @@ fn every_alert_the_issue_names_is_defined_with_severity_and_summary() {
 
 #[test]
 fn alert_unit_tests_pass_and_cover_firing_and_silence_for_each_alert() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Promtool]) else { return };
     let dir = collector_dir().join("rules");
     let (ok, out) = promtool(&["test", "rules", "pipetel-alerts.test.yml"], &dir);
     assert!(ok, "promtool test rules:\n{out}");
@@ -115,7 +104,7 @@ fn alert_unit_tests_pass_and_cover_firing_and_silence_for_each_alert() {
 
 #[test]
 fn the_unit_tests_catch_an_alert_that_never_fires() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Promtool]) else { return };
     let src = collector_dir().join("rules");
     let rules = std::fs::read_to_string(src.join("pipetel-alerts.yml")).expect("rules");
     let tests = std::fs::read_to_string(src.join("pipetel-alerts.test.yml")).expect("tests");

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::{example_pushing, turn, Collector, Process, RefusingPort};
+use crate::support::{example_pushing, turn, turn_if_peers, Collector, Peer, Process, RefusingPort};
 
 fn shutdown_millis(out: &str) -> f64 {
     let line =
@@ -64,7 +64,7 @@ fn collector_down_at_start_does_not_fail_or_hang() {
 
 #[test]
 fn collector_going_down_mid_run_does_not_block_the_program() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Rotel]) else { return };
     for protocol in ["grpc", "http/protobuf"] {
         let mut collector = Collector::start();
         let mut example = run(&collector.endpoint(protocol), protocol, "20");

@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::python::python_binary;
-use crate::support::{example_serving, free_port, turn, wait_for, Process, Prometheus};
+use crate::support::{serve_example, turn_if_peers, wait_for, Peer, Prometheus};
 
 /// `(name, trace id, span id)` of every span the console trace exporter printed.
 fn printed_spans(output: &str) -> BTreeSet<(String, String, String)> {
@@ -81,18 +81,17 @@ fn get(url: &str, accept: &str) -> (String, String) {
 
 #[test]
 fn prometheus_stores_exemplars_that_name_the_examples_sampled_spans() {
-    let _turn = turn(module_path!());
-    let port = free_port();
-    let mut cmd = example_serving("quickstart", port);
-    cmd.env("OTEL_TRACES_EXPORTER", "console").env("OTEL_BSP_SCHEDULE_DELAY", "200").args([
-        "--batches",
-        "5",
-        "--interval-ms",
-        "100",
-        "--linger-seconds",
-        "90",
-    ]);
-    let mut example = Process::spawn("quickstart", cmd);
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Python]) else { return };
+    let (mut example, port) = serve_example("quickstart", |cmd| {
+        cmd.env("OTEL_TRACES_EXPORTER", "console").env("OTEL_BSP_SCHEDULE_DELAY", "200").args([
+            "--batches",
+            "5",
+            "--interval-ms",
+            "100",
+            "--linger-seconds",
+            "90",
+        ])
+    });
     example.wait_for_output("done: batches=5", Duration::from_secs(60));
     // The console exporter prints the spans in batches; wait for all five `tokenize` spans.
     let spans = wait_for("the console exporter to print every tokenize span", Duration::from_secs(30), || {

@@ -3,60 +3,33 @@
 //! fake NVML library's, records DCGM-named series with dcgm-exporter's labels from them. The
 //! same service, given `CUDA_VISIBLE_DEVICES`, reports only the GPU it may use.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::prometheus::promtool_binary;
-use crate::support::{example_serving, free_port, turn, wait_for, workspace_root, Process, Prometheus, FAKE_GPUS};
+use crate::support::gpu::fake_gpu_service;
+use crate::support::prometheus::promtool;
+use crate::support::{turn_if_peers, workspace_root, Peer, Prometheus, FAKE_GPUS};
 use pipetel_gpu::test_support::FakeNvml;
 
 fn rules_dir() -> PathBuf {
     workspace_root().join("otel-collector/rules")
 }
 
-fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
-    let bin = promtool_binary();
-    let out = Command::new(&bin)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {bin:?} (set PIPETEL_PROMTOOL_BIN): {e}"));
-    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
-}
-
 #[test]
 fn dcgm_rules_pass_promtool_check_and_their_unit_tests() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Promtool]) else { return };
     let (ok, out) = promtool(&["check", "rules", "dcgm-compat.yml"], &rules_dir());
     assert!(ok && out.contains("SUCCESS: 26 rules found"), "promtool check rules:\n{out}");
     let (ok, out) = promtool(&["test", "rules", "dcgm-compat.test.yml"], &rules_dir());
     assert!(ok && out.contains("SUCCESS"), "promtool test rules:\n{out}");
 }
 
-/// The inference service with the fake GPUs, serving on a free port; `env` adds variables.
-fn service(fake: &FakeNvml, env: &[(&str, &str)]) -> (Process, u16) {
-    let port = free_port();
-    let mut cmd = example_serving("inference_service", port);
-    cmd.env_remove("CUDA_VISIBLE_DEVICES").env_remove("NVIDIA_VISIBLE_DEVICES").env_remove("PIPETEL_GPU_DEVICES");
-    cmd.env("PIPETEL_GPU", "on")
-        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
-        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
-        .envs(env.iter().copied())
-        .args(["--seconds", "2", "--linger-seconds", "60"]);
-    let process = Process::spawn("inference_service", cmd);
-    wait_for("the service's endpoint", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
-    });
-    (process, port)
-}
-
 #[test]
 fn prometheus_records_dcgm_named_series_from_the_fake_gpus() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
-    let (_service, port) = service(&fake, &[]);
+    let (_service, port) = fake_gpu_service(&fake, &[]);
     let scrape = format!("\n  - job_name: inference\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n");
     let prometheus = Prometheus::start_scraping_with_rules(&scrape, &[rules_dir().join("dcgm-compat.yml")]);
 
@@ -102,11 +75,11 @@ fn prometheus_records_dcgm_named_series_from_the_fake_gpus() {
 
 #[test]
 fn a_process_reports_only_the_gpu_cuda_lets_it_use() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
     // GPU 1 by UUID prefix, as a scheduler would hand it out.
-    let (_service, port) = service(&fake, &[("CUDA_VISIBLE_DEVICES", "GPU-99999999")]);
+    let (_service, port) = fake_gpu_service(&fake, &[("CUDA_VISIBLE_DEVICES", "GPU-99999999")]);
     let prometheus = Prometheus::scraping_cleanly(port);
     prometheus.wait_for_value("hw_gpu_memory_limit_bytes{hw_name=\"Fake L4\"}", Duration::from_secs(30), |v| {
         v == 24_000_000_000.0

@@ -5,32 +5,21 @@
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support::gpu::fake_gpu_service;
 use crate::support::workspace::built_binary;
 use crate::support::{
-    example_command, example_serving, free_port, http, promtool_check_metrics, scrape_checked, turn, wait_for,
-    workspace_root, Process, Prometheus, FAKE_GPUS,
+    example_command, free_port, http, promtool_check_metrics, scrape_checked, turn, turn_if_peers, wait_for,
+    workspace_root, Peer, Process, Prometheus, FAKE_GPUS,
 };
 use pipetel_gpu::test_support::FakeNvml;
 
 #[test]
 fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Promtool]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
-    let port = free_port();
     // The inference service: GPU gauges beside its task and queue metrics.
-    let mut cmd = example_serving("inference_service", port);
-    // Whatever GPUs the test machine gives this process, the fake's two are the service's.
-    cmd.env_remove("CUDA_VISIBLE_DEVICES").env_remove("NVIDIA_VISIBLE_DEVICES").env_remove("PIPETEL_GPU_DEVICES");
-    cmd.env("PIPETEL_GPU", "on")
-        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
-        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
-        .env("PIPETEL_GPU_PCIE_THROUGHPUT", "true")
-        .args(["--seconds", "2", "--linger-seconds", "60"]);
-    let _service = Process::spawn("inference_service", cmd);
-    wait_for("the service's endpoint", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
-    });
+    let (_service, port) = fake_gpu_service(&fake, &[("PIPETEL_GPU_PCIE_THROUGHPUT", "true")]);
     let prometheus = Prometheus::scraping_cleanly(port);
 
     let general = prometheus.wait_for_value(
@@ -138,7 +127,7 @@ fn a_missing_library_turns_gpu_metrics_off_or_fails_init_when_required() {
 
 #[test]
 fn the_standalone_exporter_serves_the_gpu_gauges() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Promtool]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("state");
     let exe = built_binary("pipetel-gpu-exporter", &["-p", "pipetel-gpu-exporter"]);

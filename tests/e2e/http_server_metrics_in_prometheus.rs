@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, scrape_checked, turn, Process, Prometheus};
+use crate::support::{scrape_checked, serve_example, turn_if_peers, Peer, Prometheus};
 
 const TASKS: usize = 50;
 const REQUESTS: usize = 60;
@@ -46,13 +46,12 @@ fn printed_counts(out: &str, route: &str) -> BTreeMap<u16, usize> {
 
 #[test]
 fn http_server_request_metrics_reach_prometheus_exactly() {
-    let _turn = turn(module_path!());
-    let port = free_port();
-    let mut cmd = example_serving("inference_service", port);
-    cmd.env_remove("PIPETEL_HTTP_METRICS")
-        .args(["--seconds", "1", "--tasks", &TASKS.to_string(), "--linger-seconds", "60"])
-        .args(["--http-port", "0", "--http-requests", &REQUESTS.to_string()]);
-    let mut example = Process::spawn("inference_service", cmd);
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Promtool]) else { return };
+    let (mut example, port) = serve_example("inference_service", |cmd| {
+        cmd.env_remove("PIPETEL_HTTP_METRICS")
+            .args(["--seconds", "1", "--tasks", &TASKS.to_string(), "--linger-seconds", "60"])
+            .args(["--http-port", "0", "--http-requests", &REQUESTS.to_string()])
+    });
     let out = example.wait_for_output("done: ", Duration::from_secs(90));
 
     let infer = printed_counts(&out, "POST /v1/infer");

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, turn, wait_for, Process, Prometheus};
+use crate::support::{example_serving, free_port, turn_if_peers, wait_for, Peer, Process, Prometheus};
 
 /// Steps per worker run, the step after which worker 1 is killed, and the step interval.
 const STEPS: u64 = 12;
@@ -56,7 +56,7 @@ fn expectations(output: &str) -> BTreeMap<String, f64> {
 
 #[test]
 fn worker_totals_arrive_exactly_and_no_counter_resets_across_a_killed_worker() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus]) else { return };
     let port = free_port();
     let prometheus = Prometheus::start(&[format!("127.0.0.1:{port}")], "/metrics");
     // Start the run only once Prometheus scrapes, so scrapes straddle the kill and restart.

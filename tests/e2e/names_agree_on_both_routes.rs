@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::support::{example_path, turn, wait_for, Process, Route, RouteStack, FAKE_GPUS};
+use crate::support::{example_path, turn_if_peers, wait_for, Peer, Process, Route, RouteStack, FAKE_GPUS};
 use pipetel_gpu::test_support::FakeNvml;
 
 /// The OTel kinds the translation tells apart.
@@ -185,7 +185,7 @@ fn seen(stack: &RouteStack) -> Seen {
 
 #[test]
 fn every_instrument_has_one_prometheus_name_and_label_set_on_every_route() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Otelcol]) else { return };
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(FAKE_GPUS).expect("fake NVML state");
     for example in ["pipeline", "inference_service", "multiprocess"] {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, turn_if_peers, Block, Collector, Peer, Process};
 
 fn run_example_against(protocol: &str) -> (String, u32) {
     let mut collector = Collector::start();
@@ -103,12 +103,12 @@ fn check(protocol: &str) {
 
 #[test]
 fn otlp_grpc_delivers_metrics_traces_and_logs() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Rotel]) else { return };
     check("grpc");
 }
 
 #[test]
 fn otlp_http_protobuf_delivers_metrics_traces_and_logs() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Rotel]) else { return };
     check("http/protobuf");
 }

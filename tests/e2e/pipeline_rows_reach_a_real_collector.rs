@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, turn_if_peers, Block, Collector, Peer, Process};
 
 #[test]
 fn spans_and_rows_of_every_stage_and_shard_arrive() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Rotel]) else { return };
     let mut collector = Collector::start();
     let mut cmd = example_pushing("pipeline", &collector.endpoint("grpc"), "grpc");
     cmd.env("PIPETEL_SAMPLE_INTERVAL", "300").env("OTEL_METRIC_EXPORT_INTERVAL", "1000");

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, scrape_checked, turn, Process, Prometheus};
+use crate::support::{scrape_checked, serve_example, turn_if_peers, Peer, Prometheus};
 
 /// Items per stage, from the table the example prints at the end.
 fn printed_items(out: &str) -> BTreeMap<String, (String, f64)> {
@@ -22,11 +22,10 @@ fn printed_items(out: &str) -> BTreeMap<String, (String, f64)> {
 
 #[test]
 fn stage_and_worker_series_match_the_run() {
-    let _turn = turn(module_path!());
-    let port = free_port();
-    let mut cmd = example_serving("pipeline", port);
-    cmd.env("PIPETEL_SAMPLE_INTERVAL", "500").args(["--seconds", "2", "--linger-seconds", "60"]);
-    let mut example = Process::spawn("pipeline", cmd);
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Promtool]) else { return };
+    let (mut example, port) = serve_example("pipeline", |cmd| {
+        cmd.env("PIPETEL_SAMPLE_INTERVAL", "500").args(["--seconds", "2", "--linger-seconds", "60"])
+    });
     let pid = example.id();
     let out = example.wait_for_output("done: stages=3", Duration::from_secs(60));
     let items = printed_items(&out);

@@ -12,14 +12,14 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::{free_port, turn, Process, Prometheus};
+use crate::support::{free_port, turn_if_peers, Peer, Process, Prometheus};
 
 const SERIES: usize = 1_000_000;
 const PORT_VAR: &str = "PIPETEL_E2E_MILLION_PORT";
 
 #[test]
 fn prometheus_scrapes_a_million_series_endpoint() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus]) else { return };
     let port = free_port();
     let mut cmd = Command::new(std::env::current_exe().expect("this test binary"));
     cmd.args([

@@ -4,22 +4,21 @@
 
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, http, promtool_check_metrics, turn, Process, Prometheus};
+use crate::support::{http, promtool_check_metrics, serve_example, turn_if_peers, Peer, Prometheus};
 
 #[test]
 fn prometheus_scrapes_the_example_and_sees_its_values() {
-    let _turn = turn(module_path!());
-    let port = free_port();
-    let mut cmd = example_serving("quickstart", port);
-    cmd.env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e").args([
-        "--batches",
-        "5",
-        "--interval-ms",
-        "100",
-        "--linger-seconds",
-        "60",
-    ]);
-    let mut example = Process::spawn("quickstart", cmd);
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Promtool]) else { return };
+    let (mut example, port) = serve_example("quickstart", |cmd| {
+        cmd.env("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e").args([
+            "--batches",
+            "5",
+            "--interval-ms",
+            "100",
+            "--linger-seconds",
+            "60",
+        ])
+    });
     let out = example.wait_for_output("serving metrics at", Duration::from_secs(30));
     assert!(out.contains(&format!("http://127.0.0.1:{port}/metrics")), "{out}");
     example.wait_for_output("done: batches=5 items=500 bytes=20480", Duration::from_secs(30));

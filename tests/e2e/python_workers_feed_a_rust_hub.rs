@@ -13,7 +13,7 @@ use std::time::Duration;
 use pipetel::hub::{HubConfig, SnapshotHub};
 
 use crate::support::python::python_binary;
-use crate::support::{turn, workspace_root};
+use crate::support::{turn_if_peers, workspace_root, Peer};
 
 /// `(worker index, steps)` of each run, in order; worker 1 runs twice (a restart).
 const RUNS: &[(u64, u64)] = &[(0, 12), (1, 5), (2, 12), (1, 12)];
@@ -54,7 +54,7 @@ fn run(hub: &SnapshotHub, runs: &[(u64, u64)]) {
 
 #[test]
 fn python_workers_feed_a_rust_hub_with_exact_totals_across_a_restart() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::PipetelPython]) else { return };
     let hub = SnapshotHub::new(HubConfig::default().with_stale_after(Duration::from_secs(600)));
     run(&hub, &RUNS[..3]);
     // Worker 1 again, on a new pipe, its sequence from 1: recognised as a restart at once.

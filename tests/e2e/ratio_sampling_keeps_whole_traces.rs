@@ -5,11 +5,11 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use crate::support::{blocks, example_pushing, turn, Block, Collector, Process};
+use crate::support::{blocks, example_pushing, turn_if_peers, Block, Collector, Peer, Process};
 
 #[test]
 fn ratio_sampling_keeps_or_drops_whole_traces() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Rotel]) else { return };
     const BATCHES: usize = 40;
     let mut collector = Collector::start();
     let mut cmd = example_pushing("quickstart", &collector.endpoint("grpc"), "grpc");

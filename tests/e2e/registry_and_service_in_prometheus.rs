@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, python_label_values, scrape_checked, turn, Process, Prometheus};
+use crate::support::{python_label_values, scrape_checked, serve_example, turn_if_peers, Peer, Prometheus};
 
 /// The model names the example uses (its `MODELS`).
 const MODELS: [&str; 4] = ["llama \"8b\"", "C:\\models\\mistral", "two\nlines", "日本語モデル ✓"];
@@ -23,11 +23,10 @@ fn field(line: &str, key: &str) -> f64 {
 
 #[test]
 fn service_and_registry_metrics_reach_prometheus_exactly() {
-    let _turn = turn(module_path!());
-    let port = free_port();
-    let mut cmd = example_serving("inference_service", port);
-    cmd.args(["--seconds", "2", "--tasks", "200", "--linger-seconds", "60"]);
-    let mut example = Process::spawn("inference_service", cmd);
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Promtool, Peer::Python]) else { return };
+    let (mut example, port) = serve_example("inference_service", |cmd| {
+        cmd.args(["--seconds", "2", "--tasks", "200", "--linger-seconds", "60"])
+    });
     let out = example.wait_for_output("done: ", Duration::from_secs(60));
     let done = out.lines().find(|l| l.starts_with("done: ")).expect("done line");
     let (created, completed, failed, cancelled) =

@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::support::{blocks, example_pushing, free_port, turn, Collector, Process};
+use crate::support::{blocks, example_pushing, free_port, turn_if_peers, Collector, Peer, Process};
 
 /// Generous bound on one `shard.record` call (two relaxed atomic adds): a blocked call would
 /// take at least one export timeout (500 ms here).
@@ -136,7 +136,7 @@ fn outage_and_recovery(protocol: &str) {
 /// One after the other: two 8-thread runs at once would measure the scheduler, not pipetel.
 #[test]
 fn collector_outage_recovers_with_exact_cumulative_totals() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Rotel]) else { return };
     for protocol in ["grpc", "http/protobuf"] {
         outage_and_recovery(protocol);
     }

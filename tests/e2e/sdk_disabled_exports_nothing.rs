@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
-use crate::support::{example_pushing, free_port, turn, Collector, Process};
+use crate::support::{example_pushing, free_port, turn_if_peers, Collector, Peer, Process};
 
 #[test]
 fn disabled_sdk_runs_the_program_and_exports_nothing() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Rotel]) else { return };
     let mut collector = Collector::start();
     let port = free_port();
     let mut cmd = example_pushing("quickstart", &collector.endpoint("grpc"), "grpc");

@@ -11,7 +11,7 @@ use std::time::Duration;
 use crate::support::otlp_json::{assert_rows_arrived, rows_missing, Span};
 use crate::support::pipeline_run::STAGES;
 use crate::support::routes::exporter_job;
-use crate::support::{turn, wait_for, Otelcol, OtelcolSink, PipelineRun, Prometheus};
+use crate::support::{turn_if_peers, wait_for, Otelcol, OtelcolSink, Peer, PipelineRun, Prometheus};
 
 /// The stage span `stage <name>` and its children, once all `shards` have arrived.
 fn stage_trace<'a>(spans: &'a [Span], stage: &str, shards: usize) -> Option<(&'a Span, Vec<&'a Span>)> {
@@ -22,7 +22,7 @@ fn stage_trace<'a>(spans: &'a [Span], stage: &str, shards: usize) -> Option<(&'a
 
 #[test]
 fn metrics_traces_and_rows_reach_prometheus_tempo_and_loki() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Otelcol, Peer::Prometheus]) else { return };
     let backend = OtelcolSink::start("backend");
     let collector = Otelcol::shipped("collector", "config.yaml").backends(&backend).start();
     let prometheus = Prometheus::start_scraping(&exporter_job(collector.env("OTELCOL_PROMETHEUS_ENDPOINT")));

@@ -4,29 +4,14 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use super::peers::Peer;
 use super::ports::free_port;
 use super::process::{wait_for, Process};
-use super::workspace::workspace_root;
 
-/// The `rotel-agent` binary: `PIPETEL_ROTEL_BIN`, or the one in the workspace's `.venv`.
+/// The `rotel-agent` binary: `PIPETEL_ROTEL_BIN`, or the one in the workspace's `.venv`
+/// ([`Peer::Rotel`]).
 pub fn rotel_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("PIPETEL_ROTEL_BIN") {
-        return PathBuf::from(p);
-    }
-    let lib = workspace_root().join(".venv/lib");
-    let found = std::fs::read_dir(&lib)
-        .ok()
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path().join("site-packages/rotel/rotel-agent"))
-        .find(|p| p.exists());
-    found.unwrap_or_else(|| {
-        panic!(
-            "rotel-agent not found: set PIPETEL_ROTEL_BIN or install rotel into {} (scripts/test does)",
-            lib.display()
-        )
-    })
+    Peer::Rotel.binary()
 }
 
 /// A real OTLP collector (`rotel-agent`) printing everything it receives.

@@ -1,10 +1,12 @@
 //! The real OpenTelemetry Collector, `otelcol-pipetel` (built by `scripts/build-collector`),
-//! running the shipped configs of `otel-collector/` with their addresses moved onto loopback
-//! through the `${env:OTELCOL_...}` variables the configs read, and [`OtelcolSink`], a second
-//! collector that stands in for Tempo and Loki and writes what it receives as OTLP JSON.
+//! running the shipped configs of `otel-collector/` (or a test's own, as the in-process tests of
+//! `crates/pipetel` do) with their addresses moved onto loopback through the `${env:OTELCOL_...}`
+//! variables the configs read, and [`OtelcolSink`], a second collector that stands in for Tempo
+//! and Loki and writes what it receives as OTLP JSON.
 //!
-//! The binary comes from `PIPETEL_OTELCOL_BIN` (`scripts/test` exports it); without it every test
-//! that needs the collector fails saying so.
+//! The binary comes from `PIPETEL_OTELCOL_BIN` (`scripts/test` exports it); a test states that it
+//! needs it with `peers_available(&[Peer::Otelcol])`, which skips or fails it by the one rule of
+//! [`super::peers`].
 
 use std::collections::BTreeMap;
 use std::net::TcpListener;
@@ -15,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::http::http;
 use super::otlp_json::{log_records_in, spans_in, LogRecord, Span};
+use super::peers::Peer;
 use super::ports::free_port;
 use super::process::Process;
 use super::workspace::workspace_root;
@@ -23,16 +26,9 @@ use super::workspace::workspace_root;
 /// the host moves, through `OTELCOL_TELEMETRY_HOST`).
 pub const TELEMETRY_PORT: u16 = 8888;
 
-/// The `otelcol-pipetel` binary from `PIPETEL_OTELCOL_BIN`; panics with how to get it otherwise.
+/// The `otelcol-pipetel` binary from `PIPETEL_OTELCOL_BIN` ([`Peer::Otelcol`]).
 pub fn otelcol_binary() -> PathBuf {
-    match std::env::var_os("PIPETEL_OTELCOL_BIN") {
-        Some(p) if Path::new(&p).is_file() => PathBuf::from(p),
-        Some(p) => panic!("PIPETEL_OTELCOL_BIN={} is not a file: run scripts/build-collector", Path::new(&p).display()),
-        None => panic!(
-            "PIPETEL_OTELCOL_BIN is not set: this test runs the real OpenTelemetry Collector. Build it with \
-             `export PIPETEL_OTELCOL_BIN=$(scripts/build-collector | tail -1)` (scripts/test does)"
-        ),
-    }
+    Peer::Otelcol.binary()
 }
 
 /// A shipped collector config: `otel-collector/<file>`.
@@ -48,6 +44,9 @@ pub fn validate(config: &Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code(), text)
 }
+
+/// The variable a config's `file` exporter reads its path from ([`OtelcolBuilder::file_export`]).
+pub const FILE_EXPORT_PATH: &str = "OTELCOL_FILE_EXPORT_PATH";
 
 /// A loopback address of its own (`127.a.b.c`) where [`TELEMETRY_PORT`] is free, for one
 /// collector's own metrics: several collectors (and other test runs on the machine) never
@@ -100,6 +99,12 @@ impl OtelcolBuilder {
     /// `OTELCOL_TEMPO_ENDPOINT` and `OTELCOL_LOKI_URL`).
     pub fn backends(self, sink: &OtelcolSink) -> Self {
         self.env("OTELCOL_TEMPO_ENDPOINT", sink.tempo_endpoint()).env("OTELCOL_LOKI_URL", sink.loki_url())
+    }
+
+    /// Has the config's `file` exporter (`path: ${env:OTELCOL_FILE_EXPORT_PATH}`) write to `path`,
+    /// read back by [`Otelcol::exported`].
+    pub fn file_export(self, path: &Path) -> Self {
+        self.env(FILE_EXPORT_PATH, path.display().to_string())
     }
 
     /// Runs the collector in a mount namespace of its own whose `/etc/hosts` is `hosts` (through
@@ -230,6 +235,32 @@ impl Otelcol {
     /// The value of an environment variable the collector was started with.
     pub fn env(&self, key: &str) -> &str {
         self.env.get(key).map(String::as_str).unwrap_or_default()
+    }
+
+    /// What the config's `file` exporter wrote so far, one OTLP JSON request a line (empty
+    /// before anything arrived, or without [`OtelcolBuilder::file_export`]).
+    pub fn exported(&self) -> String {
+        let path = self.env(FILE_EXPORT_PATH);
+        if path.is_empty() {
+            return String::new();
+        }
+        std::fs::read_to_string(path).unwrap_or_default()
+    }
+
+    /// Waits until `found` holds for [`Self::exported`], or `within` passes; the last text read
+    /// either way (`Err` on the timeout).
+    pub fn wait_for_exported(&self, within: Duration, found: impl Fn(&str) -> bool) -> Result<String, String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let text = self.exported();
+            if found(&text) {
+                return Ok(text);
+            }
+            if Instant::now() > deadline {
+                return Err(text);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The collector's own metrics (`http://$OTELCOL_TELEMETRY_HOST:8888/metrics`).

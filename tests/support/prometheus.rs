@@ -2,14 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::http::{http, urlencode};
+use super::peers::Peer;
 use super::ports::free_port;
 use super::process::{wait_for, Process};
-use super::workspace::peer_binary;
 
 /// One series of a PromQL result: its labels and its value.
 pub type Series = (BTreeMap<String, String>, f64);
@@ -143,7 +143,7 @@ impl Prometheus {
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n{rules}scrape_configs:{scrape_configs}"
         );
         std::fs::write(dir.join("prometheus.yml"), config).expect("write prometheus.yml");
-        let mut cmd = Command::new(peer_binary("PIPETEL_PROMETHEUS_BIN", "prometheus"));
+        let mut cmd = Command::new(Peer::Prometheus.binary());
         cmd.arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
@@ -255,9 +255,20 @@ impl Drop for Prometheus {
     }
 }
 
-/// The `promtool` binary: `PIPETEL_PROMTOOL_BIN`, or `promtool` on `PATH`.
+/// The `promtool` binary: `PIPETEL_PROMTOOL_BIN`, or `promtool` on `PATH` ([`Peer::Promtool`]).
 pub fn promtool_binary() -> PathBuf {
-    peer_binary("PIPETEL_PROMTOOL_BIN", "promtool")
+    Peer::Promtool.binary()
+}
+
+/// Runs `promtool` with `args` in `dir`; returns whether it succeeded and its output.
+pub fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
+    let bin = promtool_binary();
+    let out = Command::new(&bin)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {bin:?} (set PIPETEL_PROMTOOL_BIN): {e}"));
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
 /// Runs `promtool check metrics` on an exposition; returns its output on failure.

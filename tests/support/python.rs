@@ -4,11 +4,12 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use super::workspace::workspace_root;
+use super::peers::Peer;
 
-/// The Python interpreter with `prometheus_client`: `PIPETEL_PYTHON`, or the workspace's `.venv`.
+/// The Python interpreter with `prometheus_client`: `PIPETEL_PYTHON`, or the workspace's `.venv`
+/// ([`Peer::Python`]).
 pub fn python_binary() -> PathBuf {
-    std::env::var_os("PIPETEL_PYTHON").map(PathBuf::from).unwrap_or_else(|| workspace_root().join(".venv/bin/python"))
+    Peer::Python.binary()
 }
 
 /// Label values of `metric` samples, as the Python `prometheus_client` text parser reads them.

@@ -13,6 +13,7 @@ use std::process::Command;
 use serde_norway::Value;
 
 use super::otelcol::Otelcol;
+use super::peers::Peer;
 use super::ports::free_port;
 use super::prometheus::Prometheus;
 use super::workspace::{example_pushing, example_serving, workspace_root};
@@ -39,6 +40,14 @@ impl Route {
             Route::Pull => "pull endpoint",
             Route::CollectorExporter => "collector (config.yaml, prometheus exporter)",
             Route::GatewayRemoteWrite => "gateway (gateway.yaml, remote write)",
+        }
+    }
+
+    /// The real peers the route runs on.
+    pub fn peers(self) -> &'static [Peer] {
+        match self {
+            Route::Pull => &[Peer::Prometheus],
+            Route::CollectorExporter | Route::GatewayRemoteWrite => &[Peer::Prometheus, Peer::Otelcol],
         }
     }
 }

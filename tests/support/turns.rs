@@ -7,6 +7,8 @@
 
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+use super::peers::{peers_available, Peer};
+
 /// Which module holds the turn, and how many of its tests are running.
 struct Holder {
     module: Option<&'static str>,
@@ -35,6 +37,13 @@ pub fn turn(module: &'static str) -> Turn {
     h.module = Some(module);
     h.tests += 1;
     Turn(())
+}
+
+/// [`turn`] for a test that runs against real `peers`, checked first by the one rule of
+/// [`super::peers`]: `None` (the test returns) after a loud line when one is missing, a failure
+/// naming the variable to set under `PIPETEL_REQUIRE_PEERS=1`. A skipped test never waits.
+pub fn turn_if_peers(module: &'static str, peers: &[Peer]) -> Option<Turn> {
+    peers_available(peers).then(|| turn(module))
 }
 
 impl Drop for Turn {

@@ -1,18 +1,19 @@
-//! The workspace and its programs: example binaries built on demand, peer binaries located.
+//! The workspace and its programs: example binaries built on demand.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 
-/// The workspace root (where `Cargo.toml` of this package lives).
-pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use super::ports::free_port;
+use super::process::Process;
 
-/// A peer binary: the path in the environment variable `var`, else `default` (looked up on `PATH`).
-pub fn peer_binary(var: &str, default: &str) -> PathBuf {
-    std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(default))
+/// The workspace root: the package's own folder for the end-to-end tests, two levels up for a
+/// crate's tests that share this harness (the first folder whose `Cargo.toml` has `[workspace]`).
+pub fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let is_root = |d: &&Path| std::fs::read_to_string(d.join("Cargo.toml")).is_ok_and(|t| t.contains("[workspace]"));
+    manifest.ancestors().find(is_root).unwrap_or(manifest).to_path_buf()
 }
 
 /// The path of a binary target of this workspace (`cargo build` with `target_args`, e.g.
@@ -59,6 +60,15 @@ pub fn example_serving(name: &str, port: u16) -> Command {
     let mut cmd = example_command(name);
     cmd.env("OTEL_EXPORTER_PROMETHEUS_PORT", port.to_string()).env("OTEL_EXPORTER_PROMETHEUS_HOST", "127.0.0.1");
     cmd
+}
+
+/// Starts the example `name` with its pull endpoint on a free port, `configure`d first (its
+/// arguments and environment); returns the running example and the port.
+pub fn serve_example(name: &str, configure: impl FnOnce(&mut Command) -> &mut Command) -> (Process, u16) {
+    let port = free_port();
+    let mut cmd = example_serving(name, port);
+    configure(&mut cmd);
+    (Process::spawn(name, cmd), port)
 }
 
 /// A command running the example `name` pushing OTLP to `endpoint` over `protocol` (`grpc` or

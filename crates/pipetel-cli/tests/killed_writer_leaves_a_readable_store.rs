@@ -3,9 +3,13 @@
 //! naming the line; the next run of the service starts on a new line, so the torn line never
 //! spoils a row after it.
 
+mod rows_support;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use rows_support::init_with_rows_dir;
 
 const CHILD_DIR: &str = "PIPETEL_CLI_TEST_CHILD_DIR";
 const CHILD_ROUNDS: &str = "PIPETEL_CLI_TEST_CHILD_ROUNDS";
@@ -14,15 +18,7 @@ const TEST: &str = "a_sigkilled_writer_leaves_a_store_pipetel_rows_reads";
 /// The child: stages of two shards through the real pipeline into the default store under
 /// `dir`, for `rounds` stages or until killed.
 fn write_rows(dir: &Path, rounds: Option<u32>) {
-    let _telemetry = pipetel::init(
-        pipetel::Config::default()
-            .with_service_name("killed")
-            .with_rows_dir(dir)
-            .with_prometheus_port(0)
-            .with_prometheus_host("127.0.0.1")
-            .with_console_log(false),
-    )
-    .expect("init");
+    let _telemetry = init_with_rows_dir("killed", dir);
     let mut n = 0u32;
     while rounds.is_none_or(|r| n < r) {
         let stage = pipetel::stage(format!("s{n}")).shards(2).start();

@@ -2,8 +2,12 @@
 //! dir + service name), listed, filtered, summarised, laid out as a timeline and passed through
 //! as JSON by the real binary.
 
+mod rows_support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use rows_support::init_with_rows_dir;
 
 fn pipetel(args: &[&str]) -> (String, String, bool) {
     let out = Command::new(env!("CARGO_BIN_EXE_pipetel"))
@@ -22,15 +26,7 @@ fn pipetel(args: &[&str]) -> (String, String, bool) {
 /// Runs a stage of three shards (one fails) and a second stage through the real pipeline into
 /// the default store under `dir`, and returns that store's path.
 fn write_store(dir: &Path) -> PathBuf {
-    let telemetry = pipetel::init(
-        pipetel::Config::default()
-            .with_service_name("cli test")
-            .with_rows_dir(dir)
-            .with_prometheus_port(0)
-            .with_prometheus_host("127.0.0.1")
-            .with_console_log(false),
-    )
-    .expect("init");
+    let telemetry = init_with_rows_dir("cli test", dir);
     let stage = pipetel::stage("tokenize").execution_id("run-1").shards(3).start();
     std::thread::scope(|s| {
         for i in 0..3u32 {

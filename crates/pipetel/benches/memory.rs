@@ -24,6 +24,8 @@
 // A bench binary: `main` and its helpers need no docs.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
@@ -160,16 +162,7 @@ fn scrape(addr: std::net::SocketAddr, gzip: bool) -> usize {
 /// The registry as a program serving the pull endpoint alone has it, at 100,000 and 1,000,000
 /// series, beside `prometheus-client`, and the peak of extra heap during a scrape.
 fn pull_only(entry: &mut dyn FnMut(&str, f64, f64)) {
-    let config = pipetel::Config::default()
-        .with_prometheus_port(0)
-        .with_console_log(false)
-        .with_cardinality_limit(2_000_000)
-        .with_stage_metrics(true)
-        .with_rows(false)
-        .with_gpu_mode(pipetel::gpu::GpuMode::Off)
-        .with_span_metrics(pipetel::span_metrics::SpanMetricsConfig::default().with_enabled(false))
-        .with_traces_exporters([])
-        .with_logs_exporters([]);
+    let config = common::pull_endpoint_alone(2_000_000).with_stage_metrics(true).with_rows(false);
     let (telemetry, at_init) = held(|| pipetel::init(config).expect("init"));
     // The SDK reserves a table of the cardinality limit's size per instrument when it is made.
     println!("memory init: {:.1} MB held by `init` (stage metrics on)", at_init as f64 / 1e6);

@@ -18,6 +18,8 @@
 // criterion's macros generate undocumented items.
 #![allow(missing_docs)]
 
+mod common;
+
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -132,15 +134,7 @@ fn million(c: &mut Criterion, render: &pipetel::PrometheusRender) {
 
 fn render(c: &mut Criterion) {
     // pipetel: the pull endpoint's reader and encoder, through `init`.
-    let config = pipetel::Config::default()
-        .with_prometheus_port(0)
-        .with_console_log(false)
-        .with_cardinality_limit(LIMIT)
-        .with_stage_metrics(false)
-        .with_gpu_mode(pipetel::gpu::GpuMode::Off)
-        .with_span_metrics(pipetel::span_metrics::SpanMetricsConfig::default().with_enabled(false))
-        .with_traces_exporters([])
-        .with_logs_exporters([]);
+    let config = common::pull_endpoint_alone(LIMIT).with_stage_metrics(false);
     let telemetry = pipetel::init(config).expect("init");
     let pipetel = telemetry.prometheus_render().expect("pull endpoint");
     million(c, &pipetel);

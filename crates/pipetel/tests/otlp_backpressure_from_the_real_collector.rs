@@ -6,14 +6,15 @@
 //! endpoint and the refusal. gRPC and HTTP, each in a child process of this binary (one `init`
 //! per process).
 //!
-//! Needs `PIPETEL_OTELCOL_BIN` (set by `scripts/test`); without it the test says so and passes.
+//! Needs `PIPETEL_OTELCOL_BIN` (set by `scripts/test`); without it the test is skipped loudly, or
+//! fails under `PIPETEL_REQUIRE_PEERS=1`.
 #![cfg(feature = "otlp")]
 
-mod otelcol_support;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use otelcol_support::{collector_bin, free_port, http_get, print_flush_and_shutdown, run_child, scratch, Collector};
+use support::{collector, free_port, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
 
 const CHILD: &str = "PIPETEL_TEST_BACKPRESSURE_CASE";
 /// Spans (each with one log record) made in the hot loop: several full export batches (512).
@@ -65,9 +66,9 @@ fn lost_spans(report: &str) -> u64 {
 
 #[test]
 fn refusals_never_block_recording_are_retried_and_losses_are_reported() {
-    let Some(bin) = collector_bin("refusals_never_block_recording_are_retried_and_losses_are_reported") else {
+    if !peers_available(&[Peer::Otelcol]) {
         return;
-    };
+    }
     let dir = scratch("otlp-backpressure");
     let (grpc, http, metrics) = (free_port(), free_port(), free_port());
     let env = [
@@ -75,7 +76,7 @@ fn refusals_never_block_recording_are_retried_and_losses_are_reported() {
         ("PIPETEL_TEST_HTTP_PORT".to_string(), http.to_string()),
         ("PIPETEL_TEST_METRICS_PORT".to_string(), metrics.to_string()),
     ];
-    let collector = Collector::start(&bin, "backpressure.yaml", &dir, &env);
+    let collector = collector("backpressure.yaml", &dir, &env);
     // The limiter decides every check interval (100 ms); give it a few.
     std::thread::sleep(Duration::from_millis(500));
 
@@ -97,7 +98,9 @@ fn refusals_never_block_recording_are_retried_and_losses_are_reported() {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
         let run = run_child("child_records_while_the_collector_refuses", &vars, Duration::from_secs(120));
-        let exposition = http_get(&format!("127.0.0.1:{metrics}"), "/metrics").unwrap_or_default();
+        let exposition = support::http("GET", &format!("http://127.0.0.1:{metrics}/metrics"))
+            .map(|(_, body)| body)
+            .unwrap_or_default();
         let refused = counter(&exposition, "otelcol_receiver_refused_spans", &format!("transport=\"{transport}\""));
         let accepted = counter(&exposition, "otelcol_receiver_accepted_spans", &format!("transport=\"{transport}\""));
         let flush = run.value("FLUSH").unwrap_or("<none>").to_string();
@@ -145,6 +148,6 @@ fn refusals_never_block_recording_are_retried_and_losses_are_reported() {
             failures.push(format!("{transport}: {lost} spans lost but the collector refused {refused} (expected 4 x)"));
         }
     }
-    assert!(failures.is_empty(), "{}\ncollector log:\n{}", failures.join("\n"), collector.log_text());
+    assert!(failures.is_empty(), "{}\ncollector log:\n{}", failures.join("\n"), collector.output());
     let _ = std::fs::remove_dir_all(&dir);
 }

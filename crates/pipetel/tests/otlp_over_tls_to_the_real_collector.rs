@@ -6,15 +6,17 @@
 //! without a panic. Every case is one `init`, so each runs in a child process of this binary,
 //! configured through the environment as a user would.
 //!
-//! Needs `PIPETEL_OTELCOL_BIN` (set by `scripts/test`); without it the test says so and passes.
+//! Needs `PIPETEL_OTELCOL_BIN` (set by `scripts/test`); without it the test is skipped loudly, or
+//! fails under `PIPETEL_REQUIRE_PEERS=1`.
 #![cfg(feature = "otlp")]
 
-mod otelcol_support;
+mod support;
 
 use std::time::Duration;
 
-use otelcol_support::{
-    collector_bin, count_lines, free_port, make_pki, print_flush_and_shutdown, run_child, scratch, ChildRun, Collector,
+use support::{
+    collector, count_lines, free_port, make_pki, peers_available, print_flush_and_shutdown, run_child, scratch,
+    ChildRun, Peer,
 };
 
 const CHILD: &str = "PIPETEL_TEST_TLS_CASE";
@@ -103,7 +105,9 @@ const EXPORT_TIMEOUT: Duration = Duration::from_secs(3);
 
 #[test]
 fn otlp_over_tls_reaches_the_real_collector_or_reports_why() {
-    let Some(bin) = collector_bin("otlp_over_tls_reaches_the_real_collector_or_reports_why") else { return };
+    if !peers_available(&[Peer::Otelcol]) {
+        return;
+    }
     let dir = scratch("otlp-tls");
     make_pki(&dir);
     let mut env = vec![
@@ -119,7 +123,7 @@ fn otlp_over_tls_reaches_the_real_collector_or_reports_why() {
             env.push((var, port.to_string()));
         }
     }
-    let collector = Collector::start(&bin, "tls.yaml", &dir, &env);
+    let collector = collector("tls.yaml", &dir, &env);
 
     let runs: Vec<(&Case, String, ChildRun)> = std::thread::scope(|s| {
         let handles: Vec<_> = CASES
@@ -167,7 +171,7 @@ fn otlp_over_tls_reaches_the_real_collector_or_reports_why() {
                 if flush != "ok" || shutdown != "ok" {
                     failures.push(format!("{}: expected clean flush and shutdown", case.name));
                 }
-                let arrived = collector.wait_for(Duration::from_secs(10), |text| {
+                let arrived = collector.wait_for_exported(Duration::from_secs(10), |text| {
                     ["resourceSpans", "resourceMetrics", "resourceLogs"]
                         .iter()
                         .all(|signal| count_lines(text, signal, &stage) > 0)
@@ -191,12 +195,12 @@ fn otlp_over_tls_reaches_the_real_collector_or_reports_why() {
                 if flush_ms > 4 * EXPORT_TIMEOUT.as_millis() as u64 {
                     failures.push(format!("{}: force_flush took {flush_ms} ms", case.name));
                 }
-                if count_lines(&collector.received(), "resourceSpans", &stage) > 0 {
+                if count_lines(&collector.exported(), "resourceSpans", &stage) > 0 {
                     failures.push(format!("{}: spans arrived although the connection was refused", case.name));
                 }
             }
         }
     }
-    assert!(failures.is_empty(), "{}\ncollector log:\n{}", failures.join("\n"), collector.log_text());
+    assert!(failures.is_empty(), "{}\ncollector log:\n{}", failures.join("\n"), collector.output());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -3,8 +3,11 @@
 //! stage metrics then hold the exact totals, including one failing remote shard in
 //! `pipeline.shards.failed`; late and repeated reports change nothing.
 
+mod pipeline_support;
+
 use std::process::Command;
 
+use pipeline_support::{rows, rows_config};
 use pipetel::pipeline::{CounterKey, CounterValue, RemoteIngested, StageStatus};
 use serde_json::Value;
 
@@ -56,14 +59,7 @@ fn remote_shards_count_in_the_owners_row_and_metrics() {
     let dir = std::env::temp_dir().join(format!("pipetel-distributed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let rows_file = dir.join("rows.jsonl");
-    let telemetry = pipetel::init(
-        pipetel::Config::default()
-            .with_service_name("distributed-owner")
-            .with_rows_file(&rows_file)
-            .with_prometheus_port(0)
-            .with_console_log(false),
-    )
-    .expect("init");
+    let telemetry = pipetel::init(rows_config("distributed-owner", &rows_file)).expect("init");
     let stage = pipetel::stage("distributed").execution_id("e1").shards(4).start();
     let traceparent = stage.traceparent().unwrap_or_else(|| FALLBACK_PARENT.to_string());
     // Shard 0 runs here; shards 1..=3 in child processes, shard 3 failing.
@@ -126,10 +122,8 @@ fn remote_shards_count_in_the_owners_row_and_metrics() {
     );
     drop(telemetry);
 
-    let stage_row: Value = std::fs::read_to_string(&rows_file)
-        .expect("rows")
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("row"))
+    let stage_row: Value = rows(&rows_file)
+        .into_iter()
         .find(|r| r["event"] == "pipeline.stage" && r["pipeline.stage.name"] == "distributed")
         .expect("stage row");
     assert_eq!(stage_row["pipeline.items"].as_i64(), Some(i64::from(items)), "{stage_row}");

@@ -4,32 +4,17 @@
 //! terminal, so on a pipe nothing at all. Nothing is timed: the forced scenario waits on the
 //! count of frames drawn.
 
+mod child_process;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use child_process::{scenario_in_child_with, DONE};
+
 /// The marker variable: set, the test runs its scenario instead of spawning.
 const CHILD: &str = "PIPETEL_TEST_PROGRESS_CHILD";
-/// What the child prints on stdout once its scenario returned.
-const DONE: &str = "scenario done";
 /// Erases the line: every redraw in place starts with a carriage return and this.
 const REDRAW: &str = "\r\x1b[2K";
-
-/// Re-runs test `name` in a child with `env` and the marker set; its (stdout, stderr).
-fn run_child(name: &str, env: &[(&str, &str)]) -> (String, String) {
-    let exe = std::env::current_exe().expect("test binary");
-    let out = Command::new(exe)
-        .args(["--exact", name, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env_remove("RUST_LOG")
-        .env_remove("PIPETEL_CONFIG")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run the scenario in a child process");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success() && stdout.contains(DONE), "the scenario failed:\n{stdout}\n{stderr}");
-    (stdout, stderr)
-}
 
 /// The child's environment: nothing exported, no port bound, no rows written, wide lines.
 fn quiet_env(progress: &'static str) -> Vec<(&'static str, &'static str)> {
@@ -82,13 +67,10 @@ fn scenario(wait: bool) {
 
 #[test]
 fn forced_progress_redraws_in_place_and_ends_with_the_summary_line() {
-    if std::env::var_os(CHILD).is_some() {
-        scenario(true);
-        println!("{DONE}");
+    let name = "forced_progress_redraws_in_place_and_ends_with_the_summary_line";
+    let Some((stdout, stderr)) = scenario_in_child_with(name, CHILD, &quiet_env("always"), || scenario(true)) else {
         return;
-    }
-    let (stdout, stderr) =
-        run_child("forced_progress_redraws_in_place_and_ends_with_the_summary_line", &quiet_env("always"));
+    };
     assert!(stdout.contains("progress on: true"), "{stdout}");
 
     // Live lines: the stage's name, rates, shard counts of the declared total, the ETA unknown
@@ -126,13 +108,11 @@ fn forced_progress_redraws_in_place_and_ends_with_the_summary_line() {
 
 #[test]
 fn progress_on_a_pipe_stays_off_unless_forced() {
-    if std::env::var_os(CHILD).is_some() {
-        scenario(false);
-        println!("{DONE}");
-        return;
-    }
+    let name = "progress_on_a_pipe_stays_off_unless_forced";
     for value in ["1", "true", "false"] {
-        let (stdout, stderr) = run_child("progress_on_a_pipe_stays_off_unless_forced", &quiet_env(value));
+        let Some((stdout, stderr)) = scenario_in_child_with(name, CHILD, &quiet_env(value), || scenario(false)) else {
+            return;
+        };
         assert!(stdout.contains("progress on: false"), "PIPETEL_PROGRESS={value}: {stdout}");
         assert!(!stderr.contains('\r'), "PIPETEL_PROGRESS={value}: {stderr:?}");
         assert!(!stderr.contains("items/s"), "PIPETEL_PROGRESS={value}: {stderr:?}");

@@ -3,11 +3,12 @@
 //! `pipeline.stage.counters{pipeline.counter.name=<key>}` within the cardinality limit; NaN and
 //! infinity refused naming the counter; `emit_stage_stat` takes the same counters.
 
-use std::collections::BTreeMap;
+mod pipeline_support;
+
 use std::time::Duration;
 
+use pipeline_support::{fresh_rows_file, rows_config, stage_rows};
 use pipetel::pipeline::{emit_stage_stat, CounterKey, CounterValue, StageStat, StageStatus};
-use serde_json::Value;
 
 /// The value of `pipeline_stage_counters` for `stage` and `key`, if exposed.
 fn exposed(text: &str, stage: &str, key: &str) -> Option<f64> {
@@ -22,17 +23,8 @@ fn exposed(text: &str, stage: &str, key: &str) -> Option<f64> {
 
 #[test]
 fn counters_sum_into_the_stage_row_and_the_exposition() {
-    let rows_file = std::env::temp_dir().join(format!("pipetel-stage-counters-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&rows_file);
-    let telemetry = pipetel::init(
-        pipetel::Config::default()
-            .with_service_name("stage-counters")
-            .with_rows_file(&rows_file)
-            .with_prometheus_port(0)
-            .with_cardinality_limit(10)
-            .with_console_log(false),
-    )
-    .expect("init");
+    let rows_file = fresh_rows_file("stage-counters");
+    let telemetry = pipetel::init(rows_config("stage-counters", &rows_file).with_cardinality_limit(10)).expect("init");
 
     let items = CounterKey::new("zephyr/item_count").expect("key");
     let cpu = CounterKey::new("zephyr/worker/cpu_pct_average").expect("key");
@@ -114,13 +106,7 @@ fn counters_sum_into_the_stage_row_and_the_exposition() {
     flood.finish();
     drop(telemetry);
 
-    let stage_rows: BTreeMap<String, Value> = std::fs::read_to_string(&rows_file)
-        .expect("rows")
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("row"))
-        .filter(|r| r["event"] == "pipeline.stage")
-        .map(|r| (r["pipeline.stage.name"].as_str().expect("name").to_string(), r))
-        .collect();
+    let stage_rows = stage_rows(&rows_file);
     let tokenize = &stage_rows["tokenize"];
     assert_eq!(tokenize["pipeline.counter.zephyr/item_count"].as_i64(), Some(600), "{tokenize}");
     assert!(tokenize["pipeline.counter.zephyr/item_count"].is_i64(), "ints stay ints: {tokenize}");

@@ -3,10 +3,10 @@
 //! counted, `finish_strict()` ends `failed` when a shard's last attempt failed; the shards gauge
 //! counts each shard once, by its last attempt.
 
-use std::collections::BTreeMap;
+mod pipeline_support;
 
+use pipeline_support::{fresh_rows_file, rows_config, stage_rows};
 use pipetel::pipeline::StageStatus;
-use serde_json::Value;
 
 /// Shard 0 succeeds; shard 1 fails, is retried and succeeds; shard 2 fails twice.
 fn run(stage: &pipetel::Stage) {
@@ -19,16 +19,8 @@ fn run(stage: &pipetel::Stage) {
 
 #[test]
 fn stage_rows_count_failed_succeeded_and_retried_shards() {
-    let rows_file = std::env::temp_dir().join(format!("pipetel-stage-status-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&rows_file);
-    let telemetry = pipetel::init(
-        pipetel::Config::default()
-            .with_service_name("stage-status")
-            .with_rows_file(&rows_file)
-            .with_prometheus_port(0)
-            .with_console_log(false),
-    )
-    .expect("init");
+    let rows_file = fresh_rows_file("stage-status");
+    let telemetry = pipetel::init(rows_config("stage-status", &rows_file)).expect("init");
 
     let lenient = pipetel::stage("lenient").execution_id("e").shards(3).start();
     run(&lenient);
@@ -69,13 +61,7 @@ fn stage_rows_count_failed_succeeded_and_retried_shards() {
     );
     drop(telemetry);
 
-    let stage_rows: BTreeMap<String, Value> = std::fs::read_to_string(&rows_file)
-        .expect("rows")
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("row"))
-        .filter(|r| r["event"] == "pipeline.stage")
-        .map(|r| (r["pipeline.stage.name"].as_str().expect("name").to_string(), r))
-        .collect();
+    let stage_rows = stage_rows(&rows_file);
     let fields = |stage: &str| {
         let r = &stage_rows[stage];
         (

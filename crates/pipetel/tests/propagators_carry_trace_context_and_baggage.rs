@@ -4,7 +4,7 @@
 //! application's. One `init` per process, so each case runs in a child process of this binary.
 #![cfg(feature = "otlp")]
 
-mod otelcol_support;
+mod support;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use opentelemetry::baggage::BaggageExt as _;
 use opentelemetry::trace::{SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState};
 use opentelemetry::{Context, KeyValue};
 
-use otelcol_support::run_child;
+use support::run_child;
 
 const CHILD: &str = "PIPETEL_TEST_PROPAGATORS_CASE";
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -49,7 +49,7 @@ fn child_injects_and_extracts() {
     telemetry.shutdown().expect("shutdown");
 }
 
-fn run(case: &str, propagators: Option<&str>) -> otelcol_support::ChildRun {
+fn run(case: &str, propagators: Option<&str>) -> support::ChildRun {
     let mut env = vec![(CHILD.to_string(), case.to_string())];
     if let Some(p) = propagators {
         env.push(("OTEL_PROPAGATORS".to_string(), p.to_string()));

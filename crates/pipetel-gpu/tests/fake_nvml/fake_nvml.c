@@ -413,39 +413,36 @@ static nvmlReturn_t retired_count(nvmlDevice_t device, int cause, unsigned int *
     return get_uint(device, cause == 0 ? "retired.sbe" : "retired.dbe", n);
 }
 
-/* The count query nvml-wrapper makes first: *count = 0 in, the number of pages out. */
+/* Both retired-page queries (`timestamps` NULL for the first version), with the lock held. The
+ * count query nvml-wrapper makes first: *count = 0 in, the number of pages out. */
+static nvmlReturn_t retired_pages(nvmlDevice_t device, int cause, unsigned int *count,
+                                  unsigned long long *addresses, unsigned long long *timestamps) {
+    unsigned int n = 0;
+    nvmlReturn_t r = retired_count(device, cause, &n);
+    if (r != NVML_SUCCESS) return r;
+    if (*count < n) {
+        *count = n;
+        return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    for (unsigned int i = 0; i < n; i++) {
+        addresses[i] = 0x1000ULL * (i + 1);
+        if (timestamps) timestamps[i] = 1700000000ULL + i;
+    }
+    *count = n;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t nvmlDeviceGetRetiredPages(nvmlDevice_t device, int cause, unsigned int *count,
                                        unsigned long long *addresses) {
     BEGIN(device_index(device), "nvmlDeviceGetRetiredPages");
-    unsigned int n = 0;
-    nvmlReturn_t r = retired_count(device, cause, &n);
-    if (r != NVML_SUCCESS) RETURN(r);
-    if (*count < n) {
-        *count = n;
-        RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
-    }
-    for (unsigned int i = 0; i < n; i++) addresses[i] = 0x1000ULL * (i + 1);
-    *count = n;
-    END(NVML_SUCCESS);
+    END(retired_pages(device, cause, count, addresses, NULL));
 }
 
 nvmlReturn_t nvmlDeviceGetRetiredPages_v2(nvmlDevice_t device, int cause, unsigned int *count,
                                           unsigned long long *addresses,
                                           unsigned long long *timestamps) {
     BEGIN(device_index(device), "nvmlDeviceGetRetiredPages_v2");
-    unsigned int n = 0;
-    nvmlReturn_t r = retired_count(device, cause, &n);
-    if (r != NVML_SUCCESS) RETURN(r);
-    if (*count < n) {
-        *count = n;
-        RETURN(NVML_ERROR_INSUFFICIENT_SIZE);
-    }
-    for (unsigned int i = 0; i < n; i++) {
-        addresses[i] = 0x1000ULL * (i + 1);
-        timestamps[i] = 1700000000ULL + i;
-    }
-    *count = n;
-    END(NVML_SUCCESS);
+    END(retired_pages(device, cause, count, addresses, timestamps));
 }
 
 nvmlReturn_t nvmlDeviceGetRetiredPagesPendingStatus(nvmlDevice_t device, int *pending) {

@@ -4,7 +4,10 @@
 //! alternately in short batches and keeps the median of the batches' ratios (a side compared
 //! with itself reads 1.00 this way). Taken in a `cargo bench` run (not `cargo test`'s single
 //! pass) when `PIPETEL_BENCH_OUT` names a folder; printed, and written there as JSON for
-//! `scripts/bench`.
+//! `scripts/bench`. Also the configuration of a program that serves the pull endpoint alone.
+
+// Each bench uses its own part of these helpers.
+#![allow(dead_code)]
 
 use std::sync::Mutex;
 use std::time::Instant;
@@ -61,4 +64,17 @@ pub(crate) fn write_paired(file: &str) {
         let path = std::path::Path::new(&dir).join(file);
         std::fs::write(&path, format!("[{}]", paired.join(","))).expect("write the interleaved comparisons");
     }
+}
+
+/// A program serving the pull endpoint alone, with `limit` as its cardinality limit: nothing
+/// exported over OTLP, no GPU poller, no span metrics, no console output.
+pub(crate) fn pull_endpoint_alone(limit: usize) -> pipetel::Config {
+    pipetel::Config::default()
+        .with_prometheus_port(0)
+        .with_console_log(false)
+        .with_cardinality_limit(limit)
+        .with_gpu_mode(pipetel::gpu::GpuMode::Off)
+        .with_span_metrics(pipetel::span_metrics::SpanMetricsConfig::default().with_enabled(false))
+        .with_traces_exporters([])
+        .with_logs_exporters([])
 }

@@ -1,0 +1,64 @@
+//! What the in-process tests of this crate share. The workspace's end-to-end harness
+//! (`tests/support/` at the workspace root) is compiled in: the real OpenTelemetry Collector
+//! ([`Otelcol`]), free ports, child processes, and the one rule for a missing peer
+//! ([`peers_available`]: with `PIPETEL_REQUIRE_PEERS=1` the test fails naming the variable to
+//! set, otherwise it is skipped loudly). Added here: the collector configs of `tests/otelcol/`,
+//! the child processes each `init` runs in ([`child`]) and the test certificates ([`pki`]).
+
+// Each test binary uses its own part of these helpers.
+#![allow(dead_code, unreachable_pub, unused_imports)]
+
+#[path = "../../../../tests/support/http.rs"]
+pub mod http;
+#[path = "../../../../tests/support/otelcol.rs"]
+pub mod otelcol;
+#[path = "../../../../tests/support/otlp_json.rs"]
+pub mod otlp_json;
+#[path = "../../../../tests/support/peers.rs"]
+pub mod peers;
+#[path = "../../../../tests/support/ports.rs"]
+pub mod ports;
+#[path = "../../../../tests/support/process.rs"]
+pub mod process;
+#[path = "../../../../tests/support/prometheus.rs"]
+pub mod prometheus;
+#[path = "../../../../tests/support/workspace.rs"]
+pub mod workspace;
+
+pub mod child;
+pub mod pki;
+
+use std::path::{Path, PathBuf};
+
+pub use child::{print_flush_and_shutdown, run_child, ChildRun};
+pub use http::http;
+pub use otelcol::Otelcol;
+pub use peers::{peers_available, Peer};
+pub use pki::make_pki;
+pub use ports::free_port;
+
+/// The real collector running `tests/otelcol/<config>` with `env` set, its `file` exporter
+/// writing `dir/received.jsonl` (read back with [`Otelcol::exported`]). The test has stated
+/// [`Peer::Otelcol`] with [`peers_available`] first.
+pub fn collector(config: &str, dir: &Path, env: &[(String, String)]) -> Otelcol {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol").join(config);
+    let mut collector = Otelcol::with_config(config, &path).file_export(&dir.join("received.jsonl"));
+    for (key, value) in env {
+        collector = collector.env(key, value.clone());
+    }
+    collector.start()
+}
+
+/// A scratch directory for one test run.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("pipetel-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the scratch directory");
+    dir
+}
+
+/// The lines of `text` (the file exporter's output) that hold `signal` (`resourceSpans`,
+/// `resourceMetrics`, `resourceLogs`) and `needle`.
+pub fn count_lines(text: &str, signal: &str, needle: &str) -> usize {
+    text.lines().filter(|l| l.contains(&format!("\"{signal}\"")) && l.contains(needle)).count()
+}
