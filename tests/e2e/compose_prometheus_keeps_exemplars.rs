@@ -10,8 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::http::urlencode;
-use crate::support::workspace::peer_binary;
-use crate::support::{example_serving, free_port, http, turn, wait_for, workspace_root, Process};
+use crate::support::{example_serving, free_port, http, turn_if_peers, wait_for, workspace_root, Peer, Process};
 
 /// The `command` of the compose file's `prometheus` service.
 fn compose_prometheus_flags() -> Vec<String> {
@@ -44,7 +43,7 @@ impl ComposePrometheus {
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: pipetel\n    static_configs:\n      - targets: ['{target}']\n"
         );
         std::fs::write(dir.join("prometheus.yml"), config).expect("write prometheus.yml");
-        let mut cmd = Command::new(peer_binary("PIPETEL_PROMETHEUS_BIN", "prometheus"));
+        let mut cmd = Command::new(Peer::Prometheus.binary());
         cmd.args(flags.iter().filter(|f| !f.starts_with("--config.file=") && !f.starts_with("--storage.tsdb.path=")))
             .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
@@ -100,7 +99,7 @@ impl Drop for ComposePrometheus {
 
 #[test]
 fn the_compose_prometheus_stores_exemplars_that_name_traces() {
-    let _turn = turn(module_path!());
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus]) else { return };
     let flags = compose_prometheus_flags();
     let port = free_port();
     let mut cmd = example_serving("quickstart", port);

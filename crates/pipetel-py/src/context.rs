@@ -5,7 +5,7 @@
 //! tracer provider; a no-op one before `init` or without a trace exporter). The current span is
 //! kept in a `contextvars.ContextVar`, so asyncio tasks inherit the span current where they were
 //! created; a new thread starts with none (pass `parent=`). A stage's or shard's span is made
-//! current through a `Span` that borrows it ([`PySpan::borrowed`]), so the variable only ever
+//! current through a `Span` that borrows it (`PySpan::borrowed`), so the variable only ever
 //! holds `Span` objects.
 
 use std::collections::HashMap;

@@ -6,12 +6,12 @@
 //! Needs `PIPETEL_OTELCOL_BIN` (set by `scripts/test`); without it the test says so and passes.
 #![cfg(feature = "otlp")]
 
-mod otelcol_support;
+mod support;
 
 use std::time::Duration;
 
-use otelcol_support::{collector_bin, free_port, print_flush_and_shutdown, run_child, scratch, Collector};
 use serde_json::Value;
+use support::{collector, free_port, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
 
 const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
 
@@ -60,7 +60,7 @@ fn exported_ids(text: &str, name: &str) -> Option<(String, String)> {
     None
 }
 
-fn run(port: u16, format: Option<&str>) -> otelcol_support::ChildRun {
+fn run(port: u16, format: Option<&str>) -> support::ChildRun {
     let mut env: Vec<(String, String)> = [
         (CHILD, "1"),
         ("RUST_LOG", "info"),
@@ -87,16 +87,17 @@ fn json_lines_carry_the_trace_and_span_ids_of_the_exported_spans() {
     if std::env::var_os(CHILD).is_some() {
         return;
     }
-    let Some(bin) = collector_bin("json_console_lines_carry_the_exported_span_ids") else { return };
+    if !peers_available(&[Peer::Otelcol]) {
+        return;
+    }
     let dir = scratch("json-console-lines");
     let port = free_port();
-    let collector =
-        Collector::start(&bin, "all_signals.yaml", &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]);
+    let collector = collector("all_signals.yaml", &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]);
     let json = run(port, Some("json"));
     let lines: Vec<Value> = json.stderr.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert!(lines.len() >= 4, "one JSON object per console line:\n{}", json.stderr);
     let text = collector
-        .wait_for(Duration::from_secs(10), |t| {
+        .wait_for_exported(Duration::from_secs(10), |t| {
             exported_ids(t, "json.work").is_some() && exported_ids(t, "json.child").is_some()
         })
         .unwrap_or_else(|t| panic!("the spans were not exported: {t}"));

@@ -8,11 +8,11 @@
 //! Needs `PIPETEL_OTELCOL_BIN` (set by `scripts/test`); without it the test says so and passes.
 #![cfg(feature = "otlp")]
 
-mod otelcol_support;
+mod support;
 
 use std::time::Duration;
 
-use otelcol_support::{collector_bin, free_port, print_flush_and_shutdown, run_child, scratch, Collector};
+use support::{collector, free_port, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
 
 const CHILD: &str = "PIPETEL_TEST_FILTERS_CASE";
 const SPANS: usize = 20;
@@ -122,14 +122,15 @@ fn rust_log_warn_keeps_every_info_span_in_traces_and_span_metrics() {
     if std::env::var_os(CHILD).is_some() {
         return;
     }
-    let Some(bin) = collector_bin("rust_log_quiets_the_console_only") else { return };
+    if !peers_available(&[Peer::Otelcol]) {
+        return;
+    }
     for case in ["init", "layers"] {
         // A collector per case: its file exporter keeps writing where it was, so the file is
         // not truncated between cases.
         let dir = scratch(&format!("rust-log-console-only-{case}"));
         let port = free_port();
-        let collector =
-            Collector::start(&bin, "all_signals.yaml", &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]);
+        let collector = collector("all_signals.yaml", &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]);
         let env: Vec<(String, String)> = [
             (CHILD, case),
             ("RUST_LOG", "warn"),
@@ -147,7 +148,7 @@ fn rust_log_warn_keeps_every_info_span_in_traces_and_span_metrics() {
         let run = run_child("child_runs_the_scenario", &env, Duration::from_secs(60));
         assert!(run.success && run.value("SHUTDOWN") == Some("ok"), "{case}: {}\n{}", run.stdout, run.stderr);
         let text = collector
-            .wait_for(Duration::from_secs(10), |t| {
+            .wait_for_exported(Duration::from_secs(10), |t| {
                 spans_named(t, "quiet.work") >= SPANS
                     && span_duration_count(t, "quiet.work") >= SPANS as u64
                     && log_bodies(t).iter().any(|b| b == "info inside 0")

@@ -1,3 +1,6 @@
+// Some imports serve only the tests of the pull endpoint (feature `prometheus`).
+#![cfg_attr(not(feature = "prometheus"), allow(unused_imports))]
+
 use std::ptr;
 
 use super::names::{FUNCTION_DURATION, FUNCTION_INPUT_SIZE, FUNCTION_OUTPUT_SIZE, SIZE_BUCKETS};

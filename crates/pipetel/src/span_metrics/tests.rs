@@ -1,3 +1,6 @@
+// Some imports serve only the tests of the pull endpoint (feature `prometheus`).
+#![cfg_attr(not(feature = "prometheus"), allow(unused_imports))]
+
 use super::site::Site;
 use super::*;
 
