@@ -73,8 +73,7 @@ fn scrape(switch: Option<&str>) -> String {
     let run = run_child("child_scrapes_its_endpoint", &env, Duration::from_secs(60));
     assert!(run.success, "{}\n{}", run.stdout, run.stderr);
     let at = run.stdout.find(BEGIN).unwrap_or_else(|| panic!("no scrape printed:\n{}", run.stdout));
-    let text = run.stdout[at + BEGIN.len()..].to_string();
-    text
+    run.stdout[at + BEGIN.len()..].to_string()
 }
 
 /// The value of the one sample of `name` (its only labels the scope's).
