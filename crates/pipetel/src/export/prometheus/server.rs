@@ -62,29 +62,16 @@ impl EndpointOptions {
     }
 }
 
+/// Standard base64 with padding, as HTTP basic auth writes `user:password`.
 fn base64(input: &[u8]) -> String {
-    const TABLE: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [chunk[0], chunk.get(1).copied().unwrap_or(0), chunk.get(2).copied().unwrap_or(0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18u32, 12, 6, 0].iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(char::from(TABLE[((n >> shift) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(input)
 }
 
 /// Compares without an early exit, so response time does not leak how much of a secret matched.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    use subtle::ConstantTimeEq as _;
+    a.ct_eq(b).into()
 }
 
 /// Loads a PEM certificate chain and private key for the endpoint.
@@ -94,18 +81,21 @@ pub(crate) fn tls_config(
     key: &std::path::Path,
 ) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, String> {
     use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::pem::{self, PemObject as _};
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let read = |p: &std::path::Path| std::fs::read(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
     let cert_pem = read(cert)?;
-    let certs: Vec<_> = rustls_pemfile::certs(&mut cert_pem.as_slice())
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| format!("{} is not a PEM certificate chain: {e}", cert.display()))?;
     if certs.is_empty() {
         return Err(format!("{} holds no PEM certificate", cert.display()));
     }
     let key_pem = read(key)?;
-    let key_der = rustls_pemfile::private_key(&mut key_pem.as_slice())
-        .map_err(|e| format!("{} is not a PEM private key: {e}", key.display()))?
-        .ok_or_else(|| format!("{} holds no PEM private key", key.display()))?;
+    let key_der = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| match e {
+        pem::Error::NoItemsFound => format!("{} holds no PEM private key", key.display()),
+        e => format!("{} is not a PEM private key: {e}", key.display()),
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -468,6 +458,23 @@ fn respond(req: &Request<Incoming>, options: &EndpointOptions, render: &Promethe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Files that hold no PEM item of the kind asked for are refused, naming the file.
+    #[cfg(feature = "tls")]
+    #[test]
+    fn tls_files_without_pem_items_are_named() {
+        let dir = std::env::temp_dir().join(format!("pipetel-tls-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch directory");
+        let garbage = dir.join("garbage.pem");
+        std::fs::write(&garbage, b"not pem at all\n").expect("write");
+        let err = tls_config(&garbage, &garbage).expect_err("no certificate in it");
+        assert!(err.contains("holds no PEM certificate") && err.contains("garbage.pem"), "{err}");
+        let cert = dir.join("cert.pem");
+        std::fs::write(&cert, b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n").expect("write");
+        let err = tls_config(&cert, &garbage).expect_err("no key");
+        assert!(err.contains("holds no PEM private key") && err.contains("garbage.pem"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn base64_and_constant_time_compare() {
