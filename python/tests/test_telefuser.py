@@ -605,9 +605,9 @@ def test_global_service_metrics_follow_the_settings():
 
 
 def config_file_keys():
-    source = (pathlib.Path(__file__).resolve().parents[2] / "crates/pipetel/src/config/file.rs").read_text()
-    table = source.split("const KEYS:", 1)[1].split("];", 1)[0]
-    return {key.replace(".", "_") for key in re.findall(r'^\s*\("([a-z_.]+)",', table, re.M)}
+    # Every setting's file key is declared once, in the settings table (`key "..."`).
+    source = (pathlib.Path(__file__).resolve().parents[2] / "crates/pipetel/src/config/table.rs").read_text()
+    return {key.replace(".", "_") for key in re.findall(r'\bkey "([a-z_.]+)"', source)}
 
 
 def test_metrics_config_maps_onto_init_settings():
