@@ -34,6 +34,10 @@ can feed a Rust ``SnapshotHub``). ``Counter``, ``Gauge``, ``Histogram`` and ``Ed
 are per-thread recorders, as in Rust; using one from a thread other than the one that created it
 raises ``ThreadError``. Take one recorder per thread and :func:`merge` their snapshots.
 
+Logs: ``logging.getLogger().addHandler(pipetel.LoggingHandler())`` sends each record of Python's
+``logging`` as an OTel log record through the log exporter :func:`init` installed, with the
+trace and span ids of the current :func:`span` (see :class:`LoggingHandler`).
+
 Errors: every exception pipetel raises is a :class:`PipetelError` (settings:
 :class:`ConfigError`; start-up: :class:`InitError`; flush and shutdown: :class:`ShutdownError`),
 or a ``TypeError``/``ValueError`` naming the argument; a Rust panic becomes
@@ -48,6 +52,8 @@ call nothing but ``os._exit``-bound work or exec, and export from the parent or 
 
 import functools
 import inspect
+import logging
+import traceback
 
 from ._pipetel import (
     AlreadyInitialized,
@@ -74,6 +80,7 @@ from ._pipetel import (
     Stage,
     ThreadError,
     __version__,
+    _log_record,
     current_span,
     init,
     is_initialized,
@@ -116,6 +123,56 @@ def traced(func=None, *, name=None, attributes=None):
     return decorate
 
 
+class LoggingHandler(logging.Handler):
+    """A :class:`logging.Handler` that sends each record as an OTel log record through the log
+    exporter :func:`init` installed (``OTEL_LOGS_EXPORTER``, by default OTLP when an OTLP endpoint
+    is configured), carrying the trace and span ids of the current :func:`span` (a record logged
+    outside every span has none). Before ``init``, or with no log exporter, it drops records.
+
+    Use ``logging.getLogger().addHandler(pipetel.LoggingHandler())``. Each record becomes:
+
+    - severity from the level (``DEBUG``, ``INFO``, ``WARN``, ``ERROR``, ``FATAL`` for
+      ``CRITICAL``; a level between two, such as 25, takes the lower one plus the remainder, up
+      to ``INFO4``), severity text the standard name of that level;
+    - body the message with its arguments (``record.getMessage()``), or ``self.format(record)``
+      when the handler was given a formatter;
+    - the time the record was created;
+    - attributes ``logger.name``, ``code.file.path``, ``code.line.number``,
+      ``code.function.name``, ``thread.id``, ``thread.name``, and with exception info
+      ``exception.type``, ``exception.message``, ``exception.stacktrace``.
+
+    ``emit`` never raises: an error goes to :meth:`logging.Handler.handleError`, which prints it
+    to stderr while ``logging.raiseExceptions`` is true."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            body = self.format(record) if self.formatter is not None else record.getMessage()
+            exc_type = exc_message = exc_stacktrace = None
+            if record.exc_info and record.exc_info[0] is not None:
+                etype, evalue, tb = record.exc_info
+                module = getattr(etype, "__module__", "builtins")
+                qualname = getattr(etype, "__qualname__", etype.__name__)
+                exc_type = qualname if module == "builtins" else f"{module}.{qualname}"
+                exc_message = str(evalue)
+                exc_stacktrace = "".join(traceback.format_exception(etype, evalue, tb))
+            _log_record(
+                record.levelno,
+                body,
+                record.created,
+                record.name,
+                record.pathname,
+                record.lineno,
+                record.funcName,
+                thread_id=record.thread,
+                thread_name=record.threadName,
+                exception_type=exc_type,
+                exception_message=exc_message,
+                exception_stacktrace=exc_stacktrace,
+            )
+        except Exception:
+            self.handleError(record)
+
+
 __all__ = [
     "AlreadyInitialized",
     "ConfigError",
@@ -130,6 +187,7 @@ __all__ = [
     "Histogram",
     "InitError",
     "InternalError",
+    "LoggingHandler",
     "MergeError",
     "MetricSnapshot",
     "PipetelError",

@@ -357,6 +357,24 @@ def span(
 def current_span() -> Optional[Span]: ...
 def traceparent() -> Optional[str]: ...
 
+# What `pipetel.LoggingHandler` (python/pipetel/__init__.py) calls for each `logging` record:
+# emits it as an OTel log record with the current span's trace and span ids; does nothing
+# before `init` or with no log exporter.
+def _log_record(
+    levelno: int,
+    body: str,
+    created: float,
+    logger_name: str,
+    path: str,
+    lineno: int,
+    function: str,
+    thread_id: Optional[int] = None,
+    thread_name: Optional[str] = None,
+    exception_type: Optional[str] = None,
+    exception_message: Optional[str] = None,
+    exception_stacktrace: Optional[str] = None,
+) -> None: ...
+
 class Stage:
     def shard(self, index: int) -> Shard: ...
     def finish(self, strict: bool = False) -> Dict[str, Any]: ...

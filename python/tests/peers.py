@@ -246,6 +246,7 @@ class LogRecord:
     body: Any
     attributes: Dict[str, Any]
     severity_text: str
+    severity_number: int
     time_unix_nano: int
     trace_id: str
     span_id: str
@@ -354,6 +355,7 @@ def log_records(path: Path) -> List[LogRecord]:
             event_name=r.get("eventName", ""),
             body=_any_value(r.get("body", {})),
             severity_text=r.get("severityText", ""),
+            severity_number=int(r.get("severityNumber", 0)),
             time_unix_nano=int(r.get("timeUnixNano", 0)),
         )
         for resource, scope, r in _records(path, "resourceLogs", "scopeLogs", "logRecords")

@@ -10,9 +10,11 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use pipetel::config::toml;
+use pipetel::opentelemetry::logs::LoggerProvider as _;
+use pipetel::opentelemetry_sdk::logs::SdkLogger;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -21,6 +23,17 @@ use crate::errors::{guard, to_py, AlreadyInitialized, ConfigError, InitError, Sh
 
 /// Set once `init` succeeded in this process (`init` is once per process, also after shutdown).
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The logger of the provider `init` installed, when logs are exported (`pipetel.LoggingHandler`
+/// emits through it). Set once: `init` is once per process; after shutdown the provider drops
+/// what it is given.
+static LOGGER: OnceLock<SdkLogger> = OnceLock::new();
+
+/// The logger records from Python's `logging` go to, or `None` before `init` or when no log
+/// exporter is configured.
+pub(crate) fn logger() -> Option<&'static SdkLogger> {
+    LOGGER.get()
+}
 
 /// A Python value as the TOML value of the file key `key`.
 fn to_toml(key: &str, value: &Bound<'_, PyAny>) -> PyResult<toml::Value> {
@@ -99,6 +112,9 @@ fn init(
     // Binding the endpoint and building exporters may block: other Python threads run meanwhile.
     let telemetry = py.detach(|| guard(|| pipetel::init(config).map_err(init_error)))?;
     INITIALIZED.store(true, Ordering::SeqCst);
+    if let Some(lp) = telemetry.logger_provider() {
+        let _ = LOGGER.set(lp.logger(pipetel::SCOPE_NAME));
+    }
     let prometheus_addr = telemetry.prometheus_addr().map(|a| a.to_string());
     let guard_obj =
         Py::new(py, PyGuard { telemetry: Mutex::new(Some(telemetry)), prometheus_addr, pid: std::process::id() })?;

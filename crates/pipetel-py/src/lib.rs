@@ -9,7 +9,7 @@
 //! Start-up: [`init`]. Spans and stages: [`attributes`] (Python values as attribute values),
 //! [`context`] (the current span, the `Span` class, `traceparent`), [`pipeline`] (the stage and
 //! shard handles), [`span`] (`pipetel.span` and what `parent=` names), [`zephyr`] (Marin
-//! Zephyr's explicit rows). TeleFuser's metrics: [`registry`], [`service`]. mstar's recorders:
+//! Zephyr's explicit rows), [`logs`] (Python `logging` records as OTel log records). TeleFuser's metrics: [`registry`], [`service`]. mstar's recorders:
 //! [`recorders`], [`hub`]. Within each group a module imports only from those before it (and
 //! every module from [`errors`]), so no two modules import each other.
 //!
@@ -27,6 +27,7 @@ pub mod context;
 pub mod errors;
 pub mod hub;
 pub mod init;
+pub mod logs;
 pub mod pipeline;
 pub mod recorders;
 pub mod registry;
@@ -45,6 +46,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     init::register(m)?;
     context::register(m)?;
     span::register(m)?;
+    logs::register(m)?;
     pipeline::register(m)?;
     zephyr::register(m)?;
     hub::register(m)?;
