@@ -7,8 +7,8 @@
 //! | `process.cpu.utilization` | gauge | `1` | `cpu.mode` (`user`, `system`) |
 //! | `process.memory.usage` | up-down counter | `By` | |
 //! | `process.memory.virtual` | up-down counter | `By` | |
-//! | `process.open_file_descriptor.count` | up-down counter | `{file_descriptor}` | |
-//! | `process.thread.count` | up-down counter | `{thread}` | |
+//! | `process.open_file_descriptors` | up-down counter | `{file_descriptor}` | |
+//! | `process.threads` | up-down counter | `{thread}` | |
 //! | `process.context_switches` | counter | `{context_switch}` | `process.context_switch.type` (`voluntary`, `involuntary`) |
 //!
 //! Read from `/proc/self` at each collection (Linux); elsewhere none is registered. A reading
@@ -135,7 +135,7 @@ mod linux {
             .build();
 
         let _ = meter
-            .i64_observable_up_down_counter("process.thread.count")
+            .i64_observable_up_down_counter("process.threads")
             .with_description("Process threads count.")
             .with_unit("{thread}")
             .with_callback(|o| {
@@ -146,7 +146,7 @@ mod linux {
             .build();
 
         let _ = meter
-            .i64_observable_up_down_counter("process.open_file_descriptor.count")
+            .i64_observable_up_down_counter("process.open_file_descriptors")
             .with_description("Number of file descriptors in use by the process.")
             .with_unit("{file_descriptor}")
             .with_callback(|o| {

@@ -108,8 +108,8 @@ fn process_metrics_are_on_the_pull_endpoint_unless_switched_off() {
     let resident = sample(&on, "process_memory_usage_bytes");
     let virtual_bytes = sample(&on, "process_memory_virtual_bytes");
     assert!(resident > 1e6 && virtual_bytes >= resident, "resident {resident}, virtual {virtual_bytes}");
-    assert!(sample(&on, "process_thread_count") >= 3.0, "the main thread and the two waiting ones");
-    assert!(sample(&on, "process_open_file_descriptor_count") >= 3.0, "stdin, stdout, stderr");
+    assert!(sample(&on, "process_threads") >= 3.0, "the main thread and the two waiting ones");
+    assert!(sample(&on, "process_open_file_descriptors") >= 3.0, "stdin, stdout, stderr");
     let voluntary = labelled(&on, "process_context_switches_total", "process_context_switch_type=\"voluntary\"");
     let involuntary = labelled(&on, "process_context_switches_total", "process_context_switch_type=\"involuntary\"");
     assert!(voluntary >= 1.0 && involuntary >= 0.0, "voluntary {voluntary}, involuntary {involuntary}");
