@@ -204,24 +204,7 @@ impl Prometheus {
 
     /// Runs an instant PromQL query; returns `(labels, value)` per series.
     pub fn query(&self, promql: &str) -> Result<Vec<Series>, String> {
-        let url = format!("{}/api/v1/query?query={}", self.url, urlencode(promql));
-        let (status, body) = http("GET", &url)?;
-        let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
-        if status != 200 || v["status"] != "success" {
-            return Err(format!("query {promql:?} failed ({status}): {body}"));
-        }
-        let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
-        Ok(result
-            .iter()
-            .map(|s| {
-                let labels = s["metric"]
-                    .as_object()
-                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
-                    .unwrap_or_default();
-                let value = s["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
-                (labels, value)
-            })
-            .collect())
+        promql_query(&self.url, promql)
     }
 
     /// Waits until `promql` returns at least one series whose value satisfies `accept`.
@@ -287,4 +270,27 @@ pub fn promtool_check_metrics(exposition: &str) -> Result<(), String> {
     } else {
         Err(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
     }
+}
+
+/// An instant PromQL query against the HTTP API at `base_url` (Prometheus or any server that
+/// speaks its API, VictoriaMetrics too); returns `(labels, value)` per series.
+pub fn promql_query(base_url: &str, promql: &str) -> Result<Vec<Series>, String> {
+    let url = format!("{base_url}/api/v1/query?query={}", urlencode(promql));
+    let (status, body) = http("GET", &url)?;
+    let v: serde_json::Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+    if status != 200 || v["status"] != "success" {
+        return Err(format!("query {promql:?} failed ({status}): {body}"));
+    }
+    let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
+    Ok(result
+        .iter()
+        .map(|s| {
+            let labels = s["metric"]
+                .as_object()
+                .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+                .unwrap_or_default();
+            let value = s["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+            (labels, value)
+        })
+        .collect())
 }

@@ -176,22 +176,7 @@ impl VictoriaMetrics {
 
     /// Runs an instant PromQL query (`/api/v1/query`); returns `(labels, value)` per series.
     pub fn query(&self, promql: &str) -> Result<Vec<Series>, String> {
-        let v = get_json(&format!("{}/api/v1/query?query={}", self.url, urlencode(promql)))?;
-        if v["status"] != "success" {
-            return Err(format!("query {promql:?} failed: {v}"));
-        }
-        let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
-        Ok(result
-            .iter()
-            .map(|s| {
-                let labels = s["metric"]
-                    .as_object()
-                    .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
-                    .unwrap_or_default();
-                let value = s["value"][1].as_str().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
-                (labels, value)
-            })
-            .collect())
+        super::prometheus::promql_query(&self.url, promql)
     }
 
     /// Waits, query by query, until each `(promql, value)` returns series that all equal `value`;
