@@ -15,15 +15,7 @@ const MODES: [&[&str]; 3] = [&[], &["--summary"], &["--timeline"]];
 
 fn seeds() -> Vec<(String, Vec<u8>)> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../pipetel/fuzz/corpus/rows");
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("the seed corpus {} is committed: {e}", dir.display()))
-        .map(|entry| {
-            let path = entry.expect("dir entry").path();
-            let name = path.file_name().and_then(|n| n.to_str()).expect("utf-8 seed name").to_owned();
-            (name, std::fs::read(&path).expect("read seed"))
-        })
-        .collect();
-    out.sort();
+    let out = mutate::read_seeds(&dir);
     assert!(out.len() >= 4, "{} seeds", out.len());
     out
 }

@@ -10,13 +10,76 @@ use crate::source::{DeviceSample, DeviceStatus};
 /// Reports the values of one device through `emit(value, extra attribute)`.
 type Emitter<T> = fn(&DeviceSample, &mut dyn FnMut(T, Option<KeyValue>));
 
-/// How an instrument aggregates.
-#[derive(Debug, Clone, Copy)]
-enum Kind {
+/// How a GPU instrument aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyKind {
+    /// A last value.
     Gauge,
+    /// A monotonic sum.
     Counter,
     /// Up-down counter: the conventions' instrument for state sets (0 / 1 per state).
     UpDown,
+}
+
+type Kind = FamilyKind;
+
+/// One GPU metric family as the reference lists it: the instrument's name, kind, unit and
+/// description, and the attributes its series have beside the device's identity (`hw.id`,
+/// `hw.name`, `hw.model`, `hw.vendor`, `hw.type`, `hw.gpu.index`, `hw.driver.version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuFamily {
+    /// The OTel instrument name.
+    pub name: &'static str,
+    /// How it aggregates.
+    pub kind: FamilyKind,
+    /// The UCUM unit.
+    pub unit: &'static str,
+    /// The instrument's description.
+    pub description: &'static str,
+    /// The attributes beside the device's identity.
+    pub attributes: &'static [&'static str],
+}
+
+/// The fan family: one series per fan, the fan its own hardware entity under the GPU.
+const FAN: GpuFamily = GpuFamily {
+    name: names::FAN_SPEED_RATIO,
+    kind: FamilyKind::Gauge,
+    unit: names::UNIT_RATIO,
+    description: "GPU fan speed as a fraction of its maximum",
+    attributes: &[names::HW_PARENT, names::GPU_FAN_INDEX],
+};
+/// The identity family (always 1).
+const INFO: GpuFamily = GpuFamily {
+    name: names::GPU_INFO,
+    kind: FamilyKind::UpDown,
+    unit: names::UNIT_RATIO,
+    description: "Always 1; carries the CUDA driver version beside the GPU's identity",
+    attributes: &[names::GPU_CUDA_DRIVER_VERSION],
+};
+/// The state-set family of the device's health.
+const STATUS: GpuFamily = GpuFamily {
+    name: names::STATUS,
+    kind: FamilyKind::UpDown,
+    unit: names::UNIT_RATIO,
+    description: "1 for the GPU's current state, 0 for the others",
+    attributes: &[names::HW_STATE],
+};
+
+/// Every GPU family, in registration order.
+pub fn families() -> Vec<GpuFamily> {
+    let mut all: Vec<GpuFamily> = INSTRUMENTS
+        .iter()
+        .map(|i| {
+            let (name, kind, unit, description, attributes) = match i {
+                AnyInstrument::F64(i) => (i.name, i.kind, i.unit, i.description, i.extra),
+                AnyInstrument::U64(i) => (i.name, i.kind, i.unit, i.description, i.extra),
+                AnyInstrument::I64(i) => (i.name, i.kind, i.unit, i.description, i.extra),
+            };
+            GpuFamily { name, kind, unit, description, attributes }
+        })
+        .collect();
+    all.extend([FAN, INFO, STATUS]);
+    all
 }
 
 /// One instrument: its name, unit and description, and what it reports of each answering
@@ -26,6 +89,8 @@ struct Instrument<T> {
     unit: &'static str,
     description: &'static str,
     kind: Kind,
+    /// The attribute each series has beside the device's identity, if any.
+    extra: &'static [&'static str],
     each: Emitter<T>,
 }
 
@@ -34,9 +99,10 @@ const fn instrument<T>(
     name: &'static str,
     unit: &'static str,
     description: &'static str,
+    extra: &'static [&'static str],
     each: Emitter<T>,
 ) -> Instrument<T> {
-    Instrument { name, unit, description, kind, each }
+    Instrument { name, unit, description, kind, extra, each }
 }
 
 /// Emits `value` without an extra attribute, when there is one.
@@ -79,6 +145,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_UTILIZATION,
         names::UNIT_RATIO,
         "Fraction of time the GPU engine was busy over the driver's sampling window",
+        &[names::GPU_TASK],
         |d, emit| {
             let values = [
                 (d.utilization, names::task::GENERAL),
@@ -93,6 +160,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_USAGE,
         names::UNIT_BYTES,
         "GPU memory in use",
+        &[],
         |d, emit| {
             one(d.memory_used_bytes, emit);
         },
@@ -102,6 +170,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_LIMIT,
         names::UNIT_BYTES,
         "GPU memory installed",
+        &[],
         |d, emit| {
             one(d.memory_total_bytes, emit);
         },
@@ -111,9 +180,10 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_UTILIZATION,
         names::UNIT_RATIO,
         "GPU memory in use as a fraction of the installed memory",
+        &[],
         |d, emit| one(d.memory_utilization(), emit),
     )),
-    AnyInstrument::F64(instrument(Kind::Gauge, names::POWER, names::UNIT_WATTS, "GPU power draw", |d, emit| {
+    AnyInstrument::F64(instrument(Kind::Gauge, names::POWER, names::UNIT_WATTS, "GPU power draw", &[], |d, emit| {
         one(d.power_watts, emit)
     })),
     AnyInstrument::F64(instrument(
@@ -121,6 +191,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::ENERGY,
         names::UNIT_JOULES,
         "Energy consumed by the GPU since the driver was loaded",
+        &[],
         |d, emit| one(d.energy_joules, emit),
     )),
     AnyInstrument::F64(instrument(
@@ -128,6 +199,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::TEMPERATURE,
         names::UNIT_CELSIUS,
         "GPU core temperature",
+        &[],
         |d, emit| {
             one(d.temperature_celsius, emit);
         },
@@ -137,6 +209,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::ERRORS,
         names::UNIT_ERRORS,
         "ECC memory errors (aggregate driver counters)",
+        &[names::ERROR_TYPE],
         |d, emit| {
             let values =
                 [(d.ecc_corrected, names::error_type::CORRECTED), (d.ecc_uncorrected, names::error_type::UNCORRECTED)];
@@ -148,6 +221,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_CLOCK,
         names::UNIT_HERTZ,
         "Current GPU clock frequency",
+        &[names::GPU_CLOCK_TYPE],
         |d, emit| {
             let values = [
                 (d.clocks.graphics_hz, names::clock::GRAPHICS),
@@ -163,6 +237,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_BANDWIDTH_UTILIZATION,
         names::UNIT_RATIO,
         "Fraction of time GPU memory was being read or written (bandwidth, not capacity)",
+        &[],
         |d, emit| one(d.memory_bandwidth_utilization, emit),
     )),
     AnyInstrument::F64(instrument(
@@ -170,6 +245,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_POWER_LIMIT,
         names::UNIT_WATTS,
         "GPU power limit the driver enforces",
+        &[],
         |d, emit| one(d.power_limit_watts, emit),
     )),
     AnyInstrument::U64(instrument(
@@ -177,6 +253,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_XID_ERRORS,
         names::UNIT_ERRORS,
         "GPU XID error events since telemetry started, by XID code",
+        &[names::GPU_XID],
         |d, emit| {
             for &(code, n) in &d.xid_errors {
                 emit(n, Some(KeyValue::new(names::GPU_XID, code as i64)));
@@ -188,6 +265,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_CLOCK_THROTTLE,
         names::UNIT_RATIO,
         "1 for each reason holding the GPU clocks down now, 0 for the other supported reasons",
+        &[names::GPU_CLOCK_THROTTLE_REASON],
         |d, emit| {
             for &(reason, on) in &d.throttle_reasons {
                 emit(flag(on), Some(KeyValue::new(names::GPU_CLOCK_THROTTLE_REASON, reason)));
@@ -199,6 +277,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_REMAPPED_ROWS,
         names::UNIT_ROWS,
         "GPU memory rows remapped, by the kind of error that caused it",
+        &[names::GPU_MEMORY_ERROR_CAUSE],
         |d, emit| {
             let rows = d.remapped_rows;
             let values = [
@@ -213,6 +292,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_ROW_REMAP_PENDING,
         names::UNIT_RATIO,
         "1 while a GPU memory row remapping waits for a GPU reset",
+        &[],
         |d, emit| one(d.remapped_rows.map(|r| flag(r.pending)), emit),
     )),
     AnyInstrument::I64(instrument(
@@ -220,6 +300,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_ROW_REMAP_FAILURE,
         names::UNIT_RATIO,
         "1 when a GPU memory row remapping failed",
+        &[],
         |d, emit| one(d.remapped_rows.map(|r| flag(r.failure)), emit),
     )),
     AnyInstrument::U64(instrument(
@@ -227,6 +308,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_RETIRED_PAGES,
         names::UNIT_PAGES,
         "GPU memory pages retired, by the kind of ECC error that caused it",
+        &[names::GPU_MEMORY_ERROR_CAUSE],
         |d, emit| {
             let values = [
                 (d.retired_pages.single_bit, names::memory_cause::SINGLE_BIT),
@@ -240,6 +322,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_MEMORY_RETIRED_PAGES_PENDING,
         names::UNIT_RATIO,
         "1 while GPU memory page retirements wait for a reboot",
+        &[],
         |d, emit| one(d.retired_pages.pending.map(flag), emit),
     )),
     AnyInstrument::F64(instrument(
@@ -247,6 +330,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_PCIE_THROUGHPUT,
         names::UNIT_BYTES_PER_SECOND,
         "GPU PCIe throughput over the driver's 20 ms window",
+        &[names::NETWORK_IO_DIRECTION],
         |d, emit| {
             let values = [
                 (d.pcie_tx_bytes_per_second, names::direction::TRANSMIT),
@@ -260,6 +344,7 @@ const INSTRUMENTS: [AnyInstrument; 20] = [
         names::GPU_PROCESS_MEMORY_USAGE,
         names::UNIT_BYTES,
         "GPU memory used by this process and its descendants",
+        &[],
         |d, emit| one(d.process_memory_bytes, emit),
     )),
 ];
@@ -296,9 +381,9 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
     }
     let fans = reader.clone();
     meter
-        .f64_observable_gauge(names::FAN_SPEED_RATIO)
-        .with_unit(names::UNIT_RATIO)
-        .with_description("GPU fan speed as a fraction of its maximum")
+        .f64_observable_gauge(FAN.name)
+        .with_unit(FAN.unit)
+        .with_description(FAN.description)
         .with_callback(move |obs| {
             let Some(sample) = fans.latest() else {
                 return;
@@ -312,9 +397,9 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
         .build();
     let info = reader.clone();
     meter
-        .i64_observable_up_down_counter(names::GPU_INFO)
-        .with_unit(names::UNIT_RATIO)
-        .with_description("Always 1; carries the CUDA driver version beside the GPU's identity")
+        .i64_observable_up_down_counter(INFO.name)
+        .with_unit(INFO.unit)
+        .with_description(INFO.description)
         .with_callback(move |obs| {
             let Some(sample) = info.latest() else {
                 return;
@@ -327,9 +412,9 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
         .build();
     let reader = reader.clone();
     meter
-        .i64_observable_up_down_counter(names::STATUS)
-        .with_unit(names::UNIT_RATIO)
-        .with_description("1 for the GPU's current state, 0 for the others")
+        .i64_observable_up_down_counter(STATUS.name)
+        .with_unit(STATUS.unit)
+        .with_description(STATUS.description)
         .with_callback(move |obs| {
             let Some(sample) = reader.latest() else {
                 return;

@@ -6,6 +6,10 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+#[path = "../../pipetel/fuzz/mutate.rs"]
+#[allow(dead_code)] // Only the seed reader is used here.
+mod mutate;
+
 use pipetel_recorders::{codec, Counter, EdgeTransfers, Envelope, Family, Gauge, Histogram};
 
 /// Records the largest single allocation made by a thread while it is measuring.
@@ -118,16 +122,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
             std::fs::write(dir.join(name), bytes).expect("write seed");
         }
     }
-    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .expect("the seed corpus is committed")
-        .map(|entry| {
-            let path = entry.expect("dir entry").path();
-            let name = path.file_name().and_then(|n| n.to_str()).expect("utf-8 seed name").to_owned();
-            (name, std::fs::read(&path).expect("read seed"))
-        })
-        .collect();
-    out.sort();
-    out
+    mutate::read_seeds(&dir)
 }
 
 #[test]

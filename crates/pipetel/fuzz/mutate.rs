@@ -107,3 +107,18 @@ pub(crate) fn mutations(seed: &[u8], rng: &mut Rng, cap: usize, random: usize, m
         run(&m);
     }
 }
+
+/// The committed seeds in `dir` (name, bytes), sorted by name.
+#[allow(dead_code)] // Not every test that includes this file reads a corpus.
+pub(crate) fn read_seeds(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("the seed corpus {} is committed: {e}", dir.display()))
+        .map(|entry| {
+            let path = entry.expect("dir entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).expect("utf-8 seed name").to_owned();
+            (name, std::fs::read(&path).expect("read seed"))
+        })
+        .collect();
+    out.sort();
+    out
+}

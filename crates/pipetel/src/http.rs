@@ -51,13 +51,13 @@ use tower::{Layer, Service};
 use crate::config::{Config, ConfigError};
 
 /// `http.server.request.duration`: duration of finished requests, seconds (histogram).
-pub const REQUEST_DURATION: &str = "http.server.request.duration";
+pub const REQUEST_DURATION: &str = crate::families::http::REQUEST_DURATION.name;
 /// `http.server.active_requests`: requests being served now.
-pub const ACTIVE_REQUESTS: &str = "http.server.active_requests";
+pub const ACTIVE_REQUESTS: &str = crate::families::http::ACTIVE_REQUESTS.name;
 /// `http.server.request.body.size`: request body sizes, bytes (histogram).
-pub const REQUEST_BODY_SIZE: &str = "http.server.request.body.size";
+pub const REQUEST_BODY_SIZE: &str = crate::families::http::REQUEST_BODY_SIZE.name;
 /// `http.server.response.body.size`: response body sizes, bytes (histogram).
-pub const RESPONSE_BODY_SIZE: &str = "http.server.response.body.size";
+pub const RESPONSE_BODY_SIZE: &str = crate::families::http::RESPONSE_BODY_SIZE.name;
 
 /// The HTTP metrics layer for the switch in the configuration `init` reads: the file named by
 /// `PIPETEL_CONFIG`, then the environment. Build it after [`crate::init`].

@@ -58,6 +58,7 @@ pub mod config;
 pub mod error;
 mod export;
 mod exposition;
+pub mod families;
 mod fuzz_entry;
 pub use fuzz_entry::__fuzz;
 #[cfg(feature = "http")]

@@ -31,6 +31,7 @@ mod linux {
     use std::sync::Mutex;
     use std::time::Instant;
 
+    use crate::families::process as fam;
     use opentelemetry::metrics::Meter;
     use opentelemetry::KeyValue;
     use procfs::process::Process;
@@ -73,10 +74,8 @@ mod linux {
         let modes =
             |user, system| [(user, KeyValue::new(CPU_MODE, "user")), (system, KeyValue::new(CPU_MODE, "system"))];
 
-        let _ = meter
-            .f64_observable_counter("process.cpu.time")
-            .with_description("Total CPU seconds broken down by different CPU modes.")
-            .with_unit("s")
+        let _ = fam::CPU_TIME
+            .describe(meter.f64_observable_counter(fam::CPU_TIME.name))
             .with_callback(move |o| {
                 if let Some(s) = stat() {
                     for (value, mode) in modes(s.user, s.system) {
@@ -89,13 +88,8 @@ mod linux {
         // Spread over the CPUs the process may run on, as the conventions define it.
         let cpus = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
         let previous = Mutex::new(stat().map(|s| Previous { at: Instant::now(), user: s.user, system: s.system }));
-        let _ = meter
-            .f64_observable_gauge("process.cpu.utilization")
-            .with_description(
-                "Difference in process.cpu.time since the last measurement, divided by the elapsed time \
-                 and number of CPUs available to the process.",
-            )
-            .with_unit("1")
+        let _ = fam::CPU_UTILIZATION
+            .describe(meter.f64_observable_gauge(fam::CPU_UTILIZATION.name))
             .with_callback(move |o| {
                 let Some(now) = stat() else { return };
                 let at = Instant::now();
@@ -112,10 +106,8 @@ mod linux {
             })
             .build();
 
-        let _ = meter
-            .i64_observable_up_down_counter("process.memory.usage")
-            .with_description("The amount of physical memory in use.")
-            .with_unit("By")
+        let _ = fam::MEMORY_USAGE
+            .describe(meter.i64_observable_up_down_counter(fam::MEMORY_USAGE.name))
             .with_callback(|o| {
                 if let Some(s) = stat() {
                     o.observe(s.resident, &[]);
@@ -123,10 +115,8 @@ mod linux {
             })
             .build();
 
-        let _ = meter
-            .i64_observable_up_down_counter("process.memory.virtual")
-            .with_description("The amount of committed virtual memory.")
-            .with_unit("By")
+        let _ = fam::MEMORY_VIRTUAL
+            .describe(meter.i64_observable_up_down_counter(fam::MEMORY_VIRTUAL.name))
             .with_callback(|o| {
                 if let Some(s) = stat() {
                     o.observe(s.virtual_bytes, &[]);
@@ -134,10 +124,8 @@ mod linux {
             })
             .build();
 
-        let _ = meter
-            .i64_observable_up_down_counter("process.threads")
-            .with_description("Process threads count.")
-            .with_unit("{thread}")
+        let _ = fam::THREADS
+            .describe(meter.i64_observable_up_down_counter(fam::THREADS.name))
             .with_callback(|o| {
                 if let Some(s) = stat() {
                     o.observe(s.threads, &[]);
@@ -145,10 +133,8 @@ mod linux {
             })
             .build();
 
-        let _ = meter
-            .i64_observable_up_down_counter("process.open_file_descriptors")
-            .with_description("Number of file descriptors in use by the process.")
-            .with_unit("{file_descriptor}")
+        let _ = fam::OPEN_FILE_DESCRIPTORS
+            .describe(meter.i64_observable_up_down_counter(fam::OPEN_FILE_DESCRIPTORS.name))
             .with_callback(|o| {
                 if let Some(n) = Process::myself().ok().and_then(|p| p.fd_count().ok()) {
                     o.observe(i64::try_from(n).unwrap_or(i64::MAX), &[]);
@@ -156,10 +142,8 @@ mod linux {
             })
             .build();
 
-        let _ = meter
-            .u64_observable_counter("process.context_switches")
-            .with_description("Number of times the process has been context switched.")
-            .with_unit("{context_switch}")
+        let _ = fam::CONTEXT_SWITCHES
+            .describe(meter.u64_observable_counter(fam::CONTEXT_SWITCHES.name))
             .with_callback(|o| {
                 let Some(status) = Process::myself().ok().and_then(|p| p.status().ok()) else { return };
                 let types =

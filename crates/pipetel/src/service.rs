@@ -42,6 +42,7 @@
 //! process, shared by every `ServiceMetrics` of that prefix), so they reach every exporter and
 //! `registry().prometheus_text()` shows them alone.
 
+use crate::families::{service as fam, Family};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -160,32 +161,22 @@ impl ServiceMetrics {
             return Err(RegistryError::InvalidName { name: String::new(), reason: "the prefix is empty" });
         }
         let registry = registry_for(prefix)?;
-        let opts = |otel: &str, unit: &str| Opts::new().otel(format!("{prefix}.{otel}"), unit);
-        let counter =
-            |name: &str, otel: &str, help: &str| registry.series(name, help, labels, opts(otel, "{task}")).map(Counter);
-        let gauge =
-            |name: &str, otel: &str, help: &str| registry.series(name, help, labels, opts(otel, "{task}")).map(Gauge);
-        let histogram = |name: &str, otel: &str, help: &str| {
-            registry.series(name, help, labels, opts(otel, "s").buckets(buckets.to_vec())).map(Histogram)
+        let opts = |f: &Family| Opts::new().otel(format!("{prefix}.{}", f.name), f.unit);
+        let counter = |f: &Family| registry.series(&f.registry_name(), f.description, labels, opts(f)).map(Counter);
+        let gauge = |f: &Family| registry.series(&f.registry_name(), f.description, labels, opts(f)).map(Gauge);
+        let histogram = |f: &Family| {
+            registry.series(&f.registry_name(), f.description, labels, opts(f).buckets(buckets.to_vec())).map(Histogram)
         };
         let inner = Inner {
-            created: counter("tasks_created", "tasks.created", "Tasks created (submitted to the queue)")?,
-            completed: counter("tasks_completed", "tasks.completed", "Tasks that completed successfully")?,
-            failed: counter("tasks_failed", "tasks.failed", "Tasks that failed")?,
-            cancelled: counter("tasks_cancelled", "tasks.cancelled", "Tasks cancelled or dropped unfinished")?,
-            duration: histogram(
-                "task_duration_seconds",
-                "task.duration",
-                "Time from a task's start to its completion or failure",
-            )?,
-            queue_wait: histogram(
-                "task_queue_wait_seconds",
-                "task.queue.wait",
-                "Time a task waited in the queue before it started",
-            )?,
-            queue_size: gauge("queue_size", "queue.size", "Tasks in the queue, pending and processing")?,
-            queue_pending: gauge("queue_pending", "queue.pending", "Tasks waiting to start")?,
-            queue_processing: gauge("queue_processing", "queue.processing", "Tasks being processed")?,
+            created: counter(&fam::TASKS_CREATED)?,
+            completed: counter(&fam::TASKS_COMPLETED)?,
+            failed: counter(&fam::TASKS_FAILED)?,
+            cancelled: counter(&fam::TASKS_CANCELLED)?,
+            duration: histogram(&fam::TASK_DURATION)?,
+            queue_wait: histogram(&fam::TASK_QUEUE_WAIT)?,
+            queue_size: gauge(&fam::QUEUE_SIZE)?,
+            queue_pending: gauge(&fam::QUEUE_PENDING)?,
+            queue_processing: gauge(&fam::QUEUE_PROCESSING)?,
             registry,
         };
         Ok(ServiceMetrics { inner: Some(Arc::new(inner)) })

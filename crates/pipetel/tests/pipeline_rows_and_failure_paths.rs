@@ -180,6 +180,43 @@ fn explicit_rows_feed_the_metrics() {
     assert!(items.ends_with(" 1234") && items.contains("pipeline_execution_id=\"remote-run\""), "{items}");
 }
 
+/// The value of the sample line of `family` whose labels contain every one of `having`.
+fn sample_value(text: &str, family: &str, having: &[&str]) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(&format!("{family}{{")) && having.iter().all(|h| l.contains(h)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {family} with {having:?} in:\n{text}"))
+}
+
+#[test]
+fn explicit_worker_rows_feed_the_cpu_metrics_as_handle_rows_do() {
+    harness();
+    // A handle's row, its CPU figures replaced by known ones, reported explicitly for two
+    // shards of another stage: the worker and stage CPU families show exactly those figures.
+    let source = pipetel::stage("t-explicit-cpu-src").shards(1).start();
+    let template = source.shard(0).start().finish();
+    source.finish();
+    for (index, avg, last, cpu_seconds) in [(0u32, 50.0, 40.0, 2.0), (1, 150.0, 120.0, 3.0)] {
+        let mut w = template.clone();
+        w.stage_name = "t-explicit-cpu".into();
+        w.execution_id = "remote-cpu".into();
+        w.shard_index = index;
+        w.status = WorkerStatus::End;
+        w.cpu_percent = Some(last);
+        w.cpu_percent_avg = Some(avg);
+        w.cpu_time = Duration::from_secs_f64(cpu_seconds);
+        emit_worker_stat(&w);
+    }
+    let text = render();
+    let stage = ["t-explicit-cpu\"", "remote-cpu"];
+    let shard = |i: &'static str| [stage[0], stage[1], i];
+    assert_eq!(sample_value(&text, "pipeline_stage_cpu_utilization_ratio", &stage), 1.0);
+    assert_eq!(sample_value(&text, "pipeline_worker_cpu_utilization_ratio", &shard("shard_index=\"0\"")), 0.4);
+    assert_eq!(sample_value(&text, "pipeline_worker_cpu_utilization_ratio", &shard("shard_index=\"1\"")), 1.2);
+    assert_eq!(sample_value(&text, "pipeline_worker_cpu_time_seconds_total", &shard("shard_index=\"1\"")), 3.0);
+}
+
 #[test]
 fn samples_arrive_at_the_configured_interval_with_rates_and_cpu() {
     harness();

@@ -122,20 +122,8 @@ impl<'a> Writer<'a> {
     /// The samples of one histogram series: a `_bucket` per finite bound (`bounds`, formatted,
     /// with their cumulative counts `cumulative`), the `+Inf` bucket holding `count`, then
     /// `_sum` and `_count`. `labels` is a label block (see [`LabelBlock`]), the same on each.
-    pub(crate) fn histogram<N: Number>(
-        &mut self,
-        name: &str,
-        labels: &str,
-        bounds: &[String],
-        cumulative: impl IntoIterator<Item = u64>,
-        count: u64,
-        sum: N,
-    ) {
-        self.histogram_with(name, labels, bounds, cumulative, count, sum, |_| None);
-    }
-
-    /// [`Writer::histogram`] with the exemplar of each bucket (`exemplar(i)`, `i` from 0, the
-    /// `+Inf` bucket last), written after the bucket's sample in OpenMetrics and asked for only
+    /// The exemplar of each bucket (`exemplar(i)`, `i` from 0, the `+Inf` bucket last; `|_|
+    /// None` for none) is written after the bucket's sample in OpenMetrics and asked for only
     /// there.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn histogram_with<N: Number>(
@@ -473,7 +461,7 @@ mod tests {
         w.sample("m", "").value(2.0);
         let mut labels = String::new();
         LabelBlock::new(&mut labels).pair("k", "v").raw(&scope_labels(Some(("s", "1.0"))));
-        w.histogram("h", &labels, BoundsText::of(&[0.5, 1.0]).get(), [1, 2], 3, 4.5);
+        w.histogram_with("h", &labels, BoundsText::of(&[0.5, 1.0]).get(), [1, 2], 3, 4.5, |_| None);
         w.summary("q", "", [(0.5, 1.0)], 2.0, 1);
         assert_eq!(
             out,

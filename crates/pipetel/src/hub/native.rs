@@ -41,7 +41,8 @@ impl crate::exposition::ExpositionSource for NativeHistograms {
                     }
                 });
                 let cumulative = series.bucket_counts.iter().copied();
-                s.writer.histogram(s.name, s.labels, bounds.get(), cumulative, series.count(), series.sum);
+                s.writer
+                    .histogram_with(s.name, s.labels, bounds.get(), cumulative, series.count(), series.sum, |_| None);
             }
         }
     }

@@ -1,17 +1,20 @@
-//! The names of the measured functions' metrics and attributes, and the size buckets.
+//! The names of the measured functions' metrics (from their family table,
+//! [`crate::families::function`]) and attributes, and the size buckets.
+
+use crate::families::function as fam;
 
 /// Counter: calls started.
-pub const FUNCTION_CALLS: &str = "function.calls";
+pub const FUNCTION_CALLS: &str = fam::CALLS.name;
 /// Counter: calls that returned `Err` or panicked (attribute `error.type`).
-pub const FUNCTION_ERRORS: &str = "function.errors";
+pub const FUNCTION_ERRORS: &str = fam::ERRORS.name;
 /// Up-down counter: calls running now.
-pub const FUNCTION_IN_FLIGHT: &str = "function.in_flight";
+pub const FUNCTION_IN_FLIGHT: &str = fam::IN_FLIGHT.name;
 /// Histogram, seconds: wall time of completed calls (returned or panicked).
-pub const FUNCTION_DURATION: &str = "function.duration";
+pub const FUNCTION_DURATION: &str = fam::DURATION.name;
 /// Histogram, bytes: the `input_size` expression.
-pub const FUNCTION_INPUT_SIZE: &str = "function.input.size";
+pub const FUNCTION_INPUT_SIZE: &str = fam::INPUT_SIZE.name;
 /// Histogram, bytes: the `output_size` expression.
-pub const FUNCTION_OUTPUT_SIZE: &str = "function.output.size";
+pub const FUNCTION_OUTPUT_SIZE: &str = fam::OUTPUT_SIZE.name;
 /// Attribute: the function's name.
 pub const ATTR_FUNCTION: &str = "function";
 /// Attribute: the function's module path.

@@ -2,17 +2,13 @@
 
 use std::sync::{Arc, OnceLock};
 
-use super::names::{FUNCTION_DURATION, FUNCTION_INPUT_SIZE, FUNCTION_OUTPUT_SIZE};
 use super::site::{Site, SITES};
 use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
+use crate::families::{function as fam, Family};
 
 /// The families the pull endpoint renders from the sites' native histograms, in the order
-/// of [`NativeSet`](super::site::NativeSet): OTel name, description, unit.
-const NATIVE_FAMILIES: [(&str, &str, &str); 3] = [
-    (FUNCTION_DURATION, "Wall time of completed calls", "s"),
-    (FUNCTION_INPUT_SIZE, "Size of a call's input", "By"),
-    (FUNCTION_OUTPUT_SIZE, "Size of a call's output", "By"),
-];
+/// of [`NativeSet`](super::site::NativeSet).
+const NATIVE_FAMILIES: [&Family; 3] = [&fam::DURATION, &fam::INPUT_SIZE, &fam::OUTPUT_SIZE];
 
 /// Renders every site's native histograms on the pull endpoint.
 struct NativeSource;
@@ -27,7 +23,7 @@ impl ExpositionSource for NativeSource {
 /// Writes the native histograms of `sites`, one family per [`NATIVE_FAMILIES`] entry that
 /// has a series with an observation.
 pub(super) fn write_native(sites: &[&'static Site], page: &mut Page<'_>) {
-    for (which, (otel_name, help, unit)) in NATIVE_FAMILIES.iter().enumerate() {
+    for (which, f) in NATIVE_FAMILIES.iter().enumerate() {
         let of = |site: &'static Site| {
             let set = site.native.get()?;
             let attrs = site.attrs.get()?;
@@ -41,7 +37,7 @@ pub(super) fn write_native(sites: &[&'static Site], page: &mut Page<'_>) {
         let mut series = sites.iter().filter_map(|s| of(s)).peekable();
         let Some((first, _)) = series.peek() else { continue };
         let bounds = BoundsText::of(first.bounds());
-        let mut family = OwnFamily::new(page.writer(), otel_name, unit, MetricType::Histogram, help);
+        let mut family = OwnFamily::new(page.writer(), f.name, f.unit, MetricType::Histogram, f.description);
         for (h, attrs) in series {
             // `function`, `module`, `stage`: already in the encoder's (sorted) order.
             let s = family.series(|labels| {

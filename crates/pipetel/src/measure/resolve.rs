@@ -6,14 +6,12 @@ use std::sync::{Mutex, OnceLock};
 
 use opentelemetry::metrics::{ObservableCounter, ObservableUpDownCounter};
 
-use super::names::{
-    FUNCTION_CALLS, FUNCTION_DURATION, FUNCTION_ERRORS, FUNCTION_INPUT_SIZE, FUNCTION_IN_FLIGHT, FUNCTION_OUTPUT_SIZE,
-    SIZE_BUCKETS,
-};
+use super::names::{FUNCTION_CALLS, FUNCTION_DURATION, FUNCTION_ERRORS, FUNCTION_IN_FLIGHT, SIZE_BUCKETS};
 use super::native::add_native_source;
 use super::site::{Attrs, Cells, Handles, NativeSet, Sink, Site, SITES};
 use crate::exposition::exemplar;
 use crate::exposition::native::Native;
+use crate::families::function as fam;
 use crate::installed;
 
 /// The observable instruments of the current meter provider, and the generation they belong to.
@@ -42,16 +40,12 @@ fn observe(generation: u64) {
         return;
     }
     let meter = crate::installed::meter();
-    let calls = meter
-        .u64_observable_counter(FUNCTION_CALLS)
-        .with_unit("{call}")
-        .with_description("Calls started")
+    let calls = fam::CALLS
+        .describe(meter.u64_observable_counter(FUNCTION_CALLS))
         .with_callback(|o| each_base(o, |cells| cells.calls.load(Ordering::Relaxed)))
         .build();
-    let errors = meter
-        .u64_observable_counter(FUNCTION_ERRORS)
-        .with_unit("{error}")
-        .with_description("Calls that returned an error or panicked")
+    let errors = fam::ERRORS
+        .describe(meter.u64_observable_counter(FUNCTION_ERRORS))
         .with_callback(|o| {
             each_site(|site, attrs| {
                 // Only kinds that happened: a function that never failed has no error series.
@@ -64,10 +58,8 @@ fn observe(generation: u64) {
             })
         })
         .build();
-    let in_flight = meter
-        .i64_observable_up_down_counter(FUNCTION_IN_FLIGHT)
-        .with_unit("{call}")
-        .with_description("Calls running now")
+    let in_flight = fam::IN_FLIGHT
+        .describe(meter.i64_observable_up_down_counter(FUNCTION_IN_FLIGHT))
         .with_callback(|o| each_base(o, Cells::in_flight))
         .build();
     *observers = Some((generation, (calls, errors, in_flight)));
@@ -115,20 +107,17 @@ impl Handles {
             };
         }
         let meter = installed.meter;
-        let size = |name: &'static str, description: &'static str| {
-            let histogram = meter
-                .u64_histogram(name)
-                .with_unit("By")
-                .with_description(description)
+        let size = |family: &'static crate::families::Family| {
+            let name = family.name;
+            let histogram = family
+                .describe(meter.u64_histogram(name))
                 .with_boundaries(SIZE_BUCKETS.to_vec())
                 .build()
                 .bind(&attrs.base);
             Sink::Otel(histogram, exemplar::register(name, &attrs.base, SIZE_BUCKETS))
         };
-        let duration = meter
-            .f64_histogram(FUNCTION_DURATION)
-            .with_unit("s")
-            .with_description("Wall time of completed calls")
+        let duration = fam::DURATION
+            .describe(meter.f64_histogram(FUNCTION_DURATION))
             .with_boundaries(layout.to_vec())
             .build()
             .bind(&attrs.base);
@@ -136,8 +125,8 @@ impl Handles {
             generation,
             enabled: true,
             duration: Sink::Otel(duration, exemplar::register(FUNCTION_DURATION, &attrs.base, layout)),
-            input: if info.input_size { size(FUNCTION_INPUT_SIZE, "Size of a call's input") } else { Sink::Off },
-            output: if info.output_size { size(FUNCTION_OUTPUT_SIZE, "Size of a call's output") } else { Sink::Off },
+            input: if info.input_size { size(&fam::INPUT_SIZE) } else { Sink::Off },
+            output: if info.output_size { size(&fam::OUTPUT_SIZE) } else { Sink::Off },
         }
     }
 }

@@ -15,50 +15,16 @@ use super::keys;
 use super::overflow::{Fold, Series};
 use super::row::{Namespaces, StageStat};
 use super::table::{table, ShardInner, StageInner};
-
-/// Names and units of the metrics, the one place they are spelled (the README table is checked
-/// against this list).
-pub const METRICS: &[(&str, &str, &str)] = &[
-    ("pipeline.stage.items", "{item}", "Items processed by a stage's shards"),
-    ("pipeline.stage.bytes", "By", "Bytes processed by a stage's shards"),
-    ("pipeline.stage.duration", "s", "Wall time of finished stages"),
-    ("pipeline.stage.active", "{stage}", "1 while the stage runs, 0 once it ended"),
-    ("pipeline.stage.runs", "{run}", "Finished stage runs by status"),
-    ("pipeline.stage.shards", "{shard}", "Shards of a stage by state (pending, running, done, failed)"),
-    ("pipeline.stage.errors", "{error}", "Failed shards and failed stages"),
-    (
-        "pipeline.stage.cpu.utilization",
-        "1",
-        "Mean over the stage's shards of their average CPU utilization (1 = one core)",
-    ),
-    ("pipeline.worker.items", "{item}", "Items processed by a shard"),
-    ("pipeline.worker.bytes", "By", "Bytes processed by a shard"),
-    ("pipeline.worker.cpu.time", "s", "CPU time of the shard's thread since it started"),
-    ("pipeline.worker.cpu.utilization", "1", "CPU utilization of the shard's thread at the last sample (1 = one core)"),
-    ("pipeline.worker.memory.usage", "By", "Resident memory of the process at the shard's last sample"),
-    ("pipeline.worker.memory.average", "By", "Mean resident memory over the shard's samples"),
-    ("pipeline.worker.memory.peak", "By", "Peak resident memory over the shard's samples"),
-    ("pipeline.worker.heartbeat", "s", "Time of the shard's last sample, seconds since the epoch"),
-    ("pipeline.stage.counters", "{value}", "A stage's user counter summed over its shards, by pipeline.counter.name"),
-    ("pipeline.rows.lost", "{row}", "Rows that did not reach the rows store (store failing, or emitted before init)"),
-];
+use crate::families::pipeline as fam;
+use crate::families::Family;
 
 /// Buckets of `pipeline.stage.duration`, seconds: from 100 ms to a day.
 const DURATION_BUCKETS: [f64; 14] =
     [0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 7200.0, 21600.0, 86400.0];
 
-fn unit(name: &str) -> &'static str {
-    METRICS.iter().find(|(n, _, _)| *n == name).map(|(_, u, _)| *u).unwrap_or("")
-}
-
-fn desc(name: &str) -> &'static str {
-    METRICS.iter().find(|(n, _, _)| *n == name).map(|(_, _, d)| *d).unwrap_or("")
-}
-
-/// Sets the unit and description [`METRICS`] gives the builder's instrument.
-fn described<'a, I, M>(builder: AsyncInstrumentBuilder<'a, I, M>) -> AsyncInstrumentBuilder<'a, I, M> {
-    let (u, d) = (unit(&builder.name), desc(&builder.name));
-    builder.with_unit(u).with_description(d)
+/// Sets the family's unit and description on the builder's instrument.
+fn described<'a, I, M>(family: &Family, builder: AsyncInstrumentBuilder<'a, I, M>) -> AsyncInstrumentBuilder<'a, I, M> {
+    family.describe(builder)
 }
 
 type StageValue<M> = fn(&StageInner) -> Option<M>;
@@ -163,38 +129,55 @@ enum Values {
 /// A stage or worker family read from the stage table: an observable instrument for the SDK
 /// (push exporters), or text the pull endpoint writes straight from the table.
 pub(crate) struct Observable {
-    name: &'static str,
+    family: &'static Family,
     values: Values,
 }
 
 impl Observable {
-    fn new(name: &'static str, values: Values) -> Self {
-        Self { name, values }
+    fn new(family: &'static Family, values: Values) -> Self {
+        Self { family, values }
+    }
+
+    /// The instrument its values are observed with (the family table's, a test checks).
+    #[cfg(test)]
+    fn instrument(&self) -> crate::families::Instrument {
+        use crate::families::Instrument;
+        match self.values {
+            Values::CounterU64(_) | Values::CounterF64(_) => Instrument::Counter,
+            Values::UpDownI64(_) => Instrument::UpDownCounter,
+            Values::GaugeU64(_) | Values::GaugeF64(_) => Instrument::Gauge,
+        }
     }
 
     /// Registers the family's observable instrument on `meter` (the SDK keeps the callback for
     /// the provider's lifetime).
     fn register(self, meter: &Meter) {
-        let name = self.name;
+        let (family, name) = (self.family, self.family.name);
         match self.values {
             Values::CounterU64(f) => {
-                let _ =
-                    described(meter.u64_observable_counter(name)).with_callback(move |o| f(&mut observer(o))).build();
+                let _ = described(family, meter.u64_observable_counter(name))
+                    .with_callback(move |o| f(&mut observer(o)))
+                    .build();
             }
             Values::CounterF64(f) => {
-                let _ =
-                    described(meter.f64_observable_counter(name)).with_callback(move |o| f(&mut observer(o))).build();
+                let _ = described(family, meter.f64_observable_counter(name))
+                    .with_callback(move |o| f(&mut observer(o)))
+                    .build();
             }
             Values::UpDownI64(f) => {
-                let _ = described(meter.i64_observable_up_down_counter(name))
+                let _ = described(family, meter.i64_observable_up_down_counter(name))
                     .with_callback(move |o| f(&mut observer(o)))
                     .build();
             }
             Values::GaugeU64(f) => {
-                let _ = described(meter.u64_observable_gauge(name)).with_callback(move |o| f(&mut observer(o))).build();
+                let _ = described(family, meter.u64_observable_gauge(name))
+                    .with_callback(move |o| f(&mut observer(o)))
+                    .build();
             }
             Values::GaugeF64(f) => {
-                let _ = described(meter.f64_observable_gauge(name)).with_callback(move |o| f(&mut observer(o))).build();
+                let _ = described(family, meter.f64_observable_gauge(name))
+                    .with_callback(move |o| f(&mut observer(o)))
+                    .build();
             }
         }
     }
@@ -212,17 +195,14 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
         Box::new(f)
     }
     let mut all = Vec::with_capacity(14);
-    let stage_totals: [(&'static str, StageValue<u64>); 2] =
-        [("pipeline.stage.items", |s| Some(s.totals().0)), ("pipeline.stage.bytes", |s| Some(s.totals().1))];
+    let stage_totals: [(&'static Family, StageValue<u64>); 2] =
+        [(&fam::STAGE_ITEMS, |s| Some(s.totals().0)), (&fam::STAGE_BYTES, |s| Some(s.totals().1))];
     for (name, value) in stage_totals {
         all.push(Observable::new(name, Values::CounterU64(b(per_stage(value)))));
     }
+    all.push(Observable::new(&fam::STAGE_ACTIVE, Values::UpDownI64(b(per_stage(|s| Some(i64::from(s.is_running())))))));
     all.push(Observable::new(
-        "pipeline.stage.active",
-        Values::UpDownI64(b(per_stage(|s| Some(i64::from(s.is_running()))))),
-    ));
-    all.push(Observable::new(
-        "pipeline.stage.shards",
+        &fam::STAGE_SHARDS,
         Values::GaugeU64(b(|obs: Observer<'_, u64>| {
             for group in stage_groups() {
                 // The last stage of a group, as the SDK keeps the last observation.
@@ -234,39 +214,39 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
             }
         })),
     ));
-    all.push(Observable::new("pipeline.stage.errors", Values::CounterU64(b(per_stage(|s| Some(s.errors()))))));
+    all.push(Observable::new(&fam::STAGE_ERRORS, Values::CounterU64(b(per_stage(|s| Some(s.errors()))))));
     all.push(Observable::new(
-        "pipeline.stage.cpu.utilization",
+        &fam::STAGE_CPU_UTILIZATION,
         Values::GaugeF64(b(per_stage(|s| s.cpu_percent_avg().map(|p| p / 100.0)))),
     ));
 
     let limit = cardinality_limit;
-    let worker_totals: [(&'static str, ShardValue<u64>); 2] =
-        [("pipeline.worker.items", |s| Some(s.items())), ("pipeline.worker.bytes", |s| Some(s.bytes()))];
+    let worker_totals: [(&'static Family, ShardValue<u64>); 2] =
+        [(&fam::WORKER_ITEMS, |s| Some(s.items())), (&fam::WORKER_BYTES, |s| Some(s.bytes()))];
     for (name, value) in worker_totals {
         all.push(Observable::new(name, Values::CounterU64(b(per_shard(limit, Fold::Sum, value)))));
     }
     all.push(Observable::new(
-        "pipeline.worker.cpu.time",
+        &fam::WORKER_CPU_TIME,
         Values::CounterF64(b(per_shard(limit, Fold::Sum, |s| s.last_sample().map(|t| t.cpu_time.as_secs_f64())))),
     ));
     all.push(Observable::new(
-        "pipeline.worker.cpu.utilization",
+        &fam::WORKER_CPU_UTILIZATION,
         Values::GaugeF64(b(per_shard(limit, Fold::Drop, |s| {
             s.last_sample().and_then(|t| t.cpu_percent).map(|p| p / 100.0)
         }))),
     ));
     // Memory reads 0 where it cannot be read: no series rather than a false zero.
-    let worker_memory: [(&'static str, ShardValue<u64>); 3] = [
-        ("pipeline.worker.memory.usage", |s| s.last_sample().map(|t| t.memory_current).filter(|m| *m > 0)),
-        ("pipeline.worker.memory.average", |s| s.last_sample().map(|t| t.memory_avg).filter(|m| *m > 0)),
-        ("pipeline.worker.memory.peak", |s| s.last_sample().map(|t| t.memory_peak).filter(|m| *m > 0)),
+    let worker_memory: [(&'static Family, ShardValue<u64>); 3] = [
+        (&fam::WORKER_MEMORY_USAGE, |s| s.last_sample().map(|t| t.memory_current).filter(|m| *m > 0)),
+        (&fam::WORKER_MEMORY_AVERAGE, |s| s.last_sample().map(|t| t.memory_avg).filter(|m| *m > 0)),
+        (&fam::WORKER_MEMORY_PEAK, |s| s.last_sample().map(|t| t.memory_peak).filter(|m| *m > 0)),
     ];
     for (name, value) in worker_memory {
         all.push(Observable::new(name, Values::GaugeU64(b(per_shard(limit, Fold::Drop, value)))));
     }
     all.push(Observable::new(
-        "pipeline.worker.heartbeat",
+        &fam::WORKER_HEARTBEAT,
         Values::GaugeF64(b(per_shard(limit, Fold::Drop, |s| s.heartbeat().filter(|h| *h > 0.0)))),
     ));
     all
@@ -281,10 +261,8 @@ mod native {
 
     use opentelemetry::KeyValue;
 
-    use super::{desc, observables, unit, Observable, Values};
-    use crate::exposition::{
-        attribute_labels, EncodedFamily, ExpositionSource, MetricType, Number, OwnFamily, Page, Writer,
-    };
+    use super::{observables, Observable, Values};
+    use crate::exposition::{attribute_labels, EncodedFamily, ExpositionSource, Number, OwnFamily, Page, Writer};
 
     /// The stage and worker families as the pull endpoint serves them: written from the stage
     /// table at each scrape, the same text the OTel instruments give through the encoder (series
@@ -334,7 +312,7 @@ mod native {
                 } else {
                     page.conflict(format!(
                         "{} ({own}, from the stage table) conflicts with an earlier {} of the same exposition name {}",
-                        family.name, encoded.kind, encoded.name
+                        family.family.name, encoded.kind, encoded.name
                     ));
                 }
             }
@@ -344,7 +322,7 @@ mod native {
         fn write_exposition(&self, page: &mut Page<'_>) {
             for (family, name, kind) in &self.families {
                 if !page.encoded(name) {
-                    family.write_text(OwnFamily::named(page.writer(), name.as_str(), kind, desc(family.name)));
+                    family.write_text(OwnFamily::named(page.writer(), name.as_str(), kind, family.family.description));
                 }
             }
         }
@@ -383,12 +361,7 @@ mod native {
     impl Observable {
         /// The family's Prometheus name, as the encoder translates the instrument's, and type.
         pub(super) fn exposition_name(&self) -> (String, &'static str) {
-            let kind = match self.values {
-                Values::CounterU64(_) | Values::CounterF64(_) => MetricType::Counter,
-                Values::UpDownI64(_) => MetricType::UpDownSum,
-                Values::GaugeU64(_) | Values::GaugeF64(_) => MetricType::Gauge,
-            };
-            (crate::exposition::translate(self.name, unit(self.name), kind), kind.prometheus_type())
+            (self.family.prometheus_name(), self.family.instrument.metric_type().prometheus_type())
         }
 
         /// Writes the family's series from the table as the encoder writes the instrument's
@@ -419,13 +392,14 @@ pub(crate) const COUNTER_NAME: &str = "pipeline.counter.name";
 /// shards. A gauge, since counters may hold floats such as averages; at most
 /// `cardinality_limit - 1` (stage, key) series, the rest dropped with one warning.
 pub(crate) fn register_counters(meter: &Meter, cardinality_limit: usize) {
-    let _ = described(meter.f64_observable_gauge("pipeline.stage.counters"))
+    let family = &fam::STAGE_COUNTERS;
+    let _ = described(family, meter.f64_observable_gauge(family.name))
         .with_callback(move |obs| {
             let mut obs = observer(obs);
             let mut series = Series::named(
                 cardinality_limit,
                 Fold::Drop,
-                "pipeline.stage.counters",
+                family.name,
                 "raise PIPETEL_CARDINALITY_LIMIT, use fewer counter keys, or set PIPETEL_STAGE_COUNTER_METRICS=false and read the counters from the stage rows",
             );
             for stage in table().stages() {
@@ -443,7 +417,7 @@ pub(crate) fn register_counters(meter: &Meter, cardinality_limit: usize) {
 /// Registers `pipeline.rows.lost` (always, whatever the stage-metrics switch says: it is how a
 /// failing rows store shows).
 pub(crate) fn register_rows_lost(meter: &Meter) {
-    let _ = described(meter.u64_observable_counter("pipeline.rows.lost"))
+    let _ = described(&fam::ROWS_LOST, meter.u64_observable_counter(fam::ROWS_LOST.name))
         .with_callback(|obs| obs.observe(super::sink::rows_lost(), &[]))
         .build();
 }
@@ -456,15 +430,13 @@ pub(crate) struct StageRunInstruments {
 
 impl StageRunInstruments {
     pub(crate) fn new(meter: &Meter) -> Self {
-        let (duration, runs) = ("pipeline.stage.duration", "pipeline.stage.runs");
+        let (duration, runs) = (&fam::STAGE_DURATION, &fam::STAGE_RUNS);
         Self {
-            duration: meter
-                .f64_histogram(duration)
-                .with_unit(unit(duration))
-                .with_description(desc(duration))
+            duration: duration
+                .describe(meter.f64_histogram(duration.name))
                 .with_boundaries(DURATION_BUCKETS.to_vec())
                 .build(),
-            runs: meter.u64_counter(runs).with_unit(unit(runs)).with_description(desc(runs)).build(),
+            runs: runs.describe(meter.u64_counter(runs.name)).build(),
         }
     }
 
@@ -656,5 +628,15 @@ mod native_tests {
         );
         // Within the limit: one series per gauge family besides nothing else.
         assert_eq!(text.lines().filter(|l| l.starts_with("pipeline_worker_memory_usage_bytes{")).count(), 1, "{text}");
+    }
+}
+
+#[cfg(test)]
+mod family_tests {
+    #[test]
+    fn every_family_is_observed_with_the_instrument_its_table_declares() {
+        for o in super::observables(10) {
+            assert_eq!(o.instrument(), o.family.instrument, "{}", o.family.name);
+        }
     }
 }

@@ -10,7 +10,7 @@
 //! instruments).
 //!
 //! # What is emitted
-//! - **Metrics** ([`METRICS`]): stage items, bytes, duration, active, runs, shards by state,
+//! - **Metrics** ([`crate::families::pipeline`]): stage items, bytes, duration, active, runs, shards by state,
 //!   errors, CPU; worker items, bytes, CPU time and utilization, memory, heartbeat. Metric names
 //!   are fixed (dashboards rely on them); the namespace travels as the `pipeline.namespace`
 //!   attribute. Worker metrics carry `pipeline.shard.index`, bounded by the cardinality limit
@@ -66,7 +66,6 @@ pub use pipetel_rows as store;
 
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
-pub use metrics::METRICS;
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
 pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};

@@ -14,7 +14,7 @@ use tracing_subscriber::Layer;
 
 use super::cache::SiteCache;
 use super::handoff;
-use super::names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, DESCRIPTION, SPAN_DURATION};
+use super::names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, SPAN_DURATION};
 use super::site::{Series, Site};
 use super::timing::{OpenSpans, Reading, Timing, TimingRef};
 use crate::config::{ExemplarFilter, SpanMetricsConfig, SpanMetricsError, SpanTime};
@@ -84,10 +84,8 @@ impl SpanMetricsLayer {
     /// # Errors
     /// As [`SpanMetricsConfig::validate`].
     pub fn new(config: &SpanMetricsConfig, meter: &Meter) -> Result<Self, SpanMetricsError> {
-        let histogram = meter
-            .f64_histogram(SPAN_DURATION)
-            .with_unit("s")
-            .with_description(DESCRIPTION)
+        let histogram = crate::families::span::DURATION
+            .describe(meter.f64_histogram(SPAN_DURATION))
             .with_boundaries(crate::buckets::SECONDS_BUCKETS.to_vec())
             .build();
         Self::with(config, Some(histogram))

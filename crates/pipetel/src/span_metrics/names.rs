@@ -1,9 +1,7 @@
-//! The name, description and attributes of `span.duration`.
+//! The name and attributes of `span.duration` (its family: [`crate::families::span::DURATION`]).
 
 /// Histogram of closed spans' durations, in seconds.
-pub const SPAN_DURATION: &str = "span.duration";
-/// [`SPAN_DURATION`]'s description.
-pub(super) const DESCRIPTION: &str = "Duration of closed tracing spans";
+pub const SPAN_DURATION: &str = crate::families::span::DURATION.name;
 /// Attribute: the span's name.
 pub const ATTR_SPAN_NAME: &str = "span.name";
 /// Attribute: the span's `tracing` target (the module path unless the span set one).

@@ -2,9 +2,9 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::names::{DESCRIPTION, SPAN_DURATION};
 use super::site::{Series, Site};
 use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
+use crate::families::span::DURATION;
 
 /// Every native callsite resolved so far, in resolution order.
 static SITES: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
@@ -44,7 +44,8 @@ pub(super) fn write(sites: &[&'static Site], page: &mut Page<'_>) {
     let mut all = sites.iter().flat_map(|s| series(s)).peekable();
     let Some((_, first, _)) = all.peek() else { return };
     let bounds = BoundsText::of(first.bounds());
-    let mut family = OwnFamily::new(page.writer(), SPAN_DURATION, "s", MetricType::Histogram, DESCRIPTION);
+    let mut family =
+        OwnFamily::new(page.writer(), DURATION.name, DURATION.unit, MetricType::Histogram, DURATION.description);
     for (site, h, status) in all {
         let s = family.series(|labels| {
             labels.pair("span_name", site.name).pair("span_target", site.target).pair("status", status);

@@ -1,0 +1,92 @@
+//! The metric family tables stay true: the checked-in reference is the one they generate, and
+//! the pull endpoint serves each family under the Prometheus name the table gives, with no
+//! attribute the table does not declare.
+
+use std::collections::BTreeSet;
+
+use pipetel::families;
+
+#[test]
+#[cfg_attr(not(feature = "gpu"), ignore = "the reference lists the GPU families, which need the gpu feature")]
+fn the_checked_in_metrics_reference_is_the_generated_one() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/metrics-reference.md");
+    let generated = families::reference();
+    if std::env::var_os("PIPETEL_BLESS").is_some() {
+        std::fs::write(path, &generated).expect("write the reference");
+    }
+    let checked_in = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        checked_in == generated,
+        "docs/src/metrics-reference.md is stale: run `PIPETEL_BLESS=1 cargo test -p pipetel --all-features --test metric_families`"
+    );
+}
+
+#[test]
+fn every_table_names_each_family_once() {
+    let mut seen = BTreeSet::new();
+    for table in families::tables() {
+        for f in &table.families {
+            assert!(seen.insert(f.name), "{} is declared twice", f.name);
+            assert!(!f.description.is_empty(), "{} has no description", f.name);
+        }
+    }
+}
+
+/// The label keys of `family`'s sample lines on `page`.
+fn label_keys(page: &str, family: &str) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
+    for line in page.lines().filter(|l| !l.starts_with('#')) {
+        let Some((name, rest)) = line.split_once('{') else { continue };
+        let base = name.trim_end_matches("_bucket").trim_end_matches("_sum").trim_end_matches("_count");
+        if base != family && name != family {
+            continue;
+        }
+        let labels = rest.rsplit_once('}').map_or("", |(l, _)| l);
+        for pair in labels.split("\",") {
+            if let Some((k, _)) = pair.split_once('=') {
+                keys.insert(k.trim_start_matches(',').to_string());
+            }
+        }
+    }
+    keys
+}
+
+#[test]
+fn the_page_serves_each_pipeline_and_service_family_under_its_tables_name_and_attributes() {
+    // One `init` per process: the pipeline and the service families are checked on its page.
+    let telemetry =
+        pipetel::init(pipetel::Config::default().with_prometheus_port(0).with_console_log(false)).expect("init");
+    let service = pipetel::ServiceMetrics::new("famsvc").expect("service metrics");
+    let task = service.task_created();
+    task.started();
+    task.completed();
+    let stage = pipetel::stage("families").shards(2).start();
+    let shard = stage.shard(0).start();
+    shard.record(1, 1);
+    shard.add(&pipetel::pipeline::CounterKey::new("families/items").expect("key"), 1u64);
+    pipetel::pipeline::__sample_now();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    pipetel::pipeline::__sample_now();
+    let running = stage.shard(1).start();
+    shard.finish();
+    let first = telemetry.prometheus_render().expect("render").render();
+    running.finish();
+    stage.finish();
+    let page = format!("{first}{}", telemetry.prometheus_render().expect("render").render());
+    for f in families::pipeline::ALL {
+        let prom = f.prometheus_name();
+        assert!(page.contains(&format!("# TYPE {prom} ")), "{} is not served as {prom}:\n{page}", f.name);
+        let declared: BTreeSet<String> = f.attributes.iter().map(|a| a.replace('.', "_")).collect();
+        for key in label_keys(&page, &prom) {
+            assert!(
+                declared.contains(&key) || key.starts_with("otel_scope_") || key == "le",
+                "{} ({prom}) has label {key}, which its table does not declare ({declared:?})",
+                f.name
+            );
+        }
+    }
+    for f in families::service::ALL {
+        let prom = f.prometheus_name_under("famsvc");
+        assert!(page.contains(&format!("# TYPE {prom} ")), "{} is not served as {prom}:\n{page}", f.name);
+    }
+}
