@@ -69,6 +69,8 @@ fn the_page_serves_each_pipeline_and_service_family_under_its_tables_name_and_at
     pipetel::pipeline::__sample_now();
     let running = stage.shard(1).start();
     shard.finish();
+    // Shard 0 again: a retry.
+    stage.shard(0).start().finish();
     let first = telemetry.prometheus_render().expect("render").render();
     running.finish();
     stage.finish();
@@ -85,6 +87,11 @@ fn the_page_serves_each_pipeline_and_service_family_under_its_tables_name_and_at
             );
         }
     }
+    let retries = page
+        .lines()
+        .find(|l| l.starts_with("pipeline_stage_retries_total{") && l.contains("\"families\""))
+        .unwrap_or_else(|| panic!("no retries series:\n{page}"));
+    assert!(retries.ends_with(" 1"), "one retry of shard 0: {retries}");
     for f in families::service::ALL {
         let prom = f.prometheus_name_under("famsvc");
         assert!(page.contains(&format!("# TYPE {prom} ")), "{} is not served as {prom}:\n{page}", f.name);

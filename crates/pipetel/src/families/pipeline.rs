@@ -37,6 +37,14 @@ pub const STAGE_SHARDS: Family = Family::new(
 /// Failed shards and failed stages.
 pub const STAGE_ERRORS: Family =
     Family::new("pipeline.stage.errors", Counter, "{error}", "Failed shards and failed stages", STAGE);
+/// Shard attempts that were retries (a shard index started again).
+pub const STAGE_RETRIES: Family = Family::new(
+    "pipeline.stage.retries",
+    Counter,
+    "{attempt}",
+    "Shard attempts that retried a shard index already started",
+    STAGE,
+);
 /// Mean of the shards' average CPU utilization.
 pub const STAGE_CPU_UTILIZATION: Family = Family::new(
     "pipeline.stage.cpu.utilization",
@@ -110,6 +118,7 @@ pub const ALL: &[Family] = &[
     STAGE_RUNS,
     STAGE_SHARDS,
     STAGE_ERRORS,
+    STAGE_RETRIES,
     STAGE_CPU_UTILIZATION,
     WORKER_ITEMS,
     WORKER_BYTES,

@@ -215,6 +215,7 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
         })),
     ));
     all.push(Observable::new(&fam::STAGE_ERRORS, Values::CounterU64(b(per_stage(|s| Some(s.errors()))))));
+    all.push(Observable::new(&fam::STAGE_RETRIES, Values::CounterU64(b(per_stage(|s| Some(s.retries()))))));
     all.push(Observable::new(
         &fam::STAGE_CPU_UTILIZATION,
         Values::GaugeF64(b(per_stage(|s| s.cpu_percent_avg().map(|p| p / 100.0)))),

@@ -350,6 +350,11 @@ impl StageInner {
         self.outcome(&self.shards()).failed > 0
     }
 
+    /// Shard attempts that retried an index already started, local and remote.
+    pub(crate) fn retries(&self) -> u64 {
+        u64::from(self.outcome(&self.shards()).retried)
+    }
+
     /// Failed shards plus failures of the stage itself.
     pub(crate) fn errors(&self) -> u64 {
         let failed_shards = self.shards().iter().filter(|s| s.state.load(Ordering::Acquire) == FAILED).count() as u64;
