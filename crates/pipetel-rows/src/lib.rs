@@ -30,6 +30,9 @@
 //! rotates a given file and no line lands in a file after it was rotated away. [`read_store`]
 //! reads every file under the same lock, oldest first: each row once.
 
+// Every public item is documented (also set for the workspace; here it travels with the source).
+#![warn(missing_docs)]
+
 mod dir;
 mod paths;
 mod read;

@@ -157,6 +157,20 @@ impl InitOptions {
 /// library export through the first installation, so a library may treat that error as "already
 /// set up" and go on.
 ///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // Metrics on a free port here; from the environment, the default is 9464.
+/// let config = pipetel::Config::from_env()?.with_service_name("tokenize").with_prometheus_port(0);
+/// let telemetry = pipetel::init(config)?;
+/// let items = pipetel::meter().u64_counter("tokenize.items").with_unit("{item}").build();
+/// items.add(3, &[]);
+/// let page = telemetry.prometheus_render().ok_or("no pull endpoint")?.render();
+/// assert!(page.contains("tokenize_items_total 3"));
+/// telemetry.shutdown()?; // or let the guard drop: both flush
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// [`InitError`]: a bad configuration value (naming it), a second call in this process, another
 /// global `tracing` subscriber, a Prometheus port already in use (naming the address), or an

@@ -16,8 +16,8 @@ use super::overflow::{Fold, Series};
 use super::row::{Namespaces, StageStat};
 use super::table::{table, ShardInner, StageInner};
 
-/// Names and units of the metrics, the one place they are spelled (the README table is checked
-/// against this list).
+/// Names and units of the metrics, the one place they are spelled (the table of
+/// `docs/src/stages.md` is checked against this list).
 pub const METRICS: &[(&str, &str, &str)] = &[
     ("pipeline.stage.items", "{item}", "Items processed by a stage's shards"),
     ("pipeline.stage.bytes", "By", "Bytes processed by a stage's shards"),
