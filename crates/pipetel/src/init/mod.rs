@@ -165,7 +165,7 @@ impl InitOptions {
 /// let items = pipetel::meter().u64_counter("tokenize.items").with_unit("{item}").build();
 /// items.add(3, &[]);
 /// let page = telemetry.prometheus_render().ok_or("no pull endpoint")?.render();
-/// assert!(page.contains("tokenize_items_total 3"));
+/// assert!(page.lines().any(|l| l.starts_with("tokenize_items_total") && l.ends_with(" 3")));
 /// telemetry.shutdown()?; // or let the guard drop: both flush
 /// # Ok(())
 /// # }
