@@ -32,13 +32,13 @@ def test_version_is_the_crate_version():
 
 
 def test_docs_python_blocks_run():
-    """Every ```python block of README.md and of the book (docs/src/*.md) runs (a block that
-    cannot run alone is fenced ```py instead)."""
+    """Every ```python block of README.md, python/README.md (the PyPI page) and the book
+    (docs/src/*.md) runs (a block that cannot run alone is fenced ```py instead)."""
     import subprocess
     import sys
 
     root = pathlib.Path(__file__).resolve().parents[2]
-    pages = [root / "README.md"] + sorted((root / "docs" / "src").glob("*.md"))
+    pages = [root / "README.md", root / "python" / "README.md"] + sorted((root / "docs" / "src").glob("*.md"))
     blocks = []
     for page in pages:
         text = page.read_text()
