@@ -159,8 +159,9 @@ impl InitOptions {
 ///
 /// ```
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// // Metrics on a free port here; from the environment, the default is 9464.
-/// let config = pipetel::Config::from_env()?.with_service_name("tokenize").with_prometheus_port(0);
+/// // A program starts from `Config::from_env()?`; this example ignores the environment and
+/// // serves its metrics on a free port (the default is 9464).
+/// let config = pipetel::Config::default().with_service_name("tokenize").with_prometheus_port(0);
 /// let telemetry = pipetel::init(config)?;
 /// let items = pipetel::meter().u64_counter("tokenize.items").with_unit("{item}").build();
 /// items.add(3, &[]);
