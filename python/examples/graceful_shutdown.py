@@ -1,4 +1,5 @@
-"""Stopping on SIGTERM without losing telemetry: the Python side of README "Stopping on SIGTERM".
+"""Stopping on SIGTERM without losing telemetry: the Python side of docs/src/getting-started.md,
+"Stopping on SIGTERM".
 
 Orchestrators stop programs with SIGTERM (Kubernetes, systemd, ``docker stop``, Slurm), and
 Python's default action for it ends the interpreter at once: no ``finally`` block, no ``with``

@@ -10,7 +10,7 @@ pull endpoint and every OTLP exporter that :func:`pipetel.init` installed, and
 ``registry.get_prometheus_format()`` renders one registry alone, as TeleFuser does.
 ``counter.inc()`` is one atomic add behind a method bound straight to Rust.
 
-What is deliberately different from TeleFuser (see the README, "TeleFuser metrics"):
+What is deliberately different from TeleFuser (see docs/src/python.md, "TeleFuser metrics"):
 
 * Counters are exposed with ``_total`` (``registry.counter("requests")`` is
   ``telefuser_requests_total``), as Prometheus and OpenMetrics require.

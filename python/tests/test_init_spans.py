@@ -288,7 +288,7 @@ def test_spans_nest_across_threads_and_asyncio_tasks():
     assert remote["trace_id"] == TP.split("-")[1] and remote["parent"] == TP.split("-")[2]
 
 
-# ----- fork safety (what the README documents) -----
+# ----- fork safety (what docs/src/python.md documents) -----
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")

@@ -31,16 +31,22 @@ def test_version_is_the_crate_version():
     assert pipetel.__version__.count(".") == 2
 
 
-def test_readme_python_blocks_run():
+def test_docs_python_blocks_run():
+    """Every ```python block of README.md, python/README.md (the PyPI page) and the book
+    (docs/src/*.md) runs (a block that cannot run alone is fenced ```py instead)."""
     import subprocess
     import sys
 
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
-    blocks = [b.split("```", 1)[0] for b in readme.split("```python\n")[1:]]
-    assert blocks, "README has no ```python block"
-    for block in blocks:
+    root = pathlib.Path(__file__).resolve().parents[2]
+    pages = [root / "README.md", root / "python" / "README.md"] + sorted((root / "docs" / "src").glob("*.md"))
+    blocks = []
+    for page in pages:
+        text = page.read_text()
+        blocks += [(page.name, b.split("```", 1)[0]) for b in text.split("```python\n")[1:]]
+    assert blocks, "the docs have no ```python block"
+    for page, block in blocks:
         run = subprocess.run([sys.executable, "-c", block], capture_output=True)
-        assert run.returncode == 0, run.stderr.decode()
+        assert run.returncode == 0, f"{page}: {run.stderr.decode()}"
         # The quick start writes one frame: a 4-byte length, then that many bytes.
         if b"encode_frame" in block.encode():
             assert int.from_bytes(run.stdout[:4], "little") == len(run.stdout) - 4

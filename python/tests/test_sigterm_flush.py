@@ -1,5 +1,5 @@
 """A Python program that turns SIGTERM into leaving its ``with`` blocks
-(python/examples/graceful_shutdown.py, README "Stopping on SIGTERM") exports everything it
+(python/examples/graceful_shutdown.py, docs/src/getting-started.md, "Stopping on SIGTERM") exports everything it
 recorded before it exits; one that keeps SIGTERM's default action loses what is still buffered.
 
 Both push OTLP gRPC to the real collector with every periodic export 10 minutes away, so nothing

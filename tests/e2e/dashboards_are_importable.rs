@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::support::workspace_root;
+use crate::support::{docs_text, workspace_root};
 use serde_json::Value;
 
 /// Each dashboard and the template variables it must offer.
@@ -219,7 +219,7 @@ fn variable_references_are_found() {
     );
 }
 
-/// Metrics of the README's tables that no panel shows, and why.
+/// Metrics of the docs' tables that no panel shows, and why.
 const NOT_ON_A_DASHBOARD: [&str; 3] = [
     // Opt-in (PIPETEL_GPU_PCIE_THROUGHPUT / PIPETEL_GPU_PROCESS_MEMORY): a panel would show "No
     // data" for everyone who did not opt in.
@@ -230,8 +230,8 @@ const NOT_ON_A_DASHBOARD: [&str; 3] = [
 ];
 
 #[test]
-fn every_metric_the_readme_lists_is_on_a_dashboard() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+fn every_metric_the_docs_list_is_on_a_dashboard() {
+    let readme = docs_text();
     let mut listed = BTreeSet::new();
     for line in readme.lines().filter(|l| l.starts_with("| `")) {
         let Some(col) = line.split('|').nth(3) else { continue };
@@ -246,7 +246,7 @@ fn every_metric_the_readme_lists_is_on_a_dashboard() {
             }
         }
     }
-    assert!(listed.len() >= 30, "README metric tables: {listed:?}");
+    assert!(listed.len() >= 30, "the docs' metric tables: {listed:?}");
     let mut exprs = String::new();
     for (name, _) in DASHBOARDS {
         let d = load(name);
@@ -263,7 +263,7 @@ fn every_metric_the_readme_lists_is_on_a_dashboard() {
         if NOT_ON_A_DASHBOARD.contains(&m.as_str()) {
             assert!(!shown, "{m} is on a dashboard now: drop it from NOT_ON_A_DASHBOARD");
         } else {
-            assert!(shown, "README lists {m}, but no dashboard panel queries it");
+            assert!(shown, "the docs list {m}, but no dashboard panel queries it");
         }
     }
 }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use crate::support::gpu::fake_gpu_service;
 use crate::support::workspace::built_binary;
 use crate::support::{
-    example_command, free_port, http, promtool_check_metrics, scrape_checked, turn, turn_if_peers, wait_for,
-    workspace_root, Peer, Process, Prometheus, FAKE_GPUS,
+    docs_text, example_command, free_port, http, promtool_check_metrics, scrape_checked, turn, turn_if_peers, wait_for,
+    Peer, Process, Prometheus, FAKE_GPUS,
 };
 use pipetel_gpu::test_support::FakeNvml;
 
@@ -88,14 +88,14 @@ fn prometheus_sees_gpu_gauges_from_the_nvml_path() {
 
     let body = scrape_checked(&format!("127.0.0.1:{port}"));
 
-    // Every name the README's GPU table promises is exported (process memory needs a GPU
-    // process of this example, which the fake driver cannot know in advance).
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README");
+    // Every name the GPU table of the docs (docs/src/gpu.md) promises is exported (process
+    // memory needs a GPU process of this example, which the fake driver cannot know in advance).
+    let readme = docs_text();
     let rows: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `hw.")).collect();
     assert!(rows.len() >= 12, "GPU table rows: {rows:?}");
     for row in rows {
         let prom = row.split('|').nth(3).expect("column").trim().trim_matches('`');
-        assert!(body.contains(&format!("# TYPE {prom} ")), "README names {prom}, not exported:\n{body}");
+        assert!(body.contains(&format!("# TYPE {prom} ")), "the docs name {prom}, not exported:\n{body}");
     }
 }
 

@@ -38,7 +38,7 @@ enum Kind {
 }
 
 /// Every instrument pipetel creates that the examples exercise: (program's job, OTel name, kind,
-/// unit, Prometheus name on every route). The README's translation table is this table.
+/// unit, Prometheus name on every route). The translation table of `docs/src/exporters.md` is this table.
 /// (`function.errors`, `function.output.size` and `pipetel.gpu.process.memory.usage` follow the
 /// same rules but need an erring function, an `output_size` and a GPU process, which the
 /// examples do not have; the crate's unit tests cover the rules for every kind and unit.)

@@ -1,5 +1,5 @@
 //! A Rust program that turns SIGTERM into a normal return from `main` (the `graceful_shutdown`
-//! example, README "Stopping on SIGTERM") exports everything it recorded before it exits; one
+//! example, `docs/src/getting-started.md`, "Stopping on SIGTERM") exports everything it recorded before it exits; one
 //! that keeps SIGTERM's default action (the quickstart) loses everything still buffered.
 //!
 //! Both push OTLP gRPC to the real collector running `otel-collector/config.yaml` (traces and

@@ -45,4 +45,6 @@ pub use prometheus::{promtool_check_metrics, Prometheus};
 pub use python::python_label_values;
 pub use routes::{Route, RouteStack};
 pub use turns::{turn, turn_if_peers};
-pub use workspace::{example_command, example_path, example_pushing, example_serving, serve_example, workspace_root};
+pub use workspace::{
+    docs_text, example_command, example_path, example_pushing, example_serving, serve_example, workspace_root,
+};

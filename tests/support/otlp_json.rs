@@ -186,7 +186,7 @@ pub fn rows_missing(rows: &[Row], logs: &[LogRecord]) -> usize {
     rows.iter().filter(|r| record_of(r, logs).is_none()).count()
 }
 
-/// Fields every row carries (README, "Rows"), and those a worker row adds.
+/// Fields every row carries (`docs/src/stages.md`, "Rows"), and those a worker row adds.
 pub const STAGE_ROW_FIELDS: &[&str] = &[
     "pipeline.namespace",
     "pipeline.stage.name",
@@ -197,7 +197,7 @@ pub const STAGE_ROW_FIELDS: &[&str] = &[
     "pipeline.elapsed_seconds",
     "pipeline.shards.total",
 ];
-/// Fields every worker row carries (README, "Rows").
+/// Fields every worker row carries (`docs/src/stages.md`, "Rows").
 pub const WORKER_ROW_FIELDS: &[&str] = &[
     "pipeline.namespace",
     "pipeline.stage.name",
@@ -216,7 +216,7 @@ pub const WORKER_ROW_FIELDS: &[&str] = &[
 
 /// Asserts every row arrived as a log record with its event name, trace and span ids, and every
 /// field with the same value and no `pipeline.*` attribute the row lacks; that the stage and
-/// worker rows carry the README's fields, and that the failure reason and counters travel too.
+/// worker rows carry the fields of `docs/src/stages.md`, and that the failure reason and counters travel too.
 /// `extra` lists attributes a collector may add (`pipetel.gateway`).
 pub fn assert_rows_arrived(rows: &[Row], logs: &[LogRecord], extra: &[&str]) {
     assert!(!rows.is_empty(), "the rows file is empty");

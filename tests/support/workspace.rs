@@ -16,6 +16,25 @@ pub fn workspace_root() -> PathBuf {
     manifest.ancestors().find(is_root).unwrap_or(manifest).to_path_buf()
 }
 
+/// The user documentation as one text: README.md, then the book's pages (`docs/src/*.md`) in
+/// name order. Tests that check what the docs promise read it.
+pub fn docs_text() -> String {
+    let root = workspace_root();
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(root.join("docs/src"))
+        .expect("docs/src")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    pages.sort();
+    pages.insert(0, root.join("README.md"));
+    pages
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The path of a binary target of this workspace (`cargo build` with `target_args`, e.g.
 /// `["--example", name]`), built now so a test never runs a stale one.
 pub fn built_binary(name: &str, target_args: &[&str]) -> PathBuf {

@@ -4,6 +4,9 @@
 //! lists and filters rows, prints a stage summary or a per-shard timeline, and follows a live
 //! store across rotation. See `pipetel rows --help`.
 
+// Every public item is documented (also set for the workspace; here it travels with the source).
+#![warn(missing_docs)]
+
 mod args;
 mod follow;
 mod read;

@@ -6,8 +6,8 @@
 //! store (same keys, same types), so every filter and view works as on a local store and prints
 //! the same thing for the same rows. What VictoriaLogs gives back differs from what was written
 //! in three ways, undone here:
-//! - every value is text: the row fields' types are known (README, "Rows"); a user counter is
-//!   a float when any of its values in the answer has a decimal point (a float counter that
+//! - every value is text: the row fields' types are known (`docs/src/stages.md`, "Rows"); a user
+//!   counter is a float when any of its values in the answer has a decimal point (a float counter that
 //!   only ever held whole numbers comes back as an integer), an integer otherwise;
 //! - the stream name is `event_name`, the time `_time` (nanoseconds; the local row keeps the
 //!   milliseconds, truncated);

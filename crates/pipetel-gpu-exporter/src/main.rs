@@ -11,6 +11,9 @@
 //! narrows it: `all`, `visible` (the process's `CUDA_VISIBLE_DEVICES` /
 //! `NVIDIA_VISIBLE_DEVICES`), or a comma list of indices, `GPU-…` UUIDs and `MIG-…` ids.
 
+// Every public item is documented (also set for the workspace; here it travels with the source).
+#![warn(missing_docs)]
+
 use std::process::ExitCode;
 use std::time::Duration;
 

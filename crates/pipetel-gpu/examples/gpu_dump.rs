@@ -1,4 +1,5 @@
-//! Prints what the GPU poller reads, as a table, every interval for a while.
+//! Prints what the GPU poller reads, as a table, every interval for a while (`--help` lists the
+//! flags).
 //!
 //! ```text
 //! cargo run -p pipetel-gpu --example gpu_dump -- [--seconds 30] [--interval 1] \
@@ -25,33 +26,49 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut config = GpuConfig::from_env()
-        .map_err(|e| e.to_string())?
-        .with_mode(GpuMode::On)
-        .with_poll_interval(Duration::from_secs(1));
-    let mut seconds = 10;
-    let mut csv = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "--seconds" => {
-                seconds = value("--seconds")?.parse().map_err(|e| format!("--seconds: {e}"))?;
-            }
-            "--interval" => {
-                let s: f64 = value("--interval")?.parse().map_err(|e| format!("--interval: {e}"))?;
-                let interval = Duration::try_from_secs_f64(s).map_err(|e| format!("--interval: {e}"))?;
-                config = config.with_poll_interval(interval);
-            }
-            "--library" => config = config.with_nvml_library(value("--library")?),
-            "--rocm-library" => config = config.with_rocm_smi_library(value("--rocm-library")?),
-            "--pcie" => config = config.with_pcie_throughput(true),
-            "--process-memory" => config = config.with_process_memory(true),
-            "--csv" => csv = true,
-            other => return Err(format!("unknown argument {other}")),
-        }
+    use clap::{value_parser, Arg, ArgAction, Command};
+    let flag = |name: &'static str, help: &'static str| Arg::new(name).long(name).action(ArgAction::SetTrue).help(help);
+    let m = Command::new("gpu_dump")
+        .about("Prints what the GPU poller reads, as a table (or CSV shaped like nvidia-smi's), every interval")
+        .arg(
+            Arg::new("seconds")
+                .long("seconds")
+                .value_name("N")
+                .value_parser(value_parser!(u64))
+                .default_value("10")
+                .help("How long to poll"),
+        )
+        .arg(
+            Arg::new("interval")
+                .long("interval")
+                .value_name("SECONDS")
+                .value_parser(value_parser!(f64))
+                .default_value("1")
+                .help("Seconds between polls (a fraction is fine)"),
+        )
+        .arg(Arg::new("library").long("library").value_name("PATH").help("The NVML library to load"))
+        .arg(Arg::new("rocm-library").long("rocm-library").value_name("PATH").help("The ROCm SMI library to load"))
+        .arg(flag("pcie", "Also read PCIe throughput"))
+        .arg(flag("process-memory", "Also read each process's GPU memory"))
+        .arg(flag("csv", "One CSV line per device and poll, in nvidia-smi --query-gpu's shape"))
+        .get_matches();
+    let mut config = GpuConfig::from_env().map_err(|e| e.to_string())?.with_mode(GpuMode::On);
+    let interval_s = m.get_one::<f64>("interval").copied().unwrap_or(1.0);
+    let interval = Duration::try_from_secs_f64(interval_s).map_err(|e| format!("--interval: {e}"))?;
+    config = config.with_poll_interval(interval);
+    if let Some(path) = m.get_one::<String>("library") {
+        config = config.with_nvml_library(path.clone());
     }
-    Ok(Args { seconds, config, csv })
+    if let Some(path) = m.get_one::<String>("rocm-library") {
+        config = config.with_rocm_smi_library(path.clone());
+    }
+    if m.get_flag("pcie") {
+        config = config.with_pcie_throughput(true);
+    }
+    if m.get_flag("process-memory") {
+        config = config.with_process_memory(true);
+    }
+    Ok(Args { seconds: m.get_one("seconds").copied().unwrap_or(10), config, csv: m.get_flag("csv") })
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {

@@ -6,6 +6,9 @@
 //! checking the options (`attr`) is kept apart from code generation (`expand`), so a misuse is
 //! reported as a compile error pointing at the offending option before any code is produced.
 
+// Every public item is documented (also set for the workspace; here it travels with the source).
+#![warn(missing_docs)]
+
 use proc_macro::TokenStream;
 
 mod attr;

@@ -68,6 +68,8 @@
 //! | --- | --- | --- |
 //! | `serde` | no | `Serialize` / `Deserialize` for [`Family`], [`Kind`], [`MetricSnapshot`] and [`Envelope`] (deserializing validates like [`MetricSnapshot::from_columns`]) |
 
+// Every public item is documented (also set for the workspace; here it travels with the source).
+#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod codec;

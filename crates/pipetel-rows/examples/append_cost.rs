@@ -7,7 +7,8 @@
 //! ```text
 //! cargo run --release -p pipetel-rows --example append_cost -- [PROCESSES] [LINES] [MAX_BYTES]
 //! ```
-//! Defaults: 4 processes, 200000 lines each, rotation at 20 kB (0: never), 1000 files kept.
+//! Defaults: 4 processes, 200000 lines each, rotation at 20 kB (0: never), 1000 files kept;
+//! `--help` says so too.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -62,18 +63,31 @@ fn run(mode: &str, dir: &Path, processes: usize, lines: usize, max_bytes: u64) -
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--child") {
-        let (mode, lines, max_bytes, path) = (&args[1], &args[2], &args[3], &args[4]);
+    use clap::{value_parser, Arg, Command};
+    let positional = |name: &'static str, default: &'static str, help: &'static str| {
+        Arg::new(name).value_parser(value_parser!(u64)).default_value(default).help(help)
+    };
+    let m = Command::new("append_cost")
+        .about("What the rows store's rotation lock costs: processes appending lines locked, shared and each to its own file")
+        .arg(positional("PROCESSES", "4", "Processes appending at once"))
+        .arg(positional("LINES", "200000", "Lines each process appends"))
+        .arg(positional("MAX_BYTES", "20000", "Rotation size in bytes (0: never)"))
+        // A child process of this program: MODE LINES MAX_BYTES PATH.
+        .arg(Arg::new("child").long("child").num_args(4).value_names(["MODE", "LINES", "MAX_BYTES", "PATH"]).hide(true))
+        .get_matches();
+    if let Some(child_args) = m.get_many::<String>("child") {
+        let child_args: Vec<&String> = child_args.collect();
+        let (mode, lines, max_bytes, path) = (child_args[0], child_args[1], child_args[2], child_args[3]);
         if let Err(e) = child(mode, Path::new(path), lines.parse().unwrap_or(0), max_bytes.parse().unwrap_or(0)) {
             eprintln!("append_cost child: {e}");
             std::process::exit(1);
         }
         return;
     }
-    let processes: usize = args.first().and_then(|a| a.parse().ok()).unwrap_or(4);
-    let lines: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(200_000);
-    let max_bytes: u64 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let number = |name: &str, default: u64| m.get_one::<u64>(name).copied().unwrap_or(default);
+    let processes = usize::try_from(number("PROCESSES", 4)).unwrap_or(usize::MAX);
+    let lines = usize::try_from(number("LINES", 200_000)).unwrap_or(usize::MAX);
+    let max_bytes = number("MAX_BYTES", 20_000);
     let base: PathBuf = std::env::temp_dir().join(format!("pipetel-append-cost-{}", std::process::id()));
     println!("{processes} processes x {lines} lines of {} bytes, rotation at {max_bytes} bytes", LINE.len() + 1);
     // Alternated, so both see the machine in the same state.

@@ -29,6 +29,27 @@
 //! store's lock file `<file>.lock` exclusively, and appending takes it shared, so only one process
 //! rotates a given file and no line lands in a file after it was rotated away. [`read_store`]
 //! reads every file under the same lock, oldest first: each row once.
+//!
+//! # Example
+//! ```
+//! use pipetel_rows::{default_file, lines, read_store, Line, Rotation, StoreWriter};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let dir = std::env::temp_dir().join(format!("pipetel-rows-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir)?;
+//! let store = default_file(&dir, "tokenize"); // <dir>/tokenize.jsonl
+//! let mut writer = StoreWriter::open_file(&store, Rotation::default())?;
+//! writer.append(r#"{"event":"pipeline.stage","pipeline.items":3}"#)?;
+//! let files = read_store(&store)?; // every file of the store, oldest first
+//! let text = String::from_utf8_lossy(&files[0].bytes).into_owned();
+//! assert_eq!(lines(&text), [Line::Whole(1, r#"{"event":"pipeline.stage","pipeline.items":3}"#)]);
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok(())
+//! # }
+//! ```
+
+// Every public item is documented (also set for the workspace; here it travels with the source).
+#![warn(missing_docs)]
 
 mod dir;
 mod paths;

@@ -111,6 +111,15 @@ pub(crate) fn current() -> Installed {
 /// The meter pipetel's own instruments use: pipetel's scope on the meter provider `init` built
 /// (whether or not it also set it as the global one); before `init`, or when the SDK is
 /// disabled, the global meter provider's (a no-op one unless the program set its own).
+///
+/// ```
+/// let latency = pipetel::meter()
+///     .f64_histogram("tokenize.latency")
+///     .with_unit("s")
+///     .with_boundaries(pipetel::SECONDS_BUCKETS.to_vec()) // the SDK's default bounds are for ms
+///     .build();
+/// latency.record(0.042, &[pipetel::opentelemetry::KeyValue::new("model", "small")]);
+/// ```
 pub fn meter() -> opentelemetry::metrics::Meter {
     current().meter
 }

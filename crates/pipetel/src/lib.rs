@@ -25,6 +25,23 @@
 //! [`layers`] instead; [`init_with`] and [`InitOptions`] choose whether `init` installs the
 //! subscriber and the OTel global providers.
 //!
+//! ## Where to start
+//! | to measure | start at |
+//! |---|---|
+//! | the whole program: providers, exporters, the guard | [`init`], [`Config`], [`Telemetry`] |
+//! | a stage of sharded work: rows, metrics, spans | [`stage`] and the [`pipeline`] module |
+//! | a function: calls, errors, duration, sizes | [`measure`] (the attribute), [`span_metrics`] |
+//! | Prometheus-style counters, gauges, histograms, summaries | [`Registry`] and the [`registry`] module |
+//! | an inference service's tasks and queue | [`service_metrics`] and the [`service`] module |
+//! | TeleFuser-style stage contexts | [`enable_stage_metrics`] and the [`stage_metrics`] module |
+//! | metrics of other processes | [`recorders`] (in the worker) and [`hub`] (in the exporter) |
+//! | traces that cross processes, sampling | [`sampling`], [`Stage::traceparent`] |
+//! | HTTP server requests (feature `http`) | `http` |
+//! | every setting and variable | the [`config`] module |
+//!
+//! The user guide, with every metric's name and every setting, is the book in the repository's
+//! `docs/` folder.
+//!
 //! ## Configuration
 //! [`Config::from_env`] reads the TOML file named by `PIPETEL_CONFIG`, then the standard `OTEL_*`
 //! variables; `with_*` calls beat both. Every variable is a constant in [`config`] and listed in
@@ -49,6 +66,8 @@
 //! | `gpu` | yes | GPU gauges from NVML (loaded at run time; building needs no driver) |
 //! | `http` | no | [`http`]: HTTP server request metrics for tower/axum/hyper services |
 
+// Every public item is documented (also set for the workspace; here it travels with the source).
+#![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // `unsafe` lives in `sync` alone, behind safe APIs with their soundness argument.
 #![deny(unsafe_code)]

@@ -1,7 +1,7 @@
 //! Backpressure from the real OpenTelemetry Collector: its `memory_limiter`, set far below the
 //! collector's own heap, refuses every request (a retryable refusal). While it does, recording
 //! never blocks (a hot loop of stage records, spans and log records finishes promptly), the
-//! exporter retries as the README says (the collector's own count of refused items is the
+//! exporter retries as `docs/src/exporters.md` says (the collector's own count of refused items is the
 //! attempts times the items), and what was finally lost is reported by `force_flush` with the
 //! endpoint and the refusal. gRPC and HTTP, each in a child process of this binary (one `init`
 //! per process).

@@ -83,7 +83,7 @@ impl Config {
         Ok(config)
     }
 
-    /// Reads a TOML configuration file (no environment). See the README for its keys.
+    /// Reads a TOML configuration file (no environment). Its keys: `docs/src/configuration.md`.
     ///
     /// # Errors
     /// [`ConfigError::FileRead`], [`ConfigError::FileSyntax`] (unknown key, malformed TOML), or
@@ -259,8 +259,8 @@ impl Config {
     }
 
     /// Sets one setting by its configuration-file key, at code level (it beats the environment
-    /// and the file, as the `with_*` setters do). `key` is a key of the file (README,
-    /// "Configuration file"), dotted (`prometheus.port`) or with each `.` written `_`
+    /// and the file, as the `with_*` setters do). `key` is a key of the file
+    /// (`docs/src/configuration.md`), dotted (`prometheus.port`) or with each `.` written `_`
     /// (`prometheus_port`, the spelling of the Python package's `init` keywords); `value` has
     /// the TOML type the key takes and is checked by the same rule as the file's value.
     ///

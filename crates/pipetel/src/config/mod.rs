@@ -18,8 +18,7 @@
 //! Prometheus credentials are never shown: errors and `Debug` output write `<redacted>`.
 //!
 //! Every variable is a `pub const` here, listed in [`ENV_VARS`]; the configuration reference
-//! (`docs/src/configuration.md`, and the README's table) lists each with its file key, default
-//! and meaning.
+//! (`docs/src/configuration.md`) lists each with its file key, default and meaning.
 //!
 //! # Where things are
 //! | file | job |

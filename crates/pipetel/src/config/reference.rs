@@ -1,14 +1,8 @@
 //! The configuration reference, written from the settings table: `docs/src/configuration.md`
-//! whole, and the table of the README's "Configuration" section. A test compares both with what
-//! is checked in and rewrites them with `PIPETEL_BLESS=1`.
+//! whole. A test compares it with what is checked in and rewrites it with `PIPETEL_BLESS=1`.
 
 use super::declare::Kind;
 use super::table::TABLE;
-
-/// Where the README's generated table starts and ends.
-pub(crate) const README_BEGIN: &str =
-    "<!-- settings table: generated from crates/pipetel/src/config/table.rs; PIPETEL_BLESS=1 cargo test -p pipetel --lib config::tests::reference rewrites it -->";
-pub(crate) const README_END: &str = "<!-- end of settings table -->";
 
 const SIGNALS: [&str; 3] = ["traces", "metrics", "logs"];
 

@@ -647,11 +647,12 @@ fn service_metrics_from_lookup_reads_only_its_variables() {
     assert_eq!(c.prefix, "telefuser");
 }
 
-/// The README's configuration table names only keys the file reader knows, and every key has
-/// a row.
+/// The configuration reference's table (`docs/src/configuration.md`) names only keys the file
+/// reader knows, and every key has a row.
 #[test]
-fn readme_file_keys_are_the_real_ones() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+fn reference_file_keys_are_the_real_ones() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/configuration.md"))
+        .expect("docs/src/configuration.md");
     let known: Vec<&str> = TABLE.iter().flat_map(|e| e.keys.iter().copied()).collect();
     let mut named = std::collections::HashSet::new();
     for line in readme.lines().filter(|l| ENV_VARS.iter().any(|v| l.starts_with(&format!("| `{v}` |")))) {
@@ -659,11 +660,11 @@ fn readme_file_keys_are_the_real_ones() {
         // The first code span is the key (`[resource]` names a whole table); "was ..." notes follow.
         let Some(key) = column.split('`').nth(1) else { continue };
         let key = key.trim_start_matches('[').trim_end_matches(']');
-        assert!(known.contains(&key), "README names file key `{key}`, which the file reader does not know");
+        assert!(known.contains(&key), "the reference names file key `{key}`, which the file reader does not know");
         named.insert(key);
     }
     for key in known {
-        assert!(named.contains(key), "file key `{key}` has no row in the README's table");
+        assert!(named.contains(key), "file key `{key}` has no row in the reference's table");
     }
 }
 
@@ -1010,31 +1011,22 @@ fn bad_settings_by_file_key_name_the_key() {
     }
 }
 
-/// The configuration reference (`docs/src/configuration.md`) and the README's settings table are
-/// written from the settings table; `PIPETEL_BLESS=1` rewrites both.
+/// The configuration reference (`docs/src/configuration.md`) is written from the settings table;
+/// `PIPETEL_BLESS=1` rewrites it.
 #[test]
 fn reference_is_current() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let docs_path = format!("{root}/docs/src/configuration.md");
-    let readme_path = format!("{root}/README.md");
-    let readme = std::fs::read_to_string(&readme_path).expect("README.md");
-    let (Some(begin), Some(end)) = (readme.find(reference::README_BEGIN), readme.find(reference::README_END)) else {
-        panic!("README.md has no settings table between `{}` and `{}`", reference::README_BEGIN, reference::README_END);
-    };
-    let table_start = begin + reference::README_BEGIN.len() + 1;
-    let fresh_readme = format!("{}{}{}", &readme[..table_start], reference::table(), &readme[end..]);
     let fresh_docs = reference::document();
     if std::env::var("PIPETEL_BLESS").is_ok_and(|v| v == "1") {
         std::fs::create_dir_all(format!("{root}/docs/src")).expect("docs/src");
         std::fs::write(&docs_path, &fresh_docs).expect("write docs/src/configuration.md");
-        std::fs::write(&readme_path, &fresh_readme).expect("write README.md");
         return;
     }
     let how = "the settings table (crates/pipetel/src/config/table.rs) changed; rewrite the reference with \
                `PIPETEL_BLESS=1 cargo test -p pipetel --all-features --lib config::tests::reference`";
     let docs = std::fs::read_to_string(&docs_path).unwrap_or_default();
     assert!(docs == fresh_docs, "docs/src/configuration.md is stale: {how}");
-    assert!(readme == fresh_readme, "README.md's settings table is stale: {how}");
 }
 
 /// Setting a variable to the default its reference row states changes nothing: the words and the
@@ -1190,11 +1182,14 @@ fn debug_output_redacts_header_values_and_credentials() {
     assert_eq!(logs.headers, vec![("x-api-key".to_string(), secret.to_string())]);
 }
 
-/// The README's example file, "a file with every section", is a configuration pipetel accepts.
+/// The example file of `docs/src/configuration-guide.md`, "a file with every section", is a
+/// configuration pipetel accepts.
 #[test]
-fn readme_example_file_is_valid() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README.md");
+fn documented_example_file_is_valid() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/src/configuration-guide.md"))
+        .expect("docs/src/configuration-guide.md");
     let after = readme.split("A file with every section:").nth(1).expect("the example's heading");
     let text = after.split("```toml\n").nth(1).and_then(|t| t.split("```").next()).expect("the example");
-    Config::from_toml_str(text, Path::new("README.md")).unwrap_or_else(|e| panic!("README example: {e}"));
+    Config::from_toml_str(text, Path::new("configuration-guide.md"))
+        .unwrap_or_else(|e| panic!("the configuration guide's example: {e}"));
 }

@@ -15,7 +15,7 @@ pub fn reference() -> String {
     let mut out = String::from(
         "# Metrics reference\n\n\
          <!-- Generated from crates/pipetel/src/families/ (and the GPU table of pipetel-gpu); \
-         regenerate with `PIPETEL_BLESS=1 cargo test -p pipetel --all-features families`. -->\n\n\
+         regenerate with `PIPETEL_BLESS=1 cargo test -p pipetel --all-features --test metric_families`. -->\n\n\
          Every metric family pipetel produces itself. The OTel name is what an OTLP backend \
          stores; the Prometheus name is what the pull endpoint and the collector's Prometheus \
          exporters write (OTel → Prometheus translation: unit suffix, `_ratio` for unit `1` \
@@ -23,6 +23,7 @@ pub fn reference() -> String {
     );
     for table in tables() {
         let _ = write!(out, "\n## {}\n\n{}\n\n", table.title, table.about);
+        let _ = writeln!(out, "<!-- ANCHOR: {} -->", table.anchor);
         out.push_str("| OTel name | instrument | unit | Prometheus name | attributes | description |\n");
         out.push_str("|---|---|---|---|---|---|\n");
         let under =
@@ -44,6 +45,7 @@ pub fn reference() -> String {
                 f.description.replace('|', "\\|"),
             );
         }
+        let _ = writeln!(out, "<!-- ANCHOR_END: {} -->", table.anchor);
     }
     out
 }
@@ -57,6 +59,8 @@ pub struct Table {
     pub about: &'static str,
     /// The families, in the order the reference lists them.
     pub families: Vec<Family>,
+    /// The mdBook anchor of its table in the reference (`{{#include metrics-reference.md:pipeline}}`).
+    pub anchor: &'static str,
     /// What the families' names are relative to (`service` for the service families, under
     /// their default prefix), or empty.
     pub prefix: &'static str,
@@ -68,36 +72,42 @@ pub fn tables() -> Vec<Table> {
     let mut all = vec![
         Table {
             title: "Pipeline stages and workers",
+            anchor: "pipeline",
             about: "The stage table's families (`PIPETEL_STAGE_METRICS`); worker series past `PIPETEL_CARDINALITY_LIMIT` fold.",
             families: pipeline::ALL.to_vec(),
             prefix: "",
         },
         Table {
             title: "Measured functions",
+            anchor: "function",
             about: "`#[pipetel::measure]`: a series per function (`function`, `module`, `stage`).",
             families: function::ALL.to_vec(),
             prefix: "",
         },
         Table {
             title: "Spans",
+            anchor: "span",
             about: "The span-metrics layer: one histogram over every span (`PIPETEL_SPAN_METRICS`).",
             families: span::ALL.to_vec(),
             prefix: "",
         },
         Table {
             title: "HTTP servers",
+            anchor: "http",
             about: "The `http` layer (feature `http`), as the OTel HTTP semantic conventions name them.",
             families: http::ALL.to_vec(),
             prefix: "",
         },
         Table {
             title: "The process",
+            anchor: "process",
             about: "`PIPETEL_PROCESS_METRICS` (Linux): the OTel process semantic conventions.",
             families: process::ALL.to_vec(),
             prefix: "",
         },
         Table {
             title: "Service tasks and queues",
+            anchor: "service",
             about: "`ServiceMetrics`: names under its prefix (`PIPETEL_SERVICE_PREFIX`, default `service`).",
             families: service::ALL.to_vec(),
             prefix: DEFAULT_SERVICE_PREFIX,
@@ -106,6 +116,7 @@ pub fn tables() -> Vec<Table> {
     #[cfg(feature = "gpu")]
     all.push(Table {
         title: "GPUs",
+        anchor: "gpu",
         about: "Polled from NVML (or ROCm SMI) in the background, as the OTel hardware semantic conventions name them.",
         families: pipetel_gpu::families()
             .into_iter()

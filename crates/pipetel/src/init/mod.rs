@@ -157,6 +157,21 @@ impl InitOptions {
 /// library export through the first installation, so a library may treat that error as "already
 /// set up" and go on.
 ///
+/// ```
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // A program starts from `Config::from_env()?`; this example ignores the environment and
+/// // serves its metrics on a free port (the default is 9464).
+/// let config = pipetel::Config::default().with_service_name("tokenize").with_prometheus_port(0);
+/// let telemetry = pipetel::init(config)?;
+/// let items = pipetel::meter().u64_counter("tokenize.items").with_unit("{item}").build();
+/// items.add(3, &[]);
+/// let page = telemetry.prometheus_render().ok_or("no pull endpoint")?.render();
+/// assert!(page.lines().any(|l| l.starts_with("tokenize_items_total") && l.ends_with(" 3")));
+/// telemetry.shutdown()?; // or let the guard drop: both flush
+/// # Ok(())
+/// # }
+/// ```
+///
 /// # Errors
 /// [`InitError`]: a bad configuration value (naming it), a second call in this process, another
 /// global `tracing` subscriber, a Prometheus port already in use (naming the address), or an

@@ -4,7 +4,7 @@
 //! ```text
 //! cargo run --example quickstart -- --batches 20 --interval-ms 500 --linger-seconds 30
 //! ```
-//! Every setting of `pipetel::Config::from_env` applies (for example
+//! `--help` lists the flags. Every setting of `pipetel::Config::from_env` applies (for example
 //! `OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc` to push
 //! to a collector instead).
 
@@ -14,7 +14,7 @@ use pipetel::opentelemetry::KeyValue;
 
 fn main() -> std::process::ExitCode {
     // Display, not Debug: the error names the culprit in words.
-    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
     eprintln!("error: {e}");
     std::process::ExitCode::FAILURE
 }
@@ -30,20 +30,25 @@ struct Args {
     linger: Duration,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args { batches: 20, interval: Duration::from_millis(500), linger: Duration::from_secs(0) };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
-        match flag.as_str() {
-            "--batches" => args.batches = number,
-            "--interval-ms" => args.interval = Duration::from_millis(number),
-            "--linger-seconds" => args.linger = Duration::from_secs(number),
-            _ => return Err(format!("unknown flag {flag}; expected --batches, --interval-ms, --linger-seconds")),
-        }
+fn parse_args() -> Args {
+    use clap::{value_parser, Command};
+    let m = Command::new("quickstart")
+        .about("The smallest pipetel program: one init, a counter, a histogram and nested spans; stops by itself")
+        .after_help("Every pipetel variable applies, e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
+        .arg(number("batches", "Batches to record", "20").value_parser(value_parser!(u64)))
+        .arg(number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
+        .arg(number("linger-seconds", "Keep serving metrics this long after the last batch", "0").value_parser(value_parser!(u64)))
+        .get_matches();
+    Args {
+        batches: m.get_one("batches").copied().unwrap_or(20),
+        interval: Duration::from_millis(m.get_one("interval-ms").copied().unwrap_or(500)),
+        linger: Duration::from_secs(m.get_one("linger-seconds").copied().unwrap_or(0)),
     }
-    Ok(args)
+}
+
+/// A `--name N` option with a default.
+fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
+    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

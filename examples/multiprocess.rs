@@ -11,7 +11,7 @@
 //! backwards. Every setting of `pipetel::Config::from_env` applies to the parent (for example
 //! `OTEL_EXPORTER_PROMETHEUS_PORT`).
 //!
-//! The parent prints `expected <family>{<labels>} <value>` for every counter and histogram
+//! `--help` lists the flags. The parent prints `expected <family>{<labels>} <value>` for every counter and histogram
 //! series, then `done: ...` once every worker has finished.
 
 use std::collections::BTreeMap;
@@ -47,39 +47,34 @@ struct Args {
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut args = Args {
-        workers: 3,
-        steps: 12,
-        interval: Duration::from_millis(200),
-        restart_worker: None,
-        kill_after: 6,
-        linger: Duration::from_secs(0),
-        stale_after: Duration::from_secs(5),
-        worker: None,
-        pause_after: None,
+    use clap::{value_parser, Arg, Command};
+    let optional = |name: &'static str, help: &'static str| {
+        Arg::new(name).long(name).value_name("N").value_parser(value_parser!(u64)).help(help)
     };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
-        match flag.as_str() {
-            "--workers" => args.workers = number,
-            "--steps" => args.steps = number,
-            "--interval-ms" => args.interval = Duration::from_millis(number),
-            "--restart-worker" => args.restart_worker = Some(number),
-            "--kill-after" => args.kill_after = number,
-            "--linger-seconds" => args.linger = Duration::from_secs(number),
-            "--stale-after-ms" => args.stale_after = Duration::from_millis(number),
-            "--worker" => args.worker = Some(number),
-            "--pause-after" => args.pause_after = Some(number),
-            _ => {
-                return Err(format!(
-                    "unknown flag {flag}; expected --workers, --steps, --interval-ms, --restart-worker, --kill-after, \
-                     --linger-seconds, --stale-after-ms (and --worker, --pause-after in worker processes)"
-                ))
-            }
-        }
-    }
+    let m = Command::new("multiprocess")
+        .about("Worker processes send cumulative snapshots over pipes; the parent merges them in a SnapshotHub and serves the sum")
+        .arg(number("workers", "Worker processes", "3"))
+        .arg(number("steps", "Envelopes each worker sends, one per step", "12"))
+        .arg(number("interval-ms", "Milliseconds between steps", "200"))
+        .arg(optional("restart-worker", "Kill worker N (SIGKILL) after --kill-after steps and start it again from zero"))
+        .arg(number("kill-after", "Steps before the restarted worker is killed", "6"))
+        .arg(number("linger-seconds", "Keep serving metrics this long afterwards", "0"))
+        .arg(number("stale-after-ms", "The hub drops a silent source's gauges after this long", "5000"))
+        .arg(optional("worker", "Worker mode (set by the parent): this worker's index").hide(true))
+        .arg(optional("pause-after", "Worker mode: stop after sending this step and wait to be killed").hide(true))
+        .get_matches();
+    let get = |name: &str| m.get_one::<u64>(name).copied();
+    let args = Args {
+        workers: get("workers").unwrap_or(3),
+        steps: get("steps").unwrap_or(12),
+        interval: Duration::from_millis(get("interval-ms").unwrap_or(200)),
+        restart_worker: get("restart-worker"),
+        kill_after: get("kill-after").unwrap_or(6),
+        linger: Duration::from_secs(get("linger-seconds").unwrap_or(0)),
+        stale_after: Duration::from_millis(get("stale-after-ms").unwrap_or(5000)),
+        worker: get("worker"),
+        pause_after: get("pause-after"),
+    };
     // The schedule needs the late step to be followed by another, and a kill point whose
     // envelope is actually sent, so that the totals are known exactly.
     if args.steps <= LATE_STEP {
@@ -92,6 +87,16 @@ fn parse_args() -> Result<Args, String> {
         return Err(format!("--kill-after must be in 1..{}, not {DROPPED_STEP} or {LATE_STEP}", args.steps));
     }
     Ok(args)
+}
+
+/// A `--name N` option with a default.
+fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
+    clap::Arg::new(name)
+        .long(name)
+        .value_name("N")
+        .default_value(default)
+        .value_parser(clap::value_parser!(u64))
+        .help(help)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

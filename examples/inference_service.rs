@@ -6,7 +6,7 @@
 //! ```text
 //! cargo run --example inference_service -- --seconds 10 --linger-seconds 30
 //! ```
-//! Flags: `--seconds N` (how long submitting takes, default 5), `--tasks N` (default 200),
+//! Flags (`--help` lists them): `--seconds N` (how long submitting takes, default 5), `--tasks N` (default 200),
 //! `--workers N` (default 4), `--linger-seconds N` (keep serving afterwards, default 0),
 //! `--http-port N` (serve the HTTP API below on `127.0.0.1:N`; `0` picks a free port; off when
 //! absent), `--http-requests N` (after the synthetic tasks, send `N` requests to the API
@@ -65,36 +65,51 @@ struct Args {
 
 fn main() -> std::process::ExitCode {
     // Display, not Debug: the error names the culprit in words.
-    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
     eprintln!("error: {e}");
     std::process::ExitCode::FAILURE
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args { seconds: 5, tasks: 200, workers: 4, linger: 0, http_port: None, http_requests: 0 };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let n: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
-        let size = || usize::try_from(n).map_err(|_| format!("{flag} {n} is too large"));
-        match flag.as_str() {
-            "--seconds" => args.seconds = n,
-            "--tasks" => args.tasks = size()?,
-            "--workers" => args.workers = size()?.max(1),
-            "--linger-seconds" => args.linger = n,
-            "--http-port" => args.http_port = Some(u16::try_from(n).map_err(|_| format!("--http-port {n} is not a port"))?),
-            "--http-requests" => args.http_requests = size()?,
-            _ => {
-                return Err(format!(
-                    "unknown flag {flag}; expected --seconds, --tasks, --workers, --linger-seconds, --http-port, --http-requests"
-                ))
-            }
-        }
+fn parse_args() -> Args {
+    use clap::{value_parser, Arg, Command};
+    let m = Command::new("inference_service")
+        .about("A synthetic inference service: a bounded queue, worker threads, failed and cancelled tasks, service metrics")
+        .arg(number("seconds", "How long submitting the synthetic tasks takes, in seconds", "5").value_parser(value_parser!(u64)))
+        .arg(number("tasks", "Synthetic tasks to submit", "200").value_parser(value_parser!(usize)))
+        .arg(number("workers", "Worker threads (at least 1)", "4").value_parser(value_parser!(usize)))
+        .arg(number("linger-seconds", "Keep serving metrics this long afterwards", "0").value_parser(value_parser!(u64)))
+        .arg(
+            Arg::new("http-port")
+                .long("http-port")
+                .value_name("PORT")
+                .value_parser(value_parser!(u16))
+                .help("Serve the HTTP API (POST /v1/infer, GET /healthz) on 127.0.0.1:PORT; 0 picks a free port"),
+        )
+        .arg(
+            number("http-requests", "After the synthetic tasks, send N requests to the API and count each status", "0")
+                .value_parser(value_parser!(usize)),
+        )
+        .get_matches();
+    let http_requests = m.get_one("http-requests").copied().unwrap_or(0);
+    let http_port = m.get_one::<u16>("http-port").copied();
+    if http_requests > 0 && http_port.is_none() {
+        Command::new("inference_service")
+            .error(clap::error::ErrorKind::MissingRequiredArgument, "--http-requests needs --http-port")
+            .exit();
     }
-    if args.http_requests > 0 && args.http_port.is_none() {
-        return Err("--http-requests needs --http-port".into());
+    Args {
+        seconds: m.get_one("seconds").copied().unwrap_or(5),
+        tasks: m.get_one("tasks").copied().unwrap_or(200),
+        workers: m.get_one("workers").copied().unwrap_or(4).max(1),
+        linger: m.get_one("linger-seconds").copied().unwrap_or(0),
+        http_port,
+        http_requests,
     }
-    Ok(args)
+}
+
+/// A `--name N` option with a default.
+fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
+    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 /// The queue's occupancy, owned by the service, published through `update_queue_metrics`.

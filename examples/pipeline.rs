@@ -7,10 +7,10 @@
 //! ```text
 //! cargo run --example pipeline -- --seconds 20 --linger-seconds 30
 //! ```
-//! Flags: `--seconds N` (how long each stage runs, default 6), `--shards N` (default 8),
-//! `--linger-seconds N` (keep serving after the run, default 0), `--report-record-latency` (time
-//! every `shard.record` call and print the longest, and the peak resident memory, at the end).
-//! Every `pipetel::Config` variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per
+//! Flags (`--help` lists them): `--seconds N` (how long each stage runs, default 6), `--shards N`
+//! (default 8), `--linger-seconds N` (keep serving after the run, default 0),
+//! `--report-record-latency` (time every `shard.record` call and print the longest, and the peak
+//! resident memory, at the end). Every `pipetel::Config` variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per
 //! second, `PIPETEL_ROWS_FILE=rows.jsonl` to keep the rows, `OTEL_EXPORTER_OTLP_ENDPOINT` to push).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,33 +38,37 @@ static MAX_RECORD_NS: AtomicU64 = AtomicU64::new(0);
 
 fn main() -> std::process::ExitCode {
     // Display, not Debug: the error names the culprit in words.
-    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
     eprintln!("error: {e}");
     std::process::ExitCode::FAILURE
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args { seconds: 6, shards: 8, linger: 0, report_record_latency: false };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "--report-record-latency" {
-            args.report_record_latency = true;
-            continue;
-        }
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let n: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
-        match flag.as_str() {
-            "--seconds" => args.seconds = n,
-            "--shards" => args.shards = u32::try_from(n).map_err(|_| format!("--shards {n} is too large"))?,
-            "--linger-seconds" => args.linger = n,
-            _ => {
-                return Err(format!(
-                    "unknown flag {flag}; expected --seconds, --shards, --linger-seconds, --report-record-latency"
-                ))
-            }
-        }
+fn parse_args() -> Args {
+    use clap::{value_parser, Arg, ArgAction, Command};
+    let m = Command::new("pipeline")
+        .about("The main job: a synthetic pipeline of 3 stages x N shards on threads, one shard failing on purpose")
+        .after_help("Every pipetel variable applies: PIPETEL_SAMPLE_INTERVAL=1000, PIPETEL_ROWS_FILE=rows.jsonl, OTEL_EXPORTER_OTLP_ENDPOINT, ...")
+        .arg(number("seconds", "How long each stage runs, in seconds", "6").value_parser(value_parser!(u64)))
+        .arg(number("shards", "Shards per stage", "8").value_parser(value_parser!(u32)))
+        .arg(number("linger-seconds", "Keep serving metrics this long after the run", "0").value_parser(value_parser!(u64)))
+        .arg(
+            Arg::new("report-record-latency")
+                .long("report-record-latency")
+                .action(ArgAction::SetTrue)
+                .help("Time every shard.record call; print the longest and the peak resident memory at the end"),
+        )
+        .get_matches();
+    Args {
+        seconds: m.get_one("seconds").copied().unwrap_or(6),
+        shards: m.get_one("shards").copied().unwrap_or(8),
+        linger: m.get_one("linger-seconds").copied().unwrap_or(0),
+        report_record_latency: m.get_flag("report-record-latency"),
     }
-    Ok(args)
+}
+
+/// A `--name N` option with a default.
+fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
+    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

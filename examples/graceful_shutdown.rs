@@ -8,13 +8,13 @@
 //! as they normally do, and `main` returns through `Telemetry::shutdown` (dropping the guard does
 //! the same), which exports everything buffered within the shutdown timeout
 //! (`PIPETEL_SHUTDOWN_TIMEOUT`, 5 s by default; keep it under the orchestrator's grace period,
-//! 30 s in Kubernetes). README: "Stopping on SIGTERM".
+//! 30 s in Kubernetes). The book: `docs/src/getting-started.md`, "Stopping on SIGTERM".
 //!
 //! ```text
 //! cargo run --example graceful_shutdown -- --interval-ms 200
 //! kill -TERM <pid>      # or Ctrl-C
 //! ```
-//! Flags: `--interval-ms N` (between batches, default 500), `--batches N` (stop by itself after
+//! Flags (`--help` lists them): `--interval-ms N` (between batches, default 500), `--batches N` (stop by itself after
 //! N batches; default 0: run until a signal).
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,7 +27,7 @@ const ITEMS_PER_BATCH: u64 = 64;
 const BYTES_PER_BATCH: u64 = 4096;
 
 fn main() -> std::process::ExitCode {
-    let Err(e) = parse_args().map_err(Into::into).and_then(run) else { return std::process::ExitCode::SUCCESS };
+    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
     eprintln!("error: {e}");
     std::process::ExitCode::FAILURE
 }
@@ -37,19 +37,25 @@ struct Args {
     batches: u64,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut args = Args { interval: Duration::from_millis(500), batches: 0 };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number: u64 = value.parse().map_err(|_| format!("{flag}: {value:?} is not a whole number"))?;
-        match flag.as_str() {
-            "--interval-ms" => args.interval = Duration::from_millis(number),
-            "--batches" => args.batches = number,
-            _ => return Err(format!("unknown flag {flag}; expected --interval-ms, --batches")),
-        }
+fn parse_args() -> Args {
+    use clap::{value_parser, Command};
+    let m = Command::new("graceful_shutdown")
+        .about("Stopping on SIGTERM without losing telemetry: the signal sets a flag, the loop ends, the guard flushes")
+        .arg(number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
+        .arg(
+            number("batches", "Stop by itself after N batches (0: run until SIGTERM or SIGINT)", "0")
+                .value_parser(value_parser!(u64)),
+        )
+        .get_matches();
+    Args {
+        interval: Duration::from_millis(m.get_one("interval-ms").copied().unwrap_or(500)),
+        batches: m.get_one("batches").copied().unwrap_or(0),
     }
-    Ok(args)
+}
+
+/// A `--name N` option with a default.
+fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
+    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
