@@ -11,7 +11,8 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::support::{example_serving, free_port, turn, wait_for, workspace_root, Process, Prometheus, FAKE_GPUS};
+use crate::support::gpu::fake_gpu_service_lingering;
+use crate::support::{turn, wait_for, workspace_root, Prometheus, FAKE_GPUS};
 use pipetel_gpu::test_support::FakeNvml;
 
 /// The health alerts and the reason that must not raise one.
@@ -57,17 +58,7 @@ fn gpu_health_alerts_fire_for_xids_throttling_and_row_remaps() {
     let _turn = turn(module_path!());
     let fake = FakeNvml::new().expect("build the fake NVML library");
     fake.write_state(&unwell_gpus("")).expect("state");
-    let port = free_port();
-    let mut cmd = example_serving("inference_service", port);
-    cmd.env_remove("CUDA_VISIBLE_DEVICES").env_remove("NVIDIA_VISIBLE_DEVICES").env_remove("PIPETEL_GPU_DEVICES");
-    cmd.env("PIPETEL_GPU", "on")
-        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
-        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
-        .args(["--seconds", "2", "--linger-seconds", "120"]);
-    let _service = Process::spawn("inference_service", cmd);
-    wait_for("the service's endpoint", Duration::from_secs(30), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
-    });
+    let (_service, port) = fake_gpu_service_lingering(&fake, &[], 120);
     let scrape = format!("\n  - job_name: inference\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n");
     let rules = workspace_root().join("otel-collector/rules/pipetel-alerts.yml");
     let prometheus = Prometheus::start_scraping_with_rules(&scrape, &[rules]);

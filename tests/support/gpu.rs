@@ -20,6 +20,11 @@ pub const FAKE_GPUS: &str = include_str!("fake_gpus.txt");
 /// The inference service example whose GPUs are `fake`'s, serving on a free port (returned)
 /// once its endpoint accepts connections; `env` adds variables.
 pub fn fake_gpu_service(fake: &FakeNvml, env: &[(&str, &str)]) -> (Process, u16) {
+    fake_gpu_service_lingering(fake, env, 60)
+}
+
+/// [`fake_gpu_service`], the service serving for `linger_seconds` after its work.
+pub fn fake_gpu_service_lingering(fake: &FakeNvml, env: &[(&str, &str)], linger_seconds: u32) -> (Process, u16) {
     let port = free_port();
     let mut cmd = example_serving("inference_service", port);
     // Whatever GPUs the test machine gives this process, the fake's two are the service's.
@@ -28,7 +33,7 @@ pub fn fake_gpu_service(fake: &FakeNvml, env: &[(&str, &str)]) -> (Process, u16)
         .env("PIPETEL_NVML_LIBRARY", fake.library_path())
         .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
         .envs(env.iter().copied())
-        .args(["--seconds", "2", "--linger-seconds", "60"]);
+        .args(["--seconds", "2", "--linger-seconds", &linger_seconds.to_string()]);
     let process = Process::spawn("inference_service", cmd);
     wait_for("the service's endpoint", Duration::from_secs(30), || {
         std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(|_| ())
