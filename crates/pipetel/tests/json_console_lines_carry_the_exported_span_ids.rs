@@ -11,7 +11,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{collector, free_port, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
+use support::{collector_on_free_port, parent_with_peers, print_flush_and_shutdown, run_child, Peer};
 
 const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
 
@@ -84,15 +84,10 @@ fn run(port: u16, format: Option<&str>) -> support::ChildRun {
 
 #[test]
 fn json_lines_carry_the_trace_and_span_ids_of_the_exported_spans() {
-    if std::env::var_os(CHILD).is_some() {
+    if !parent_with_peers(CHILD, &[Peer::Otelcol]) {
         return;
     }
-    if !peers_available(&[Peer::Otelcol]) {
-        return;
-    }
-    let dir = scratch("json-console-lines");
-    let port = free_port();
-    let collector = collector("all_signals.yaml", &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]);
+    let (collector, port, dir) = collector_on_free_port("all_signals.yaml", "json-console-lines");
     let json = run(port, Some("json"));
     let lines: Vec<Value> = json.stderr.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
     assert!(lines.len() >= 4, "one JSON object per console line:\n{}", json.stderr);

@@ -12,7 +12,7 @@ mod support;
 
 use std::time::Duration;
 
-use support::{collector, free_port, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
+use support::{collector_on_free_port, parent_with_peers, print_flush_and_shutdown, run_child, Peer};
 
 const CHILD: &str = "PIPETEL_TEST_FILTERS_CASE";
 const SPANS: usize = 20;
@@ -119,18 +119,14 @@ fn log_bodies(text: &str) -> Vec<String> {
 
 #[test]
 fn rust_log_warn_keeps_every_info_span_in_traces_and_span_metrics() {
-    if std::env::var_os(CHILD).is_some() {
-        return;
-    }
-    if !peers_available(&[Peer::Otelcol]) {
+    if !parent_with_peers(CHILD, &[Peer::Otelcol]) {
         return;
     }
     for case in ["init", "layers"] {
         // A collector per case: its file exporter keeps writing where it was, so the file is
         // not truncated between cases.
-        let dir = scratch(&format!("rust-log-console-only-{case}"));
-        let port = free_port();
-        let collector = collector("all_signals.yaml", &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]);
+        let (collector, port, dir) =
+            collector_on_free_port("all_signals.yaml", &format!("rust-log-console-only-{case}"));
         let env: Vec<(String, String)> = [
             (CHILD, case),
             ("RUST_LOG", "warn"),

@@ -50,6 +50,21 @@ pub fn collector(config: &str, dir: &Path, env: &[(String, String)]) -> Otelcol 
 }
 
 /// A scratch directory for one test run.
+/// A collector of the test config `config` whose OTLP/HTTP receiver listens on a free port
+/// (`PIPETEL_TEST_HTTP_PORT`), writing what it receives into a scratch directory `name`
+/// (returned, for the test to remove).
+pub fn collector_on_free_port(config: &str, name: &str) -> (Otelcol, u16, PathBuf) {
+    let dir = scratch(name);
+    let port = free_port();
+    (collector(config, &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]), port, dir)
+}
+
+/// Whether this test process is the parent that runs a test (not the child the test re-runs
+/// with `child_var` set) and every peer it needs is there (see [`peers_available`]).
+pub fn parent_with_peers(child_var: &str, peers: &[Peer]) -> bool {
+    std::env::var_os(child_var).is_none() && peers_available(peers)
+}
+
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pipetel-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
