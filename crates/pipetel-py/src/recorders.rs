@@ -74,7 +74,7 @@ fn kind_from_str(kind: &str) -> PyResult<rec::Kind> {
 }
 
 /// A metric family: name, help, unit, kind, label names and (histograms) bucket bounds.
-#[pyclass(module = "pipetel", name = "Family", frozen, eq, from_py_object)]
+#[pyclass(module = "pipetel.recorders", name = "Family", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PyFamily(pub(crate) rec::Family);
 
@@ -184,7 +184,7 @@ impl PyFamily {
 }
 
 /// A cumulative snapshot of one family, one row per label-value combination, sorted.
-#[pyclass(module = "pipetel", name = "MetricSnapshot", frozen, eq, from_py_object)]
+#[pyclass(module = "pipetel.recorders", name = "MetricSnapshot", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PySnapshot(pub(crate) rec::MetricSnapshot);
 
@@ -300,7 +300,7 @@ macro_rules! recorder {
 }
 
 /// A per-thread counter keyed by label values.
-#[pyclass(module = "pipetel", name = "Counter", frozen)]
+#[pyclass(module = "pipetel.recorders", name = "Counter", frozen)]
 pub struct PyCounter(PerThread<rec::Counter>);
 recorder!(PyCounter, rec::Counter, {
     /// Adds `amount` (finite, >= 0) to the series `labels`.
@@ -315,7 +315,7 @@ recorder!(PyCounter, rec::Counter, {
 });
 
 /// A per-thread gauge keyed by label values.
-#[pyclass(module = "pipetel", name = "Gauge", frozen)]
+#[pyclass(module = "pipetel.recorders", name = "Gauge", frozen)]
 pub struct PyGauge(PerThread<rec::Gauge>);
 recorder!(PyGauge, rec::Gauge, {
     /// Sets the series `labels` to `value` (finite).
@@ -339,7 +339,7 @@ recorder!(PyGauge, rec::Gauge, {
 });
 
 /// A per-thread histogram keyed by label values.
-#[pyclass(module = "pipetel", name = "Histogram", frozen)]
+#[pyclass(module = "pipetel.recorders", name = "Histogram", frozen)]
 pub struct PyHistogram(PerThread<rec::Histogram>);
 recorder!(PyHistogram, rec::Histogram, {
     /// Observes `value` (finite) in the series `labels`.
@@ -366,7 +366,7 @@ fn merge(
 }
 
 /// Bytes, transfers, tensors and seconds per (src, dst) edge of one transport.
-#[pyclass(module = "pipetel", name = "EdgeTransfers", frozen)]
+#[pyclass(module = "pipetel.recorders", name = "EdgeTransfers", frozen)]
 pub struct PyEdgeTransfers {
     inner: PerThread<rec::EdgeTransfers>,
     reader: rec::EdgeReader,
@@ -445,7 +445,7 @@ impl PyEdgeTransfers {
 }
 
 /// A source id, a sequence number and snapshots: what a worker sends to a hub.
-#[pyclass(module = "pipetel", name = "Envelope", frozen, eq, from_py_object)]
+#[pyclass(module = "pipetel.recorders", name = "Envelope", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PyEnvelope(rec::Envelope);
 
