@@ -108,8 +108,8 @@ class _Metric:
 
     _kind = ""
     _type_suffix = ""
-    #: Methods that record on the series of a metric without label names.
-    _direct: Tuple[str, ...] = ()
+    # Methods that record on the series of a metric without label names.
+    _direct = ()  # type: Tuple[str, ...]
 
     def __init__(
         self,

@@ -299,7 +299,9 @@ macro_rules! recorder {
     };
 }
 
-/// A per-thread counter keyed by label values.
+/// A per-thread counter of a `Family`, keyed by label values: `Counter(family)`; only the thread
+/// that made it records on it, and `snapshot()` is cumulative. The registry's counter, declared
+/// as in prometheus_client, is `pipetel.Counter` (`pipetel.registry.Counter`).
 #[pyclass(module = "pipetel.recorders", name = "Counter", frozen)]
 pub struct PyCounter(PerThread<rec::Counter>);
 recorder!(PyCounter, rec::Counter, {
@@ -314,7 +316,9 @@ recorder!(PyCounter, rec::Counter, {
     }
 });
 
-/// A per-thread gauge keyed by label values.
+/// A per-thread gauge of a `Family`, keyed by label values: `Gauge(family)`; only the thread
+/// that made it records on it, and `snapshot()` is cumulative. The registry's gauge, declared
+/// as in prometheus_client, is `pipetel.Gauge` (`pipetel.registry.Gauge`).
 #[pyclass(module = "pipetel.recorders", name = "Gauge", frozen)]
 pub struct PyGauge(PerThread<rec::Gauge>);
 recorder!(PyGauge, rec::Gauge, {
@@ -338,7 +342,9 @@ recorder!(PyGauge, rec::Gauge, {
     }
 });
 
-/// A per-thread histogram keyed by label values.
+/// A per-thread histogram of a `Family`, keyed by label values: `Histogram(family)`; only the thread
+/// that made it records on it, and `snapshot()` is cumulative. The registry's histogram, declared
+/// as in prometheus_client, is `pipetel.Histogram` (`pipetel.registry.Histogram`).
 #[pyclass(module = "pipetel.recorders", name = "Histogram", frozen)]
 pub struct PyHistogram(PerThread<rec::Histogram>);
 recorder!(PyHistogram, rec::Histogram, {
