@@ -171,3 +171,27 @@ def test_row_writer_writes_explicit_rows(tmp_path):
     stage = next(r for r in rows if r.get("pipeline.shards.total") == 4)
     assert stage["pipeline.execution.id"] == "e9" and stage["pipeline.elapsed_seconds"] == 2.5
     assert stage["pipeline.counter.docs"] == 40
+
+
+def test_registry_metrics_reach_the_pull_endpoint_init_serves():
+    program = textwrap.dedent(
+        """
+        import urllib.request
+        import pipetel
+
+        requests = pipetel.Counter("pull_requests", "Requests", ["method"])
+        with pipetel.init("pull-test", prometheus_port=0, prometheus_host="127.0.0.1") as guard:
+            requests.labels("GET").inc(4)
+            pipetel.Gauge("pull_depth", "Depth").set(9)
+            print(urllib.request.urlopen(f"http://{guard.prometheus_addr}/metrics", timeout=10).read().decode())
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = {}
+    for family in text_string_to_metric_families(done.stdout):
+        for s in family.samples:
+            got[(s.name, s.labels.get("method"))] = s.value
+    assert got[("pull_requests_total", "GET")] == 4
+    assert got[("pull_depth", None)] == 9
