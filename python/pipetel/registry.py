@@ -175,6 +175,11 @@ class _Metric:
         """The series of these label values, by position (``labels("GET", "200")``) or by name
         (``labels(method="GET", code="200")``); values are turned into str. Made on the first
         call, the same series after."""
+        if labelvalues and not labelkwargs:
+            # The common call, with the values as strs: one dict read.
+            series = self._children.get(labelvalues)
+            if series is not None:
+                return series
         if not self._labelnames:
             raise ValueError(f"{self._kind} {self._name!r} has no label names; record on it directly")
         if labelvalues and labelkwargs:

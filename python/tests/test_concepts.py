@@ -112,6 +112,8 @@ def test_label_mistakes_and_the_old_meaning_of_counter_are_explained():
         (lambda: labelled.labels("x", a="x"), "not both"),
         (lambda: labelled.labels(b="x"), "expected the label names"),
         (lambda: plain.labels("x"), "no label names"),
+        (lambda: plain.labels(), "no label names"),
+        (lambda: labelled.labels(), "got 0 values"),
     ]:
         with pytest.raises(ValueError, match=words):
             call()
