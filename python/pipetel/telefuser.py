@@ -1,10 +1,13 @@
-"""TeleFuser's metrics API (``telefuser.metrics``) on pipetel's Rust registry.
+"""TeleFuser's metrics API (``telefuser.metrics``) on pipetel's registry (:mod:`pipetel.registry`).
 
 A TeleFuser program switches by changing its import lines only::
 
     from pipetel.telefuser import get_metrics_registry, enable_stage_metrics, with_metrics
 
-Registries, metrics, stage contexts and service metrics are the Rust ones
+TeleFuser's ``Counter``, ``Gauge``, ``Histogram`` and ``Summary`` are the series of
+:mod:`pipetel.registry` (:class:`pipetel.registry.CounterSeries`...: what ``registry.counter()``
+returns), and ``MetricRegistry`` is its registry. Registries, metrics, stage contexts and service
+metrics are the Rust ones
 (``pipetel::registry``, ``pipetel::stage_metrics``, ``pipetel::service``): a metric reaches the
 pull endpoint and every OTLP exporter that :func:`pipetel.init` installed, and
 ``registry.get_prometheus_format()`` renders one registry alone, as TeleFuser does.
@@ -42,25 +45,25 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, TypeVar, Union
 
 from . import _pipetel
-from ._pipetel import (
-    InvalidMetricError,
-    InvalidValueError,
-    MetricAlreadyRegisteredError,
-    MetricNotFoundError,
-    UnsupportedOperationError,
-)
-from ._pipetel import _TfCounter as Counter
-from ._pipetel import _TfGauge as Gauge
-from ._pipetel import _TfHistogram as Histogram
-from ._pipetel import _TfMetricLabel as MetricLabel
-from ._pipetel import _TfMetricRegistry as MetricRegistry
 from ._pipetel import _TfServiceMetrics as _RustServiceMetrics
 from ._pipetel import _TfStageActive as StageActive
 from ._pipetel import _TfStageCount as StageCount
 from ._pipetel import _TfStageDuration as StageDuration
 from ._pipetel import _TfStageMetricContext as StageMetricContext
 from ._pipetel import _TfStageRun as StageRun
-from ._pipetel import _TfSummary as Summary
+from .registry import CounterSeries as Counter
+from .registry import GaugeSeries as Gauge
+from .registry import HistogramSeries as Histogram
+from .registry import (
+    InvalidMetricError,
+    InvalidValueError,
+    MetricAlreadyRegisteredError,
+    MetricLabel,
+    MetricNotFoundError,
+    MetricRegistry,
+    UnsupportedOperationError,
+)
+from .registry import SummarySeries as Summary
 
 __all__ = [
     "Counter",

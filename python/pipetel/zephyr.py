@@ -1,4 +1,5 @@
-"""Marin Zephyr's stats writer (``zephyr`` stats module) on pipetel.
+"""Marin Zephyr's stats writer (``zephyr`` stats module) on pipetel's explicit rows
+(:class:`pipetel.pipeline.RowWriter`).
 
 Replace ``from zephyr.stats import StatsWriter, ZephyrWorkerStatStatus`` (and the constants)
 with ``from pipetel.zephyr import ...``; the rest of the code stays as it is.
@@ -26,8 +27,8 @@ import enum
 import os
 from typing import Optional
 
-from . import _pipetel
 from ._pipetel import init, is_initialized
+from .pipeline import RowWriter
 
 ZEPHYR_STAGE_STATS_NAMESPACE = "zephyr.stage"
 ZEPHYR_WORKER_STATS_NAMESPACE = "zephyr.worker"
@@ -62,7 +63,7 @@ class ZephyrWorkerStatStatus(str, enum.Enum):
         return self.value
 
 
-class StatsWriter(_pipetel._StatsWriterCore):
+class StatsWriter(RowWriter):
     """Emits Zephyr stage and worker rows through pipetel (see the module docstring).
 
     ``log_client`` is accepted for source compatibility and ignored: rows go wherever pipetel
@@ -70,6 +71,7 @@ class StatsWriter(_pipetel._StatsWriterCore):
     """
 
     def __init__(self, log_client: Optional[object] = None) -> None:
+        super().__init__()
         self._guard = None
 
     @classmethod

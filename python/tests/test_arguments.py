@@ -186,9 +186,9 @@ def span_and_stage_cases():
 
 def mstar_cases():
     family = pipetel.Family.counter("args_items", labels=["stage"])
-    gauge = pipetel.Gauge(pipetel.Family.gauge("args_level"))
-    hist = pipetel.Histogram(pipetel.Family.histogram("args_lat", buckets=[1.0]))
-    counter = pipetel.Counter(family)
+    gauge = pipetel.recorders.Gauge(pipetel.Family.gauge("args_level"))
+    hist = pipetel.recorders.Histogram(pipetel.Family.histogram("args_lat", buckets=[1.0]))
+    counter = pipetel.recorders.Counter(family)
     snapshot = counter.snapshot()
     edges = pipetel.EdgeTransfers("nccl")
     hub = pipetel.SnapshotHub()
@@ -198,7 +198,7 @@ def mstar_cases():
         (TypeError, "help", lambda: pipetel.Family.counter("f", help=5)),
         (TypeError, "labels", lambda: pipetel.Family.counter("f", labels="ab")),
         (TypeError, "buckets", lambda: pipetel.Family.histogram("f", buckets=["1"])),
-        (TypeError, "family", lambda: pipetel.Counter(5)),
+        (TypeError, "family", lambda: pipetel.recorders.Counter(5)),
         (TypeError, "labels", lambda: counter.inc("tokenize")),
         (TypeError, "amount", lambda: counter.inc(["tokenize"], None)),
         (TypeError, "value", lambda: gauge.set([], None)),

@@ -3,6 +3,8 @@
 import ast
 import pathlib
 
+import pytest
+
 import pipetel
 from pipetel import _pipetel
 
@@ -22,9 +24,61 @@ def test_stubs_name_every_public_native_name_and_nothing_else():
     } | {n.target.id for n in stub.body if isinstance(n, ast.AnnAssign)}
     native = {n for n in dir(_pipetel) if not n.startswith("_")} | {"__version__"}
     assert stubbed | {"__version__"} == native
-    # Every native name is re-exported; the rest of __all__ is the package's own Python layer.
-    assert native <= set(pipetel.__all__)
+    # Every native name is re-exported, as itself, by the package or one of its modules.
+    exported = {}
+    for module in [pipetel] + [getattr(pipetel, m) for m in MODULES]:
+        for n in module.__all__:
+            exported.setdefault(n, []).append(getattr(module, n))
+    for n in native - {"__version__"}:
+        assert any(obj is getattr(_pipetel, n) for obj in exported.get(n, [])), n
     assert all(hasattr(pipetel, n) for n in pipetel.__all__)
+
+
+#: The public modules: the concepts, then the source systems' facades.
+MODULES = ["registry", "recorders", "pipeline", "tracing", "zephyr", "telefuser", "mstar"]
+
+
+def stub_names(path):
+    """The names a stub defines or re-exports (``from x import a as a``), private ones aside."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, (ast.ImportFrom, ast.Import)):
+            names |= {a.asname or a.name for a in node.names if a.asname}
+    return {n for n in names if not n.startswith("_")}
+
+
+@pytest.mark.parametrize("name", [""] + MODULES)
+def test_every_public_module_has_a_stub_naming_its_all(name):
+    module = getattr(pipetel, name) if name else pipetel
+    root = pathlib.Path(pipetel.__file__).parent
+    stub = root / (f"{name}.pyi" if name else "__init__.pyi")
+    assert stub.is_file(), stub
+    public = set(module.__all__) - {"__version__"}
+    assert public <= stub_names(stub), public - stub_names(stub)
+    assert all(hasattr(module, n) for n in module.__all__)
+
+
+@pytest.mark.parametrize("name", [""] + MODULES)
+def test_help_reads_well_on_every_module_and_object(name):
+    """Each module's docstring is a map of what it holds (it names each public class), and
+    every public class and function has a docstring, so ``help()`` says what each is."""
+    import inspect
+    import pydoc
+
+    module = getattr(pipetel, name) if name else pipetel
+    assert module.__doc__ and len(module.__doc__.splitlines()) > 5
+    for n in module.__all__:
+        obj = getattr(module, n)
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            assert (obj.__doc__ or "").strip(), f"{module.__name__}.{n} has no docstring"
+    text = pydoc.render_doc(module, renderer=pydoc.plaintext)
+    assert module.__doc__.splitlines()[0] in text
 
 
 def test_version_is_the_crate_version():

@@ -14,7 +14,7 @@ def items():
 
 
 def test_counter_accumulates_per_label_set(items):
-    c = pipetel.Counter(items)
+    c = pipetel.recorders.Counter(items)
     c.inc(["a"])
     c.inc(["a"], 2.5)
     c.inc(["b"], amount=4)
@@ -30,14 +30,14 @@ def test_counter_accumulates_per_label_set(items):
 
 
 def test_gauge_set_and_add():
-    g = pipetel.Gauge(pipetel.Family.gauge("queue.depth", labels=["q"]))
+    g = pipetel.recorders.Gauge(pipetel.Family.gauge("queue.depth", labels=["q"]))
     g.set(["x"], 5)
     g.add(["x"], -2)
     assert g.snapshot().values == [3.0]
 
 
 def test_histogram_buckets_are_cumulative_with_inf_last():
-    h = pipetel.Histogram(pipetel.Family.histogram("lat", unit="s", buckets=[0.1, 1.0]))
+    h = pipetel.recorders.Histogram(pipetel.Family.histogram("lat", unit="s", buckets=[0.1, 1.0]))
     for v in (0.05, 0.5, 5.0):
         h.observe([], v)
     snap = h.snapshot()
@@ -48,7 +48,7 @@ def test_histogram_buckets_are_cumulative_with_inf_last():
 
 
 def test_merge_sums_sources(items):
-    a, b = pipetel.Counter(items), pipetel.Counter(items)
+    a, b = pipetel.recorders.Counter(items), pipetel.recorders.Counter(items)
     a.inc(["x"], 1)
     b.inc(["x"], 2)
     b.inc(["y"], 5)
@@ -59,7 +59,7 @@ def test_merge_sums_sources(items):
 
 def test_merge_of_another_family_is_refused(items):
     other = pipetel.Family.counter("other", labels=["stage"])
-    c = pipetel.Counter(other)
+    c = pipetel.recorders.Counter(other)
     c.inc(["x"])
     with pytest.raises(pipetel.MergeError):
         pipetel.merge(items, [c.snapshot()])
@@ -82,7 +82,7 @@ def test_edge_transfers_totals_and_publish():
 
 
 def test_envelope_round_trip(items):
-    c = pipetel.Counter(items)
+    c = pipetel.recorders.Counter(items)
     c.inc(["a"], 7)
     env = pipetel.Envelope("w", 3, [c.snapshot()])
     back = pipetel.Envelope.decode(env.encode())
@@ -112,7 +112,7 @@ def test_snapshot_from_columns_is_validated(items):
     ],
 )
 def test_bad_records_raise_clear_errors(items, call, exc, text):
-    c = pipetel.Counter(items)
+    c = pipetel.recorders.Counter(items)
     with pytest.raises(exc) as info:
         call(c)
     assert text in str(info.value)
@@ -141,7 +141,7 @@ def test_garbage_bytes_raise_decode_error():
 
 
 def test_recorders_are_per_thread(items):
-    c = pipetel.Counter(items)
+    c = pipetel.recorders.Counter(items)
     errors = []
 
     def other_thread():

@@ -13,13 +13,13 @@ def recorded() -> pipetel.Envelope:
     latency = pipetel.Family.histogram(
         "worker.task.duration", "Task duration", "s", ["stage"], [0.01, 0.1, 1.0]
     )
-    counter = pipetel.Counter(items)
+    counter = pipetel.recorders.Counter(items)
     counter.inc(["tokenize"], 128.0)
     counter.inc(["detokenize"])
     counter.inc(["tokenize"], amount=0.5)
-    gauge = pipetel.Gauge(depth)
+    gauge = pipetel.recorders.Gauge(depth)
     gauge.set([], 3.5)
-    histogram = pipetel.Histogram(latency)
+    histogram = pipetel.recorders.Histogram(latency)
     for v in (0.042, 0.5, 2.0, 0.005):
         histogram.observe(["tokenize"], v)
     edges = pipetel.EdgeTransfers("nccl")
@@ -33,7 +33,7 @@ def recorded() -> pipetel.Envelope:
 def python_worker_frames() -> bytes:
     """A worker that sends two cumulative envelopes as frames, as over a pipe."""
     items = pipetel.Family.counter("worker.items", "Items processed", "{item}", ["stage"])
-    counter = pipetel.Counter(items)
+    counter = pipetel.recorders.Counter(items)
     counter.inc(["tokenize"], 100)
     counter.inc(["detokenize"])
     out = pipetel.Envelope("py-worker", 1, [counter.snapshot()]).encode_frame()

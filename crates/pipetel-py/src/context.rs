@@ -67,7 +67,7 @@ pub(crate) fn traceparent_of(cx: &Context) -> Option<String> {
 /// manager: `with` makes it the current span (the parent of spans started inside, also in asyncio
 /// tasks created inside) and ends it on the way out; an exception ends it with status error and
 /// an `exception` event, and goes on.
-#[pyclass(module = "pipetel", name = "Span", frozen)]
+#[pyclass(module = "pipetel.tracing", name = "Span", frozen)]
 pub struct PySpan {
     cx: Context,
     name: String,

@@ -42,7 +42,7 @@ fn outcome(result: Result<Ingested, RustHubError>) -> PyResult<&'static str> {
 
 /// What a stream reader did: envelopes received, accepted (restarts included), restarts,
 /// ignored (late or repeated), refused (invalid), and the stream error that ended it, if any.
-#[pyclass(module = "pipetel", name = "TransportReport", frozen, get_all)]
+#[pyclass(module = "pipetel.recorders", name = "TransportReport", frozen, get_all)]
 pub struct PyTransportReport {
     received: u64,
     accepted: u64,
@@ -82,7 +82,7 @@ impl PyTransportReport {
 
 /// A source as the hub sees it: id, latest sequence, seconds since its latest accepted
 /// envelope, whether it is left out of gauges, restarts recognised.
-#[pyclass(module = "pipetel", name = "SourceStatus", frozen, get_all)]
+#[pyclass(module = "pipetel.recorders", name = "SourceStatus", frozen, get_all)]
 pub struct PySourceStatus {
     source: String,
     sequence: u64,
@@ -102,7 +102,7 @@ impl PySourceStatus {
 }
 
 /// A stream reader running on a Rust thread; `join()` waits for the stream to end.
-#[pyclass(module = "pipetel", name = "StreamReader", frozen)]
+#[pyclass(module = "pipetel.recorders", name = "StreamReader", frozen)]
 pub struct PyStreamReader(Mutex<Option<JoinHandle<TransportReport>>>);
 
 #[pymethods]
@@ -159,7 +159,7 @@ fn dup_file(fd: RawFd) -> PyResult<File> {
 /// Keeps the latest cumulative snapshots per source and exports their sum (see the Rust
 /// `pipetel::hub` docs for the rules: latest per source, restarts carried forward, stale
 /// sources left out of gauges, untrusted bytes validated). Thread-safe.
-#[pyclass(module = "pipetel", name = "SnapshotHub", frozen)]
+#[pyclass(module = "pipetel.recorders", name = "SnapshotHub", frozen)]
 pub struct PySnapshotHub(SnapshotHub);
 
 #[pymethods]

@@ -1,6 +1,7 @@
 //! The native module `pipetel._pipetel` behind the `pipetel` Python package.
 //!
-//! Everything Python sees is re-exported (and documented) by `python/pipetel/__init__.py`, with
+//! Everything Python sees is re-exported (and documented) by the concept modules of
+//! `python/pipetel/` (`registry`, `recorders`, `pipeline`, `tracing`) and `__init__.py`, with
 //! type stubs in `python/pipetel/_pipetel.pyi`. This crate binds the Rust crates; it adds no
 //! behaviour of its own beyond turning arguments into Rust values and Rust errors into Python
 //! exceptions.

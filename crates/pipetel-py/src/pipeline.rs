@@ -145,7 +145,7 @@ fn stage(
 
 /// A running stage (`pipetel.stage(...)`): thread-safe; start shards with `shard(i)` on the
 /// thread that runs them.
-#[pyclass(module = "pipetel", name = "Stage", frozen)]
+#[pyclass(module = "pipetel.pipeline", name = "Stage", frozen)]
 pub struct PyStage {
     stage: RwLock<Option<Stage>>,
     cx: Context,
@@ -245,7 +245,7 @@ impl PyStage {
 /// A running shard (`stage.shard(i)`). `record(items, nbytes)` is the hot path. A context
 /// manager: `with` makes its span the current span and ends the shard on the way out, failed
 /// (the exception as reason) when an exception leaves the block.
-#[pyclass(module = "pipetel", name = "Shard", frozen)]
+#[pyclass(module = "pipetel.pipeline", name = "Shard", frozen)]
 pub struct PyShard {
     recorder: ShardRecorder,
     shard: Mutex<Option<Shard>>,

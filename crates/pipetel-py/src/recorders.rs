@@ -74,7 +74,7 @@ fn kind_from_str(kind: &str) -> PyResult<rec::Kind> {
 }
 
 /// A metric family: name, help, unit, kind, label names and (histograms) bucket bounds.
-#[pyclass(module = "pipetel", name = "Family", frozen, eq, from_py_object)]
+#[pyclass(module = "pipetel.recorders", name = "Family", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PyFamily(pub(crate) rec::Family);
 
@@ -184,7 +184,7 @@ impl PyFamily {
 }
 
 /// A cumulative snapshot of one family, one row per label-value combination, sorted.
-#[pyclass(module = "pipetel", name = "MetricSnapshot", frozen, eq, from_py_object)]
+#[pyclass(module = "pipetel.recorders", name = "MetricSnapshot", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PySnapshot(pub(crate) rec::MetricSnapshot);
 
@@ -299,8 +299,10 @@ macro_rules! recorder {
     };
 }
 
-/// A per-thread counter keyed by label values.
-#[pyclass(module = "pipetel", name = "Counter", frozen)]
+/// A per-thread counter of a `Family`, keyed by label values: `Counter(family)`; only the thread
+/// that made it records on it, and `snapshot()` is cumulative. The registry's counter, declared
+/// as in prometheus_client, is `pipetel.Counter` (`pipetel.registry.Counter`).
+#[pyclass(module = "pipetel.recorders", name = "Counter", frozen)]
 pub struct PyCounter(PerThread<rec::Counter>);
 recorder!(PyCounter, rec::Counter, {
     /// Adds `amount` (finite, >= 0) to the series `labels`.
@@ -314,8 +316,10 @@ recorder!(PyCounter, rec::Counter, {
     }
 });
 
-/// A per-thread gauge keyed by label values.
-#[pyclass(module = "pipetel", name = "Gauge", frozen)]
+/// A per-thread gauge of a `Family`, keyed by label values: `Gauge(family)`; only the thread
+/// that made it records on it, and `snapshot()` is cumulative. The registry's gauge, declared
+/// as in prometheus_client, is `pipetel.Gauge` (`pipetel.registry.Gauge`).
+#[pyclass(module = "pipetel.recorders", name = "Gauge", frozen)]
 pub struct PyGauge(PerThread<rec::Gauge>);
 recorder!(PyGauge, rec::Gauge, {
     /// Sets the series `labels` to `value` (finite).
@@ -338,8 +342,10 @@ recorder!(PyGauge, rec::Gauge, {
     }
 });
 
-/// A per-thread histogram keyed by label values.
-#[pyclass(module = "pipetel", name = "Histogram", frozen)]
+/// A per-thread histogram of a `Family`, keyed by label values: `Histogram(family)`; only the thread
+/// that made it records on it, and `snapshot()` is cumulative. The registry's histogram, declared
+/// as in prometheus_client, is `pipetel.Histogram` (`pipetel.registry.Histogram`).
+#[pyclass(module = "pipetel.recorders", name = "Histogram", frozen)]
 pub struct PyHistogram(PerThread<rec::Histogram>);
 recorder!(PyHistogram, rec::Histogram, {
     /// Observes `value` (finite) in the series `labels`.
@@ -366,7 +372,7 @@ fn merge(
 }
 
 /// Bytes, transfers, tensors and seconds per (src, dst) edge of one transport.
-#[pyclass(module = "pipetel", name = "EdgeTransfers", frozen)]
+#[pyclass(module = "pipetel.recorders", name = "EdgeTransfers", frozen)]
 pub struct PyEdgeTransfers {
     inner: PerThread<rec::EdgeTransfers>,
     reader: rec::EdgeReader,
@@ -445,7 +451,7 @@ impl PyEdgeTransfers {
 }
 
 /// A source id, a sequence number and snapshots: what a worker sends to a hub.
-#[pyclass(module = "pipetel", name = "Envelope", frozen, eq, from_py_object)]
+#[pyclass(module = "pipetel.recorders", name = "Envelope", frozen, eq, from_py_object)]
 #[derive(Clone, PartialEq)]
 pub struct PyEnvelope(rec::Envelope);
 

@@ -1,4 +1,5 @@
-//! The metric handles of `pipetel.telefuser`: `Counter`, `Gauge`, `Histogram`, `Summary`.
+//! The metric handles of `pipetel.registry` (one series each): `CounterSeries`, `GaugeSeries`,
+//! `HistogramSeries`, `SummarySeries` (`pipetel.telefuser` names them `Counter`, `Gauge`, ...).
 //!
 //! A handle holds one pre-resolved series of the Rust registry: `counter.inc()` is one relaxed
 //! atomic add behind a frozen class (no borrow flag, no label lookup).
@@ -47,7 +48,7 @@ impl Meta {
 macro_rules! handle {
     ($(#[$doc:meta])* $ty:ident, $rust:ty, $py_name:literal, { $($methods:tt)* }) => {
         $(#[$doc])*
-        #[pyclass(module = "pipetel.telefuser", name = $py_name, frozen)]
+        #[pyclass(module = "pipetel.registry", name = $py_name, frozen)]
         pub struct $ty {
             inner: $rust,
             meta: Arc<Meta>,
@@ -88,7 +89,7 @@ macro_rules! handle {
 
 handle!(
     /// A counter: one series that only goes up.
-    PyCounter, reg::Counter, "Counter", {
+    PyCounter, reg::Counter, "CounterSeries", {
     /// Adds `amount` (default 1): a number; a negative or non-finite amount raises
     /// `InvalidValueError`, `None` or another type `TypeError`.
     #[pyo3(signature = (amount = 1.0))]
@@ -138,7 +139,7 @@ handle!(
 
 handle!(
     /// A gauge: one series that goes up and down.
-    PyGauge, reg::Gauge, "Gauge", {
+    PyGauge, reg::Gauge, "GaugeSeries", {
     /// Adds `amount` (default 1; finite).
     #[pyo3(signature = (amount = 1.0))]
     fn inc(&self, #[pyo3(from_py_with = arg::amount)] amount: f64) -> PyResult<()> {
@@ -181,7 +182,7 @@ handle!(
 
 handle!(
     /// A histogram with fixed buckets: one series.
-    PyHistogram, reg::Histogram, "Histogram", {
+    PyHistogram, reg::Histogram, "HistogramSeries", {
     /// Records one observation (NaN refused).
     fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
         check_number(value, "value: an observation", &self.meta, true)?;
@@ -230,7 +231,7 @@ handle!(
 
 handle!(
     /// A summary: quantiles over a sliding window, plus count and sum.
-    PySummary, reg::Summary, "Summary", {
+    PySummary, reg::Summary, "SummarySeries", {
     /// Records one observation (finite).
     fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
         check_number(value, "value: an observation", &self.meta, false)?;

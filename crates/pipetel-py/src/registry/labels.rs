@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use crate::args::{arg, repr, type_name};
 
 /// A label: name and value (TeleFuser's `MetricLabel`).
-#[pyclass(module = "pipetel.telefuser", name = "MetricLabel", frozen, eq, hash, from_py_object)]
+#[pyclass(module = "pipetel.registry", name = "MetricLabel", frozen, eq, hash, from_py_object)]
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct PyMetricLabel {
     pub(crate) name: String,

@@ -35,7 +35,7 @@ use labels::{labels_of, PyMetricLabel};
 type Collectors = Arc<Mutex<Vec<Py<PyAny>>>>;
 
 /// A registry of metrics under one namespace (TeleFuser's `MetricRegistry`).
-#[pyclass(module = "pipetel.telefuser", name = "MetricRegistry", frozen, subclass)]
+#[pyclass(module = "pipetel.registry", name = "MetricRegistry", frozen, subclass)]
 pub struct PyMetricRegistry {
     inner: Registry,
     namespace: String,

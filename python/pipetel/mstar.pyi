@@ -1,0 +1,39 @@
+from .recorders import MAX_FRAME_LEN as MAX_FRAME_LEN
+from .recorders import read_frames as read_frames
+from .recorders import write_frame as write_frame
+
+from ._pipetel import Counter as Counter
+from ._pipetel import DecodeError as DecodeError
+from ._pipetel import EdgeTransfers as EdgeTransfers
+from ._pipetel import Envelope as Envelope
+from ._pipetel import Family as Family
+from ._pipetel import Gauge as Gauge
+from ._pipetel import Histogram as Histogram
+from ._pipetel import HubError as HubError
+from ._pipetel import MetricSnapshot as MetricSnapshot
+from ._pipetel import SnapshotHub as SnapshotHub
+from ._pipetel import SourceStatus as SourceStatus
+from ._pipetel import StreamReader as StreamReader
+from ._pipetel import TransportReport as TransportReport
+from ._pipetel import merge as merge
+
+__all__ = [
+    "Counter",
+    "DecodeError",
+    "EdgeTransfers",
+    "Envelope",
+    "Family",
+    "Gauge",
+    "Histogram",
+    "HubError",
+    "MAX_FRAME_LEN",
+    "MetricSnapshot",
+    "SnapshotHub",
+    "SourceStatus",
+    "StreamReader",
+    "TransportReport",
+    "merge",
+    "read_frames",
+    "write_frame",
+]
+
