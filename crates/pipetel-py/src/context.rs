@@ -16,6 +16,7 @@ use pipetel::opentelemetry::propagation::TextMapPropagator as _;
 use pipetel::opentelemetry::trace::{Status, TraceContextExt as _};
 use pipetel::opentelemetry::{Context, KeyValue};
 use pipetel::opentelemetry_sdk::propagation::TraceContextPropagator;
+use pipetel::span_metrics::ForeignSpanTimer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -76,17 +77,39 @@ pub struct PySpan {
     ended: AtomicBool,
     /// `ContextVar` tokens of the `with` blocks entered, innermost last.
     tokens: Mutex<Vec<Py<PyAny>>>,
+    /// The `span.duration` timing of a span started by `pipetel.span` (see [`SPAN_TARGET`]).
+    timer: Mutex<Option<ForeignSpanTimer>>,
 }
+
+/// The `span.target` of Python spans in `span.duration` (`PIPETEL_SPAN_METRICS_FILTER=python=off`
+/// leaves them out).
+pub(crate) const SPAN_TARGET: &str = "python";
 
 impl PySpan {
     /// A stage's or shard's span as the current span (never ended through this object).
     pub(crate) fn borrowed(name: String, cx: Context) -> Self {
-        PySpan { cx, name, owned: false, ended: AtomicBool::new(false), tokens: Mutex::new(Vec::new()) }
+        PySpan {
+            cx,
+            name,
+            owned: false,
+            ended: AtomicBool::new(false),
+            tokens: Mutex::new(Vec::new()),
+            timer: Mutex::new(None),
+        }
     }
 
-    /// A span started by `pipetel.span` (ended through this object).
+    /// A span started by `pipetel.span` (ended through this object), timed for `span.duration`
+    /// as a Rust span is (from now to its end).
     pub(crate) fn owned(name: String, cx: Context) -> Self {
-        PySpan { cx, name, owned: true, ended: AtomicBool::new(false), tokens: Mutex::new(Vec::new()) }
+        let timer = ForeignSpanTimer::start(&name, SPAN_TARGET);
+        PySpan {
+            cx,
+            name,
+            owned: true,
+            ended: AtomicBool::new(false),
+            tokens: Mutex::new(Vec::new()),
+            timer: Mutex::new(timer),
+        }
     }
 
     /// The context holding this span.
@@ -117,6 +140,10 @@ impl PySpan {
     fn finish(&self, error: Option<(String, String)>) {
         if !self.owned || self.ended.swap(true, Ordering::AcqRel) {
             return;
+        }
+        let timer = self.timer.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(timer) = timer {
+            timer.end(error.is_some(), Some(self.cx.span().span_context()));
         }
         let span = self.cx.span();
         match error {

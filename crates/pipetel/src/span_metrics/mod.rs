@@ -61,6 +61,7 @@
 //! [`Targets`]: tracing_subscriber::filter::Targets
 
 mod cache;
+mod foreign;
 pub(crate) mod handoff;
 mod layer;
 mod names;
@@ -69,6 +70,7 @@ mod site;
 mod timing;
 
 pub use crate::config::{SpanMetricsConfig, SpanMetricsError, SpanTime};
+pub use foreign::{ForeignSpanTimer, MAX_FOREIGN_SPAN_NAMES};
 pub(crate) use layer::layer;
 pub use layer::SpanMetricsLayer;
 pub use names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, SPAN_DURATION};
