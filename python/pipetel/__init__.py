@@ -38,6 +38,10 @@ Logs: ``logging.getLogger().addHandler(pipetel.LoggingHandler())`` sends each re
 ``logging`` as an OTel log record through the log exporter :func:`init` installed, with the
 trace and span ids of the current :func:`span` (see :class:`LoggingHandler`).
 
+Web services: :class:`pipetel.asgi.Middleware` and :class:`pipetel.wsgi.Middleware` give each
+HTTP request a server span and the OTel HTTP server metrics; :func:`prometheus_text` is the pull
+endpoint's whole page, for an application's own ``/metrics`` route.
+
 Errors: every exception pipetel raises is a :class:`PipetelError` (settings:
 :class:`ConfigError`; start-up: :class:`InitError`; flush and shutdown: :class:`ShutdownError`),
 or a ``TypeError``/``ValueError`` naming the argument; a Rust panic becomes
@@ -226,6 +230,12 @@ __all__ += [
     "MetricNotFoundError",
     "UnsupportedOperationError",
 ]
+
+# --- the pull endpoint's page for an application's own /metrics route; ASGI/WSGI middleware ---
+from . import asgi, wsgi  # noqa: E402
+from ._pipetel import prometheus_text  # noqa: E402
+
+__all__ += ["prometheus_text"]
 
 # --- mstar recorders and the snapshot hub (py-peers) ---
 from . import mstar  # noqa: E402
