@@ -94,7 +94,7 @@ class Middleware:
             server = self._server = _HttpServer()
         traceparent = tracestate = user_agent = None
         request_size = None
-        for name, value in scope["headers"]:
+        for name, value in scope.get("headers", ()):
             if name == b"traceparent":
                 traceparent = value.decode("latin-1")
             elif name == b"tracestate":

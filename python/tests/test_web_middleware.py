@@ -243,3 +243,64 @@ def test_flask_under_gunicorn_spans_and_metrics_at_the_collector(collector, tmp_
         assert streamed and max(p.sum for p in streamed) == 500, streamed
     finally:
         server.stop()
+
+
+DJANGO = r"""
+import sys, threading, urllib.error, urllib.request
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+import django
+from django.conf import settings
+
+settings.configure(
+    DEBUG=False, ROOT_URLCONF="__main__", ALLOWED_HOSTS=["*"], SECRET_KEY="test",
+    MIDDLEWARE=["pipetel.wsgi.DjangoRoute"],
+)
+django.setup()
+from django.core.wsgi import get_wsgi_application
+from django.http import JsonResponse
+from django.urls import path
+
+import pipetel
+import pipetel.wsgi
+
+def item(request, item_id):
+    return JsonResponse({"item": item_id})
+
+urlpatterns = [path("items/<int:item_id>", item)]
+
+class Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+guard = pipetel.init("web-django", prometheus_host="127.0.0.1", prometheus_port=0)
+server = make_server("127.0.0.1", 0, pipetel.wsgi.Middleware(get_wsgi_application()), handler_class=Quiet)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+base = f"http://127.0.0.1:{server.server_port}"
+for i in (1, 2, 3):
+    assert urllib.request.urlopen(f"{base}/items/{i}").read() == b'{"item": %d}' % i
+try:
+    urllib.request.urlopen(f"{base}/nothing/here")
+except urllib.error.HTTPError as e:
+    assert e.code == 404
+# The server ends a request when it closes the response, which may come after the client has it.
+import time
+deadline = time.monotonic() + 10
+while 'http_response_status_code="404"' not in pipetel.prometheus_text() and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(pipetel.prometheus_text())
+server.shutdown()
+guard.shutdown()
+"""
+
+
+def test_django_route_reaches_the_wsgi_middleware():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    done = subprocess.run([sys.executable, "-c", DJANGO], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    page = parse(done.stdout)
+    name = "http_server_request_duration_seconds_count"
+    assert value(page, name, http_route="/items/<int:item_id>", http_request_method="GET", http_response_status_code="200") == 3
+    unmatched = [(ls, v) for (n, ls), v in page.items() if n == name and ("http_response_status_code", "404") in ls]
+    assert len(unmatched) == 1 and unmatched[0][1] == 1, unmatched
+    assert not any(k == "http_route" for k, _ in unmatched[0][0]), unmatched
