@@ -133,7 +133,7 @@ fn init(
 /// `pipetel.is_initialized()`: whether `init` succeeded in this process (it stays `True` after
 /// the guard shut down: `init` is once per process).
 #[pyfunction]
-fn is_initialized() -> bool {
+pub(crate) fn is_initialized() -> bool {
     INITIALIZED.load(Ordering::SeqCst)
 }
 

@@ -40,6 +40,10 @@
 //! which would leave the attribute empty, so the layer shows the middleware the request with
 //! the scheme the server serves ([`HttpMetricsLayer::with_scheme`], default `http`) and hands
 //! the application the request target exactly as it arrived.
+//!
+//! Servers that are not tower services record through [`ServerInstruments`]: the middleware's
+//! four instruments (same names, units, bounds and scope), which the Python package's ASGI and
+//! WSGI middleware use.
 
 use std::task::{Context, Poll};
 

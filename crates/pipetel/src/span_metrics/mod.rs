@@ -58,6 +58,12 @@
 //! [`SpanMetricsConfig::allow`] (exact span names; empty means all) narrow them, so a chatty
 //! library's spans do not flood the metrics.
 //!
+//! # Spans made outside `tracing`
+//! [`ForeignSpanTimer`] times a span that is not a `tracing` span (the Python package's
+//! `pipetel.span`) into the same histogram, with the layer `init` installed: its instrument (or
+//! its natively rendered family), filter (the span's level taken as `INFO`) and allow list. At
+//! most [`MAX_FOREIGN_SPAN_NAMES`] names are resolved per process.
+//!
 //! [`Targets`]: tracing_subscriber::filter::Targets
 
 mod cache;
