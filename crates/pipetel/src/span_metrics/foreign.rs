@@ -85,7 +85,7 @@ impl Resolver {
 }
 
 /// A span made outside `tracing`, being timed for `span.duration` (see the [module
-/// docs](self)). Dropping it without [`ForeignSpanTimer::end`] records nothing.
+/// docs](crate::span_metrics)). Dropping it without [`ForeignSpanTimer::end`] records nothing.
 #[derive(Debug)]
 pub struct ForeignSpanTimer {
     site: &'static Site,
