@@ -139,8 +139,15 @@ def check_metrics(collector, service, route, post_sizes, unmatched_status=404):
     name = "http.server.request.duration"
 
     def complete(r):
-        ps = [p for p in r.points(name, **{"http.route": route}) if mine(p)]
-        return ps and max(p.count for p in ps) >= 4
+        # Every request of drive() exported (cumulative points: the newest holds them all).
+        count = lambda **a: max((p.count for p in r.points(name, **a) if mine(p)), default=0)
+        return (
+            count(**{"http.route": route}) >= 4
+            and count(**{"http.route": "/items"}) >= 1
+            and count(**{"http.route": "/boom"}) >= 1
+            and count(**{"http.response.status_code": unmatched_status}) >= 2
+            and getattr(r.latest("http.server.active_requests", **{"http.request.method": "GET"}), "value", None) == 0
+        )
 
     got = collector.wait_for(complete, timeout=30)
     latest = lambda n, **a: max((p for p in got.points(n, **a) if mine(p)), key=lambda p: p.time_unix_nano, default=None)
