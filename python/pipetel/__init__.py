@@ -30,6 +30,10 @@ variables and the file. Once per process (a second call raises :class:`AlreadyIn
 The :class:`Guard` flushes and shuts down at ``shutdown()``, at the end of a ``with`` block or at
 interpreter exit; ``flush()`` and ``shutdown()`` release the GIL.
 
+Web services: :class:`pipetel.asgi.Middleware` and :class:`pipetel.wsgi.Middleware` give each
+HTTP request a server span and the OTel HTTP server metrics; :func:`prometheus_text` is the pull
+endpoint's whole page, for an application's own ``/metrics`` route.
+
 Errors: every exception pipetel raises is a :class:`PipetelError` (settings:
 :class:`ConfigError`; start-up: :class:`InitError`; flush and shutdown: :class:`ShutdownError`),
 or a ``TypeError``/``ValueError`` naming the argument; a Rust panic becomes
@@ -158,3 +162,9 @@ __all__ = [
     "traced",
     "traceparent",
 ]
+
+# The pull endpoint's page for an application's own /metrics route; ASGI/WSGI middleware.
+from . import asgi, wsgi  # noqa: E402
+from ._pipetel import prometheus_text  # noqa: E402
+
+__all__ += ["prometheus_text"]

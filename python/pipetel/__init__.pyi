@@ -1,9 +1,11 @@
+from . import asgi as asgi
 from . import mstar as mstar
 from . import pipeline as pipeline
 from . import recorders as recorders
 from . import registry as registry
 from . import telefuser as telefuser
 from . import tracing as tracing
+from . import wsgi as wsgi
 from . import zephyr as zephyr
 from ._pipetel import AlreadyInitialized as AlreadyInitialized
 from ._pipetel import ConfigError as ConfigError
@@ -15,6 +17,7 @@ from ._pipetel import InitError as InitError
 from ._pipetel import InternalError as InternalError
 from ._pipetel import MergeError as MergeError
 from ._pipetel import PipetelError as PipetelError
+from ._pipetel import prometheus_text as prometheus_text
 from ._pipetel import RecordError as RecordError
 from ._pipetel import ShutdownError as ShutdownError
 from ._pipetel import SnapshotError as SnapshotError

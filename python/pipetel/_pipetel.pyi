@@ -330,6 +330,33 @@ class Guard:
 
 def init(service_name: Optional[str] = None, *, config_file: Optional[str] = None, **settings: SettingValue) -> Guard: ...
 def is_initialized() -> bool: ...
+def prometheus_text(openmetrics: bool = False) -> str: ...
+def _has_prometheus_text() -> bool: ...
+
+class _HttpRequest:
+    @property
+    def span(self) -> Span: ...
+    def finish(
+        self,
+        status: Optional[int] = None,
+        route: Optional[str] = None,
+        response_size: Optional[int] = None,
+        error: Optional[BaseException] = None,
+    ) -> None: ...
+
+class _HttpServer:
+    def __init__(self) -> None: ...
+    def start(
+        self,
+        method: str,
+        path: str,
+        scheme: str,
+        version: str,
+        traceparent: Optional[str] = None,
+        tracestate: Optional[str] = None,
+        user_agent: Optional[str] = None,
+        request_size: Optional[int] = None,
+    ) -> _HttpRequest: ...
 
 class Span:
     @property

@@ -10,7 +10,9 @@ returns), and ``MetricRegistry`` is its registry. Registries, metrics, stage con
 metrics are the Rust ones
 (``pipetel::registry``, ``pipetel::stage_metrics``, ``pipetel::service``): a metric reaches the
 pull endpoint and every OTLP exporter that :func:`pipetel.init` installed, and
-``registry.get_prometheus_format()`` renders one registry alone, as TeleFuser does.
+``registry.get_prometheus_format()`` renders one registry alone, except on the global registry
+(:func:`get_metrics_registry`), where it is the whole page of the pull endpoint, as TeleFuser's
+own ``/metrics`` route expects.
 ``counter.inc()`` is one atomic add behind a method bound straight to Rust.
 
 What is deliberately different from TeleFuser (see docs/src/python.md, "TeleFuser metrics"):
@@ -120,12 +122,27 @@ _registry_lock = threading.Lock()
 _global_registry: Optional[MetricRegistry] = None
 
 
+class _ProcessRegistry(MetricRegistry):
+    """The process-wide registry: its exposition is the whole page the pull endpoint serves."""
+
+    def get_prometheus_format(self) -> str:
+        """The whole page the pull endpoint serves (:func:`pipetel.prometheus_text`: this
+        registry's metrics with the stage, GPU, span, pipeline and other registries' ones), as
+        TeleFuser's own ``/metrics`` route expects of the global registry; this registry alone
+        before :func:`pipetel.init` or without the Prometheus exporter."""
+        if _pipetel._has_prometheus_text():
+            return _pipetel.prometheus_text()
+        return super().get_prometheus_format()
+
+
 def get_metrics_registry(namespace: str = "telefuser") -> MetricRegistry:
-    """The process-wide registry, made with ``namespace`` on the first call."""
+    """The process-wide registry, made with ``namespace`` on the first call. Its
+    ``get_prometheus_format()`` is the whole page the pull endpoint serves, once
+    :func:`pipetel.init` installed the Prometheus exporter."""
     global _global_registry
     with _registry_lock:
         if _global_registry is None:
-            _global_registry = MetricRegistry(namespace)
+            _global_registry = _ProcessRegistry(namespace)
         return _global_registry
 
 

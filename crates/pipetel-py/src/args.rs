@@ -113,6 +113,7 @@ arguments!(
     namespace,
     nbytes,
     new_stream,
+    openmetrics,
     output_size,
     pending,
     processing,

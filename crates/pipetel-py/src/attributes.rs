@@ -9,13 +9,19 @@ use crate::args::{repr, type_name};
 
 /// A Python value as an OTel attribute value; `what` names it in errors.
 pub(crate) fn to_attribute(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Value> {
+    to_attribute_named(&|| what.to_owned(), value)
+}
+
+/// [`to_attribute`] with the name made only for an error (a span's attributes are converted on
+/// every span).
+fn to_attribute_named(name: &dyn Fn() -> String, value: &Bound<'_, PyAny>) -> PyResult<Value> {
     if let Ok(b) = value.cast::<PyBool>() {
         return Ok(Value::Bool(b.is_true()));
     }
     if value.is_instance_of::<PyInt>() {
         let i: i64 = value
             .extract()
-            .map_err(|_| PyValueError::new_err(format!("{what}: {value} does not fit a 64-bit integer")))?;
+            .map_err(|_| PyValueError::new_err(format!("{}: {value} does not fit a 64-bit integer", name())))?;
         return Ok(Value::I64(i));
     }
     if let Ok(f) = value.cast::<PyFloat>() {
@@ -25,7 +31,7 @@ pub(crate) fn to_attribute(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Val
         return Ok(Value::String(s.extract::<String>()?.into()));
     }
     if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
-        let items: Vec<Value> = value.try_iter()?.map(|v| to_attribute(what, &v?)).collect::<PyResult<_>>()?;
+        let items: Vec<Value> = value.try_iter()?.map(|v| to_attribute_named(name, &v?)).collect::<PyResult<_>>()?;
         let same = |f: fn(&Value) -> bool| items.iter().all(f);
         let array = if same(|v| matches!(v, Value::Bool(_))) {
             Array::Bool(items.into_iter().filter_map(|v| if let Value::Bool(b) = v { Some(b) } else { None }).collect())
@@ -41,12 +47,13 @@ pub(crate) fn to_attribute(what: &str, value: &Bound<'_, PyAny>) -> PyResult<Val
                     .collect::<Vec<StringValue>>(),
             )
         } else {
-            return Err(PyTypeError::new_err(format!("{what}: a list attribute holds values of one type")));
+            return Err(PyTypeError::new_err(format!("{}: a list attribute holds values of one type", name())));
         };
         return Ok(Value::Array(array));
     }
     Err(PyTypeError::new_err(format!(
-        "{what}: a {} is not a bool, int, float, str or a list of one of them",
+        "{}: a {} is not a bool, int, float, str or a list of one of them",
+        name(),
         type_name(value)
     )))
 }
@@ -68,11 +75,11 @@ pub(crate) fn attributes(
                 type_name(&k)
             ))
         })?;
-        let what = match arg {
+        let what = || match arg {
             Some(arg) => format!("{arg}[{key:?}]"),
             None => format!("attribute {key:?}"),
         };
-        let value = to_attribute(&what, &v)?;
+        let value = to_attribute_named(&what, &v)?;
         out.push(KeyValue::new(key, value));
     }
     Ok(())

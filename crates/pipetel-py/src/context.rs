@@ -16,6 +16,7 @@ use pipetel::opentelemetry::propagation::TextMapPropagator as _;
 use pipetel::opentelemetry::trace::{Status, TraceContextExt as _};
 use pipetel::opentelemetry::{Context, KeyValue};
 use pipetel::opentelemetry_sdk::propagation::TraceContextPropagator;
+use pipetel::span_metrics::ForeignSpanTimer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -37,6 +38,23 @@ fn current_var(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
             Ok(var.call(("pipetel_current_span",), Some(&kwargs))?.unbind())
         })
         .map(|var| var.bind(py))
+}
+
+/// The variable's `get`, `set` and `reset`, bound once (a span's start, enter and exit each call
+/// one, and looking the method up by name costs as much as the call).
+static VAR_METHODS: PyOnceLock<[Py<PyAny>; 3]> = PyOnceLock::new();
+
+/// `(get, set, reset)` of the current-span variable.
+fn var_methods(py: Python<'_>) -> PyResult<&[Py<PyAny>; 3]> {
+    VAR_METHODS.get_or_try_init(py, || -> PyResult<[Py<PyAny>; 3]> {
+        let var = current_var(py)?;
+        Ok([var.getattr("get")?.unbind(), var.getattr("set")?.unbind(), var.getattr("reset")?.unbind()])
+    })
+}
+
+/// The current-span variable's value: a [`PySpan`] or `None`.
+fn current_value(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    var_methods(py)?[0].bind(py).call0()
 }
 
 /// A W3C `traceparent` value as a context with that remote parent.
@@ -76,17 +94,39 @@ pub struct PySpan {
     ended: AtomicBool,
     /// `ContextVar` tokens of the `with` blocks entered, innermost last.
     tokens: Mutex<Vec<Py<PyAny>>>,
+    /// The `span.duration` timing of a span started by `pipetel.span` (see [`SPAN_TARGET`]).
+    timer: Mutex<Option<ForeignSpanTimer>>,
 }
+
+/// The `span.target` of Python spans in `span.duration` (`PIPETEL_SPAN_METRICS_FILTER=python=off`
+/// leaves them out).
+pub(crate) const SPAN_TARGET: &str = "python";
 
 impl PySpan {
     /// A stage's or shard's span as the current span (never ended through this object).
     pub(crate) fn borrowed(name: String, cx: Context) -> Self {
-        PySpan { cx, name, owned: false, ended: AtomicBool::new(false), tokens: Mutex::new(Vec::new()) }
+        PySpan {
+            cx,
+            name,
+            owned: false,
+            ended: AtomicBool::new(false),
+            tokens: Mutex::new(Vec::new()),
+            timer: Mutex::new(None),
+        }
     }
 
-    /// A span started by `pipetel.span` (ended through this object).
+    /// A span started by `pipetel.span` (ended through this object), timed for `span.duration`
+    /// as a Rust span is (from now to its end).
     pub(crate) fn owned(name: String, cx: Context) -> Self {
-        PySpan { cx, name, owned: true, ended: AtomicBool::new(false), tokens: Mutex::new(Vec::new()) }
+        let timer = ForeignSpanTimer::start(&name, SPAN_TARGET);
+        PySpan {
+            cx,
+            name,
+            owned: true,
+            ended: AtomicBool::new(false),
+            tokens: Mutex::new(Vec::new()),
+            timer: Mutex::new(timer),
+        }
     }
 
     /// The context holding this span.
@@ -95,7 +135,7 @@ impl PySpan {
     }
 
     pub(crate) fn enter(slf: &Bound<'_, Self>) -> PyResult<()> {
-        let token = current_var(slf.py())?.call_method1("set", (slf,))?;
+        let token = var_methods(slf.py())?[1].bind(slf.py()).call1((slf,))?;
         slf.get().tokens.lock().unwrap_or_else(PoisonError::into_inner).push(token.unbind());
         Ok(())
     }
@@ -105,7 +145,7 @@ impl PySpan {
         if let Some(token) = token {
             // A token made in another context (left on another thread): the current span there
             // stays as it is, which is all `reset` could do.
-            if let Err(e) = current_var(py)?.call_method1("reset", (token,)) {
+            if let Err(e) = var_methods(py)?[2].bind(py).call1((token,)) {
                 if !e.is_instance_of::<PyValueError>(py) {
                     return Err(e);
                 }
@@ -117,6 +157,10 @@ impl PySpan {
     fn finish(&self, error: Option<(String, String)>) {
         if !self.owned || self.ended.swap(true, Ordering::AcqRel) {
             return;
+        }
+        let timer = self.timer.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(timer) = timer {
+            timer.end(error.is_some(), Some(self.cx.span().span_context()));
         }
         let span = self.cx.span();
         match error {
@@ -251,7 +295,7 @@ impl PySpan {
 /// `None`.
 #[pyfunction]
 fn current_span(py: Python<'_>) -> PyResult<Option<Py<PySpan>>> {
-    let current = current_var(py)?.call_method0("get")?;
+    let current = current_value(py)?;
     Ok(current.cast::<PySpan>().ok().map(|s| s.clone().unbind()))
 }
 
@@ -259,13 +303,13 @@ fn current_span(py: Python<'_>) -> PyResult<Option<Py<PySpan>>> {
 /// when there is none (or traces are not exported).
 #[pyfunction]
 fn traceparent(py: Python<'_>) -> PyResult<Option<String>> {
-    let current = current_var(py)?.call_method0("get")?;
+    let current = current_value(py)?;
     Ok(current.cast::<PySpan>().ok().and_then(|s| traceparent_of(&s.get().cx)))
 }
 
 /// The current span's context (the parent of spans and stages started now), or an empty one.
 pub(crate) fn current_context(py: Python<'_>) -> PyResult<Context> {
-    let current = current_var(py)?.call_method0("get")?;
+    let current = current_value(py)?;
     // The variable holds nothing but `Span` objects (or `None`): see the module docs.
     Ok(current.cast::<PySpan>().map(|s| s.get().cx.clone()).unwrap_or_default())
 }

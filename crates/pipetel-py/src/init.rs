@@ -29,6 +29,10 @@ static INITIALIZED: AtomicBool = AtomicBool::new(false);
 /// what it is given.
 static LOGGER: OnceLock<SdkLogger> = OnceLock::new();
 
+/// What the pull endpoint serves, when `init` installed the Prometheus exporter (set once, as
+/// [`LOGGER`]).
+static RENDER: OnceLock<pipetel::PrometheusRender> = OnceLock::new();
+
 /// The logger records from Python's `logging` go to, or `None` before `init` or when no log
 /// exporter is configured.
 pub(crate) fn logger() -> Option<&'static SdkLogger> {
@@ -115,6 +119,9 @@ fn init(
     if let Some(lp) = telemetry.logger_provider() {
         let _ = LOGGER.set(lp.logger(pipetel::SCOPE_NAME));
     }
+    if let Some(render) = telemetry.prometheus_render() {
+        let _ = RENDER.set(render);
+    }
     let prometheus_addr = telemetry.prometheus_addr().map(|a| a.to_string());
     let guard_obj =
         Py::new(py, PyGuard { telemetry: Mutex::new(Some(telemetry)), prometheus_addr, pid: std::process::id() })?;
@@ -126,8 +133,31 @@ fn init(
 /// `pipetel.is_initialized()`: whether `init` succeeded in this process (it stays `True` after
 /// the guard shut down: `init` is once per process).
 #[pyfunction]
-fn is_initialized() -> bool {
+pub(crate) fn is_initialized() -> bool {
     INITIALIZED.load(Ordering::SeqCst)
+}
+
+/// `pipetel.prometheus_text(openmetrics=False)`: the whole page the pull endpoint serves now
+/// (every instrument, stage, GPU, span, pipeline and registry metric), in the Prometheus text
+/// format 0.0.4, or in OpenMetrics 1.0 with exemplars; for an application's own `/metrics`
+/// route. Raises `InitError` before `init`, or when `init` did not install the Prometheus
+/// exporter. Renders without the GIL.
+#[pyfunction]
+#[pyo3(signature = (openmetrics = false))]
+fn prometheus_text(py: Python<'_>, #[pyo3(from_py_with = arg::openmetrics)] openmetrics: bool) -> PyResult<String> {
+    let Some(render) = RENDER.get() else {
+        return Err(InitError::new_err(
+            "prometheus_text: no page to render: call pipetel.init with the prometheus metric exporter \
+             (the default) first",
+        ));
+    };
+    py.detach(|| guard(|| Ok(if openmetrics { render.render_openmetrics() } else { render.render() })))
+}
+
+/// Whether `prometheus_text` has a page to render (`init` installed the Prometheus exporter).
+#[pyfunction]
+fn _has_prometheus_text() -> bool {
+    RENDER.get().is_some()
 }
 
 /// What `init` returns: owns pipetel's providers and exporters. `shutdown()` flushes and stops
@@ -227,6 +257,8 @@ impl PyGuard {
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(init, m)?)?;
     m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
+    m.add_function(wrap_pyfunction!(prometheus_text, m)?)?;
+    m.add_function(wrap_pyfunction!(_has_prometheus_text, m)?)?;
     m.add_class::<PyGuard>()?;
     Ok(())
 }

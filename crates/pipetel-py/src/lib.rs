@@ -10,7 +10,8 @@
 //! Start-up: [`init`]. Spans and stages: [`attributes`] (Python values as attribute values),
 //! [`context`] (the current span, the `Span` class, `traceparent`), [`pipeline`] (the stage and
 //! shard handles), [`span`] (`pipetel.span` and what `parent=` names), [`zephyr`] (Marin
-//! Zephyr's explicit rows), [`logs`] (Python `logging` records as OTel log records). TeleFuser's metrics: [`registry`], [`service`]. mstar's recorders:
+//! Zephyr's explicit rows), [`logs`] (Python `logging` records as OTel log records), [`http`] (the ASGI and WSGI
+//! middleware's spans and metrics). TeleFuser's metrics: [`registry`], [`service`]. mstar's recorders:
 //! [`recorders`], [`hub`]. Within each group a module imports only from those before it (and
 //! every module from [`errors`]), so no two modules import each other.
 //!
@@ -26,6 +27,7 @@ pub mod attributes;
 pub mod bench;
 pub mod context;
 pub mod errors;
+pub mod http;
 pub mod hub;
 pub mod init;
 pub mod logs;
@@ -48,6 +50,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     context::register(m)?;
     span::register(m)?;
     logs::register(m)?;
+    http::register(m)?;
     pipeline::register(m)?;
     zephyr::register(m)?;
     hub::register(m)?;

@@ -3,6 +3,9 @@
 //! trace continues in another process).
 
 use pipetel::opentelemetry::trace::{SpanKind, TraceContextExt as _, Tracer as _};
+use std::sync::OnceLock;
+
+use pipetel::opentelemetry::global::BoxedTracer;
 use pipetel::opentelemetry::{global, Context};
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
@@ -49,15 +52,25 @@ fn span(
     self::attributes(Some("attributes"), attributes.as_ref(), &mut kvs)?;
     self::attributes(None, attrs, &mut kvs)?;
     guard(|| {
-        let tracer = global::tracer(pipetel::SCOPE_NAME);
-        let span = tracer
-            .span_builder(name.clone())
-            .with_kind(SpanKind::Internal)
-            .with_attributes(kvs)
-            .start_with_context(&tracer, &parent_cx);
+        let start = |tracer: &BoxedTracer| {
+            tracer
+                .span_builder(name.clone())
+                .with_kind(SpanKind::Internal)
+                .with_attributes(kvs)
+                .start_with_context(tracer, &parent_cx)
+        };
+        let span = match TRACER.get() {
+            Some(tracer) => start(tracer),
+            // Before `init` the global tracer may still change: taken anew for each span.
+            None if !crate::init::is_initialized() => start(&global::tracer(pipetel::SCOPE_NAME)),
+            None => start(TRACER.get_or_init(|| global::tracer(pipetel::SCOPE_NAME))),
+        };
         Ok(PySpan::owned(name, parent_cx.with_span(span)))
     })
 }
+
+/// The tracer `init` installed, taken at the first span after it (`init` is once per process).
+static TRACER: OnceLock<BoxedTracer> = OnceLock::new();
 
 /// Adds `span` to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

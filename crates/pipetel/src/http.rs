@@ -40,10 +40,17 @@
 //! which would leave the attribute empty, so the layer shows the middleware the request with
 //! the scheme the server serves ([`HttpMetricsLayer::with_scheme`], default `http`) and hands
 //! the application the request target exactly as it arrived.
+//!
+//! Servers that are not tower services record through [`ServerInstruments`]: the middleware's
+//! four instruments (same names, units, bounds and scope), which the Python package's ASGI and
+//! WSGI middleware use.
 
 use std::task::{Context, Poll};
 
 use http::uri::{Authority, Scheme, Uri};
+use opentelemetry::global;
+use opentelemetry::metrics::{Histogram, UpDownCounter};
+use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_instrumentation_tower::http::server as otel;
 use tower::util::Either;
 use tower::{Layer, Service};
@@ -58,6 +65,96 @@ pub const ACTIVE_REQUESTS: &str = crate::families::http::ACTIVE_REQUESTS.name;
 pub const REQUEST_BODY_SIZE: &str = crate::families::http::REQUEST_BODY_SIZE.name;
 /// `http.server.response.body.size`: response body sizes, bytes (histogram).
 pub const RESPONSE_BODY_SIZE: &str = crate::families::http::RESPONSE_BODY_SIZE.name;
+
+/// `http.server.request.duration`'s bucket bounds, seconds: the conventions' advice, as the
+/// middleware sets them. The body-size histograms take the SDK's default bounds.
+pub const DURATION_BUCKETS: [f64; 14] =
+    [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+
+/// The instrumentation scope of the middleware's instruments (`otel_scope_name` on the page):
+/// the kept middleware's crate name, version and semantic-conventions schema.
+const SCOPE_NAME: &str = "opentelemetry-instrumentation-tower";
+const SCOPE_VERSION: &str = "0.19.0";
+const SCOPE_SCHEMA_URL: &str = "https://opentelemetry.io/schemas/1.42.0";
+
+/// The four instruments of [`HttpMetricsLayer`] (same names, units, descriptions, bounds and
+/// scope, so the SDK hands out the same instruments), for HTTP servers that are not tower
+/// services: the Python package's ASGI and WSGI middleware record through it. Build it after
+/// [`crate::init`]: it takes the global meter provider as it is then.
+#[derive(Clone, Debug)]
+pub struct ServerInstruments {
+    duration: Histogram<f64>,
+    active: UpDownCounter<i64>,
+    request_body: Histogram<u64>,
+    response_body: Histogram<u64>,
+}
+
+impl Default for ServerInstruments {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ServerInstruments {
+    /// The instruments, from the global meter provider.
+    pub fn new() -> Self {
+        let scope = InstrumentationScope::builder(SCOPE_NAME)
+            .with_version(SCOPE_VERSION)
+            .with_schema_url(SCOPE_SCHEMA_URL)
+            .build();
+        let meter = global::meter_with_scope(scope);
+        ServerInstruments {
+            duration: meter
+                .f64_histogram(REQUEST_DURATION)
+                .with_description("Duration of HTTP server requests.")
+                .with_unit("s")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            active: meter
+                .i64_up_down_counter(ACTIVE_REQUESTS)
+                .with_description("Number of active HTTP server requests.")
+                .with_unit("{request}")
+                .build(),
+            request_body: meter
+                .u64_histogram(REQUEST_BODY_SIZE)
+                .with_description("Size of HTTP server request bodies.")
+                .with_unit("By")
+                .build(),
+            response_body: meter
+                .u64_histogram(RESPONSE_BODY_SIZE)
+                .with_description("Size of HTTP server response bodies.")
+                .with_unit("By")
+                .build(),
+        }
+    }
+
+    /// A request arrived: `http.server.active_requests` up by one under `active` (the
+    /// conventions' `http.request.method` and `url.scheme`).
+    pub fn started(&self, active: &[KeyValue]) {
+        self.active.add(1, active);
+    }
+
+    /// The request that [`ServerInstruments::started`] counted under `active` finished after
+    /// `seconds`: its duration and known body sizes recorded under `attributes` (method, scheme,
+    /// status code, route, protocol), the active count down by one.
+    pub fn finished(
+        &self,
+        active: &[KeyValue],
+        attributes: &[KeyValue],
+        seconds: f64,
+        request_body: Option<u64>,
+        response_body: Option<u64>,
+    ) {
+        self.duration.record(seconds, attributes);
+        if let Some(size) = request_body {
+            self.request_body.record(size, attributes);
+        }
+        if let Some(size) = response_body {
+            self.response_body.record(size, attributes);
+        }
+        self.active.add(-1, active);
+    }
+}
 
 /// The HTTP metrics layer for the switch in the configuration `init` reads: the file named by
 /// `PIPETEL_CONFIG`, then the environment. Build it after [`crate::init`].

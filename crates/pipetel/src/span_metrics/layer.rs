@@ -35,11 +35,11 @@ pub(crate) fn layer(
     if !config.enabled {
         return Ok(None);
     }
-    if pull_only {
-        SpanMetricsLayer::for_pull_endpoint(config).map(Some)
-    } else {
-        SpanMetricsLayer::new(config, meter).map(Some)
-    }
+    let layer =
+        if pull_only { SpanMetricsLayer::for_pull_endpoint(config)? } else { SpanMetricsLayer::new(config, meter)? };
+    // Spans made outside `tracing` (Python's) are timed with the same histogram and filters.
+    super::foreign::install(layer.histogram.clone(), layer.targets.clone(), layer.allow.clone());
+    Ok(Some(layer))
 }
 
 /// The span-metrics `tracing` layer; see the [module documentation](super).

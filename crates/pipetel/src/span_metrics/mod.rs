@@ -58,9 +58,16 @@
 //! [`SpanMetricsConfig::allow`] (exact span names; empty means all) narrow them, so a chatty
 //! library's spans do not flood the metrics.
 //!
+//! # Spans made outside `tracing`
+//! [`ForeignSpanTimer`] times a span that is not a `tracing` span (the Python package's
+//! `pipetel.span`) into the same histogram, with the layer `init` installed: its instrument (or
+//! its natively rendered family), filter (the span's level taken as `INFO`) and allow list. At
+//! most [`MAX_FOREIGN_SPAN_NAMES`] names are resolved per process.
+//!
 //! [`Targets`]: tracing_subscriber::filter::Targets
 
 mod cache;
+mod foreign;
 pub(crate) mod handoff;
 mod layer;
 mod names;
@@ -69,6 +76,7 @@ mod site;
 mod timing;
 
 pub use crate::config::{SpanMetricsConfig, SpanMetricsError, SpanTime};
+pub use foreign::{ForeignSpanTimer, MAX_FOREIGN_SPAN_NAMES};
 pub(crate) use layer::layer;
 pub use layer::SpanMetricsLayer;
 pub use names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, SPAN_DURATION};

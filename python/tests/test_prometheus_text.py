@@ -1,0 +1,122 @@
+"""pipetel.prometheus_text(): the whole page the pull endpoint serves (registry, stage, span and
+pipeline metrics), for an app's own /metrics route, and the TeleFuser global registry's
+get_prometheus_format() giving the same page; Python spans in span.duration. Each program runs
+as a subprocess: it calls init."""
+
+import os
+import re
+import subprocess
+import sys
+
+PROGRAM = r"""
+import json, sys, urllib.request
+import pipetel
+from pipetel import telefuser
+
+try:
+    pipetel.prometheus_text()
+except pipetel.InitError as e:
+    print("before init:", e, flush=True)
+before = telefuser.get_metrics_registry().get_prometheus_format()
+
+guard = pipetel.init("page", prometheus_host="127.0.0.1", prometheus_port=0)
+registry = telefuser.get_metrics_registry()
+registry.counter("requests", "Requests served").inc(7)
+registry.gauge("queue_depth", "Items waiting").set(3)
+with pipetel.stage("tokenize", shards=2) as stage:
+    for i in range(2):
+        with stage.shard(i) as shard:
+            shard.record(10, 100)
+for _ in range(3):
+    with pipetel.span("load"):
+        pass
+try:
+    with pipetel.span("load"):
+        raise ValueError("bad row")
+except ValueError:
+    pass
+
+def endpoint(accept=None):
+    req = urllib.request.Request(f"http://{guard.prometheus_addr}/metrics")
+    if accept:
+        req.add_header("Accept", accept)
+    with urllib.request.urlopen(req, timeout=5) as r:
+        return r.read().decode()
+
+pages = {
+    "endpoint": endpoint(),
+    "text": pipetel.prometheus_text(),
+    "telefuser": registry.get_prometheus_format(),
+    "endpoint_om": endpoint("application/openmetrics-text; version=1.0.0"),
+    "om": pipetel.prometheus_text(openmetrics=True),
+    "before": before,
+}
+try:
+    pipetel.prometheus_text(openmetrics="yes")
+except TypeError as e:
+    pages["bad_arg"] = str(e)
+guard.shutdown()
+json.dump(pages, sys.stdout)
+"""
+
+SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)(?: .*)?$")
+
+# Families whose values move between two renders on their own (process CPU, memory, threads,
+# open files, uptime-like gauges).
+TIMING = ("process_",)
+
+
+def series(text):
+    """{series line without its value: value}, comments dropped."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = SAMPLE.match(line)
+        assert m, f"not an exposition line: {line!r}"
+        out[f"{m.group(1)}{{{m.group(2) or ''}}}"] = m.group(3)
+    return out
+
+
+def comments(text):
+    return [l for l in text.splitlines() if l.startswith("#")]
+
+
+def run():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    done = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    before, _, pages = done.stdout.partition("{")
+    return before, json.loads("{" + pages)
+
+
+def test_the_function_serves_the_pull_endpoints_page_and_telefuser_too():
+    before, pages = run()
+    assert "before init: prometheus_text: no page to render" in before, before
+    endpoint, text, telefuser = series(pages["endpoint"]), series(pages["text"]), series(pages["telefuser"])
+    # The same series (within a family the SDK's order of series may differ between renders),
+    # the same HELP/TYPE lines in the same order, the same values but for the process metrics,
+    # which move by themselves between two renders.
+    for page, name in ((text, "prometheus_text"), (telefuser, "get_prometheus_format")):
+        assert set(page) == set(endpoint), (name, set(page) ^ set(endpoint))
+        moved = {k for k in endpoint if page[k] != endpoint[k]}
+        assert all(k.startswith(TIMING) for k in moved), (name, sorted(moved))
+    assert comments(pages["text"]) == comments(pages["endpoint"])
+    # What the page holds: the registry's metrics, stage metrics, Python spans in span.duration.
+    assert text['telefuser_requests_total{otel_scope_name="pipetel"}'] == "7"
+    assert text['telefuser_queue_depth{otel_scope_name="pipetel"}'] == "3"
+    stage_items = [v for k, v in text.items() if k.startswith("pipeline_stage_items_total{") and "tokenize" in k]
+    assert stage_items == ["20"], stage_items
+    found = {k: v for k, v in text.items() if k.startswith("span_duration_seconds_count{") and 'span_name="load"' in k}
+    assert [v for k, v in found.items() if 'status="ok"' in k] == ["3"], found
+    assert [v for k, v in found.items() if 'status="error"' in k] == ["1"], found
+    assert all('span_target="python"' in k for k in found), found
+    # OpenMetrics: the same page as the endpoint serves it to a Prometheus asking for it.
+    assert pages["om"].rstrip().endswith("# EOF")
+    assert set(series(pages["om"])) == set(series(pages["endpoint_om"]))
+    assert comments(pages["om"]) == comments(pages["endpoint_om"])
+    # Before init the global registry renders itself alone; the argument is checked.
+    assert "span_duration" not in pages["before"] and "target_info" not in pages["before"]
+    assert pages["bad_arg"].startswith("openmetrics:"), pages["bad_arg"]
