@@ -232,3 +232,6 @@ from . import mstar  # noqa: E402
 from ._pipetel import HubError, SnapshotHub, SourceStatus, StreamReader, TransportReport  # noqa: E402
 
 __all__ += ["HubError", "SnapshotHub", "SourceStatus", "StreamReader", "TransportReport"]
+
+# --- stages across processes, Ray (py-scale) ---
+from . import remote  # noqa: E402
