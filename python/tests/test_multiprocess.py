@@ -1,0 +1,247 @@
+"""Multi-worker servers through pipetel.multiprocess, with real servers and real HTTP scrapes:
+gunicorn (sync and uvicorn workers, with workers restarted by ``--max-requests``),
+``uvicorn --workers 2`` (a worker stopped and replaced), and ``multiprocessing`` workers. One
+scrape of the shared port sees every worker's series, each counted once, no worker's start
+fails on the port, and no counter of the merged view ever goes back across restarts."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+import peers
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+
+
+def scrape(port: int) -> str:
+    """One scrape of the shared port; retried while the serving worker hands over to another
+    (the port is free for up to one write interval then: a scraper sees one failed scrape)."""
+    for attempt in range(50):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                return r.read().decode()
+        except OSError:
+            if attempt == 49:
+                raise
+            time.sleep(0.1)
+    raise AssertionError("unreachable")
+
+
+def values(page: str) -> Dict[str, float]:
+    """Sample name + labels (without otel_scope_*) -> value, read by prometheus_client's parser."""
+    out = {}
+    for family in text_string_to_metric_families(page):
+        for s in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(s.labels.items()) if not k.startswith("otel_scope"))
+            out[f"{s.name}{{{labels}}}"] = s.value
+    return out
+
+
+def get(port: int, path: str) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return int(r.read().decode())
+
+
+class Server:
+    def __init__(self, argv: List[str], env: Dict[str, str], tmp: Path):
+        self.log = open(tmp / "server.log", "w+")
+        self.proc = subprocess.Popen(argv, cwd=HERE, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()[-6000:]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def server_env(tmp: Path, metrics_port: int, **extra: str) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env.update(
+        {
+            "PIPETEL_MULTIPROCESS_DIR": str(tmp / "metrics"),
+            "OTEL_EXPORTER_PROMETHEUS_PORT": str(metrics_port),
+            "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+            "PYTHONPATH": str(HERE),
+            **extra,
+        }
+    )
+    return env
+
+
+def wait_for(what: str, check, server: Server, timeout: float = 30.0):
+    return peers.wait_until(what, check, timeout, server.output)
+
+
+def serve_and_check(server: Server, app_port: int, metrics_port: int, requests: int, restarts: bool) -> Dict[str, float]:
+    """Sends ``requests`` requests (every third to /other), scraping between them: every scrape
+    parses, no counter goes back, and the last scrape has the exact totals."""
+
+    def up() -> Optional[bool]:
+        try:
+            get(app_port, "/hello")
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10):
+                return True
+        except OSError:
+            return None
+
+    wait_for("the server and the shared metrics port", up, server)
+    sent = {"/hello": 1, "/other": 0}
+    pids = set()
+    last: Dict[str, float] = {}
+    for i in range(requests - 1):
+        path = "/other" if i % 3 == 0 else "/hello"
+        pids.add(get(app_port, path))
+        sent[path] += 1
+        if i % 5 == 0:
+            now = values(scrape(metrics_port))
+            for key, value in last.items():
+                if key.startswith(("app_requests_total", "app_latency_seconds_count")):
+                    assert now.get(key, 0) >= value, f"{key} went back from {value} to {now.get(key)}"
+            last = now
+
+    def exact() -> Optional[Dict[str, float]]:
+        v = values(scrape(metrics_port))
+        hello = v.get("app_requests_total{route=/hello}")
+        other = v.get("app_requests_total{route=/other}")
+        return v if (hello, other) == (sent["/hello"], sent["/other"]) else None
+
+    v = wait_for(f"app_requests_total == {sent}", exact, server)
+    assert v["app_latency_seconds_count{}"] == requests
+    assert v["app_latency_seconds_sum{}"] == 0.25 * requests
+    assert v["app_latency_seconds_bucket{le=0.5}"] == requests and v["app_latency_seconds_bucket{le=0.1}"] == 0
+    if restarts:
+        assert len(pids) > 2, f"no worker was restarted: {pids}\n{server.output()}"
+    # Gauges: live workers only (2), whatever the number of workers that ever ran.
+    wait_for("app_workers_up == 2", lambda: values(scrape(metrics_port)).get("app_workers_up{}") == 2 or None, server)
+    return v
+
+
+@pytest.mark.parametrize("worker_class", ["sync", "uvicorn.workers.UvicornWorker"])
+def test_gunicorn_workers_restarted_by_max_requests_are_scraped_whole(tmp_path, worker_class):
+    app_port, metrics_port = peers.free_port(), peers.free_port()
+    app = "mp_app:wsgi" if worker_class == "sync" else "mp_app:asgi"
+    argv = [str(BIN / "gunicorn"), "-c", "mp_gunicorn_conf.py", "-w", "2", "-k", worker_class]
+    argv += ["-b", f"127.0.0.1:{app_port}", "--max-requests", "10", app]
+    server = Server(argv, server_env(tmp_path, metrics_port), tmp_path)
+    try:
+        serve_and_check(server, app_port, metrics_port, requests=60, restarts=True)
+        files = list((tmp_path / "metrics").glob("*.envelope"))
+        assert len(files) > 2, files
+    finally:
+        server.stop()
+    assert "Address already in use" not in server_output_after(tmp_path)
+
+
+def server_output_after(tmp: Path) -> str:
+    return (tmp / "server.log").read_text()
+
+
+def test_uvicorn_workers_survive_a_replaced_worker(tmp_path):
+    app_port, metrics_port = peers.free_port(), peers.free_port()
+    argv = [str(BIN / "uvicorn"), "--workers", "2", "--host", "127.0.0.1", "--port", str(app_port), "mp_app:asgi"]
+    server = Server(argv, server_env(tmp_path, metrics_port, MP_APP_INIT="1"), tmp_path)
+    try:
+        before = serve_and_check(server, app_port, metrics_port, requests=30, restarts=False)
+        # Stop one worker (SIGTERM: it exits cleanly) and let uvicorn start another.
+        files = {p.name for p in (tmp_path / "metrics").glob("*.envelope")}
+        victim = int(sorted(files)[0].split("-")[-2])
+        os.kill(victim, signal.SIGTERM)
+        wait_for(
+            "a replacement worker",
+            lambda: len(list((tmp_path / "metrics").glob("*.envelope"))) > len(files) or None,
+            server,
+        )
+        v = values(scrape(metrics_port))
+        assert v["app_requests_total{route=/hello}"] >= before["app_requests_total{route=/hello}"]
+        total = 30
+        for _ in range(15):
+            get(app_port, "/hello")
+            total += 1
+
+        def exact():
+            v = values(scrape(metrics_port))
+            return v if v.get("app_latency_seconds_count{}") == total else None
+
+        v = wait_for(f"{total} requests after the replacement", exact, server)
+        assert v["app_requests_total{route=/hello}"] + v["app_requests_total{route=/other}"] == total
+        wait_for("app_workers_up == 2", lambda: values(scrape(metrics_port)).get("app_workers_up{}") == 2 or None, server)
+    finally:
+        server.stop()
+    assert "Address already in use" not in server_output_after(tmp_path)
+
+
+WORKERS = """
+import multiprocessing, os, sys, time
+import pipetel.multiprocess
+from pipetel.telefuser import get_metrics_registry
+
+def work(rank, steps, go):
+    pipetel.multiprocess.init("mp-train", interval=0.2)
+    steps_done = get_metrics_registry("train").counter("steps", "Steps", labels={"rank": str(rank % 2)})
+    for _ in range(steps):
+        steps_done.inc()
+    print("ready", rank, flush=True)
+    go.wait()
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context("spawn")
+    go = ctx.Event()
+    procs = [ctx.Process(target=work, args=(rank, 10 * (rank + 1), go)) for rank in range(3)]
+    for p in procs:
+        p.start()
+    sys.stdin.readline()
+    go.set()
+    for p in procs:
+        p.join()
+    print("exit codes", [p.exitcode for p in procs], flush=True)
+"""
+
+
+def test_multiprocessing_workers_share_one_endpoint(tmp_path):
+    metrics_port = peers.free_port()
+    script = tmp_path / "train.py"
+    script.write_text(WORKERS)
+    env = server_env(tmp_path, metrics_port)
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        ready = [proc.stdout.readline() for _ in range(3)]
+        assert all(line.startswith("ready") for line in ready), ready
+
+        def exact():
+            v = values(scrape(metrics_port))
+            return v if (v.get("train_steps_total{rank=0}"), v.get("train_steps_total{rank=1}")) == (40, 20) else None
+
+        peers.wait_until("train_steps_total by rank", exact, 30)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "exit codes [0, 0, 0]" in out, err
+    assert "Address already in use" not in err
+    # After every worker exited, their files still hold the totals.
+    from pipetel.multiprocess import merged_page
+
+    v = values(merged_page(str(tmp_path / "metrics")))
+    assert (v["train_steps_total{rank=0}"], v["train_steps_total{rank=1}"]) == (40, 20)
