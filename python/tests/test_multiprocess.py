@@ -245,3 +245,38 @@ def test_multiprocessing_workers_share_one_endpoint(tmp_path):
 
     v = values(merged_page(str(tmp_path / "metrics")))
     assert (v["train_steps_total{rank=0}"], v["train_steps_total{rank=1}"]) == (40, 20)
+
+
+def test_a_dead_workers_counters_stay_and_its_gauges_go(tmp_path):
+    from pipetel import Envelope
+    from pipetel.multiprocess import merged_page, page_snapshots
+
+    page = """# HELP jobs_total Jobs
+# TYPE jobs_total counter
+jobs_total{queue="a"} 5
+# TYPE busy gauge
+busy 1
+# TYPE latency_seconds histogram
+latency_seconds_bucket{le="0.5"} 2
+latency_seconds_bucket{le="+Inf"} 3
+latency_seconds_sum 2.5
+latency_seconds_count 3
+# TYPE rpc summary
+rpc{quantile="0.5"} 0.2
+rpc_sum 4
+rpc_count 8
+"""
+    host = __import__("socket").gethostname()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    sources = {f"{host}-{os.getpid()}-1": "live", f"{host}-{int(dead.stdout)}-1": "dead", f"otherhost-{os.getpid()}-1": "other"}
+    for source in sources:
+        (tmp_path / f"{source}.envelope").write_bytes(Envelope(source, 1, page_snapshots(page)).encode())
+    v = values(merged_page(str(tmp_path)))
+    # Counters, histograms and summary sums: every worker, dead or on another host.
+    assert v["jobs_total{queue=a}"] == 15
+    assert (v["latency_seconds_bucket{le=0.5}"], v["latency_seconds_bucket{le=+Inf}"]) == (6, 9)
+    assert (v["latency_seconds_sum{}"], v["latency_seconds_count{}"]) == (7.5, 9)
+    assert (v["rpc_sum{}"], v["rpc_count{}"]) == (12, 24)
+    # Gauges: live workers of this host only; quantiles cannot be summed and are left out.
+    assert v["busy{}"] == 1
+    assert not any(k.startswith("rpc{") for k in v)
