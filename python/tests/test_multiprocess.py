@@ -5,6 +5,7 @@ scrape of the shared port sees every worker's series, each counted once, no work
 fails on the port, and no counter of the merged view ever goes back across restarts."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -90,9 +91,8 @@ def wait_for(what: str, check, server: Server, timeout: float = 30.0):
     return peers.wait_until(what, check, timeout, server.output)
 
 
-def serve_and_check(server: Server, app_port: int, metrics_port: int, requests: int, restarts: bool) -> Dict[str, float]:
-    """Sends ``requests`` requests (every third to /other), scraping between them: every scrape
-    parses, no counter goes back, and the last scrape has the exact totals."""
+def wait_until_serving(server: Server, app_port: int, metrics_port: int) -> None:
+    """Waits until the app answers (one request to /hello) and the shared port serves."""
 
     def up() -> Optional[bool]:
         try:
@@ -103,6 +103,13 @@ def serve_and_check(server: Server, app_port: int, metrics_port: int, requests: 
             return None
 
     wait_for("the server and the shared metrics port", up, server)
+
+
+def serve_and_check(server: Server, app_port: int, metrics_port: int, requests: int, restarts: bool) -> Dict[str, float]:
+    """Sends ``requests`` requests (every third to /other), scraping between them: every scrape
+    parses, no counter goes back, and the last scrape has the exact totals."""
+
+    wait_until_serving(server, app_port, metrics_port)
     sent = {"/hello": 1, "/other": 0}
     pids = set()
     last: Dict[str, float] = {}
@@ -280,3 +287,33 @@ rpc_count 8
     # Gauges: live workers of this host only; quantiles cannot be summed and are left out.
     assert v["busy{}"] == 1
     assert not any(k.startswith("rpc{") for k in v)
+
+
+def test_prometheus_scrapes_gunicorn_workers_as_one_target_without_resets(tmp_path, prometheus):
+    app_port, metrics_port = peers.free_port(), peers.free_port()
+    argv = [str(BIN / "gunicorn"), "-c", "mp_gunicorn_conf.py", "-w", "2", "-b", f"127.0.0.1:{app_port}"]
+    argv += ["--max-requests", "10", "mp_app:wsgi"]
+    server = Server(argv, server_env(tmp_path, metrics_port), tmp_path)
+    try:
+        wait_until_serving(server, app_port, metrics_port)
+        prometheus.scrape(f"127.0.0.1:{metrics_port}")
+        prometheus.wait_until_up()
+        total = 1
+        for _ in range(3):  # requests across several scrapes and worker restarts
+            for _ in range(20):
+                get(app_port, "/hello")
+                total += 1
+            time.sleep(1.5)
+        prometheus.wait_for_value('app_requests_total{route="/hello"}', total, timeout=30)
+        # One target, every worker in it, no counter reset ever seen across the restarts.
+        assert prometheus.query('resets(app_requests_total{route="/hello"}[5m])')[0].value == 0
+        assert prometheus.query('count(app_workers_up)')[0].value == 1
+        assert len(list((tmp_path / "metrics").glob("*.envelope"))) > 2
+        page = tmp_path / "page.txt"
+        page.write_text(scrape(metrics_port))
+        promtool = os.environ.get("PIPETEL_PROMTOOL_BIN") or "promtool"
+        if shutil.which(promtool):
+            lint = subprocess.run([promtool, "check", "metrics"], input=page.read_text(), capture_output=True, text=True)
+            assert lint.returncode == 0, lint.stdout + lint.stderr
+    finally:
+        server.stop()
