@@ -348,6 +348,8 @@ def init(
     port = int(settings.pop("prometheus_port", os.environ.get("OTEL_EXPORTER_PROMETHEUS_PORT", 9464)))
     host = str(settings.pop("prometheus_host", os.environ.get("OTEL_EXPORTER_PROMETHEUS_HOST", "localhost")))
     guard = _init(service_name, config_file=config_file, prometheus_port=0, prometheus_host="127.0.0.1", **settings)
+    if guard.prometheus_addr is None:
+        return guard  # no pull endpoint configured (push exporters only): nothing to merge
     worker = _Worker(guard, directory, host, port, float(interval))
     _WORKER["worker"] = worker
     try:
