@@ -319,7 +319,10 @@ class _View:
             self._send_locked()
         guard = _STARTED.get("guard")
         if guard is not None:
-            guard.flush()
+            try:
+                guard.flush()
+            except Exception as e:  # an unreachable collector must not fail the user's shard
+                self._warn(f"flushing after a shard of stage {self.handle.name!r} failed: {e}")
 
     def _progress(self) -> None:
         with self.lock:

@@ -47,7 +47,7 @@ def main() -> int:
     try:
         cluster.wait_for_nodes()
         nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
-        guard = pipetel.init("ray-driver", prometheus_port=0)
+        guard = pipetel.init("ray-driver", prometheus_port=0, exporters_metrics=["prometheus"])
         with pipetel.stage("ray-tasks", shards=TASK_SHARDS) as stage:
             handle = pipetel.ray.handle(stage, report_interval=0.5)
             refs = [

@@ -45,7 +45,7 @@ def work(args):
 
 def main() -> int:
     shards = int(sys.argv[1])
-    guard = pipetel.init("remote-owner", prometheus_port=0)
+    guard = pipetel.init("remote-owner", prometheus_port=0, exporters_metrics=["prometheus"])
     with pipetel.stage("spawned", shards=shards, counters=["docs"]) as stage:
         handle = stage.remote(report_interval=0.2)
         ctx = multiprocessing.get_context("spawn")
