@@ -221,12 +221,12 @@ def work(rank, steps, ready, go):
     for _ in range(steps):
         steps_done.inc()
     ready.put(rank)
-    go.wait()
+    go.wait(120)
 
 if __name__ == "__main__":
     ctx = multiprocessing.get_context("spawn")
     ready, go = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=work, args=(rank, 10 * (rank + 1), ready, go)) for rank in range(3)]
+    procs = [ctx.Process(target=work, args=(rank, 10 * (rank + 1), ready, go), daemon=True) for rank in range(3)]
     for p in procs:
         p.start()
     print("ready", sorted(ready.get(timeout=60) for _ in procs), flush=True)
@@ -260,7 +260,14 @@ def test_multiprocessing_workers_share_one_endpoint(tmp_path):
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
-            proc.kill()
+            # Let the workers go (they wait for the parent's signal), then make sure all ended.
+            try:
+                proc.communicate("\n", timeout=30)
+            except (subprocess.TimeoutExpired, OSError, ValueError):
+                pass
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert "exit codes [0, 0, 0]" in out, err
     assert "Address already in use" not in err
     # After every worker exited, their files still hold the totals.
