@@ -85,6 +85,23 @@ def test_spawn_workers_count_exactly_in_the_owners_row_and_continue_its_trace(co
     assert len(inner) == SHARDS and {s.parent_span_id for s in inner} <= {s.span_id for s in shard_spans}
 
 
+def test_spawn_workers_count_exactly_with_no_exporter_but_the_pull_endpoint():
+    done = subprocess.run(
+        [sys.executable, str(HERE / "remote_stage_owner.py"), str(SHARDS)],
+        env=clean_env({}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    row = out["row"]
+    assert (row["items"], row["bytes"], row["shards_failed"]) == (1500, 15000, 1), row
+    assert metric(out["page"], "pipeline_stage_items_total", pipeline_stage_name="spawned") == 1500
+    # No trace exporter: no trace context anywhere, and nothing fails for it.
+    assert out["traceparent"] is None and all(s["traceparent"] is None for s in out["seen"])
+
+
 def test_a_handle_pickles_and_refuses_bad_arguments():
     with pipetel.stage("local", shards=1) as stage:
         handle = stage.remote()
