@@ -6,8 +6,10 @@ spans the driver and the tasks."""
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,11 +39,16 @@ def metric(page: str, name: str, **labels) -> float:
 def test_ray_tasks_on_two_nodes_and_ray_data_count_exactly_in_one_trace(ray_installed, collector, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
     env.update(collector.env("grpc"))
-    env.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp", "RAY_TMPDIR": str(tmp_path)})
+    # Ray's socket paths must stay under 108 bytes: a short directory of its own.
+    ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
+    env.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp", "RAY_TMPDIR": ray_tmp})
     env.update({"RAY_USAGE_STATS_ENABLED": "0", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"})
-    done = subprocess.run(
-        [sys.executable, str(HERE / "ray_driver.py")], env=env, capture_output=True, text=True, timeout=300
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, str(HERE / "ray_driver.py")], env=env, capture_output=True, text=True, timeout=300
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert done.returncode == 0, done.stderr[-4000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     seen, row = out["seen"], out["tasks_row"]
