@@ -168,3 +168,6 @@ from . import asgi, wsgi  # noqa: E402
 from ._pipetel import prometheus_text  # noqa: E402
 
 __all__ += ["prometheus_text"]
+
+# Stages across processes (a picklable handle per stage), Ray, multi-worker servers.
+from . import remote  # noqa: E402

@@ -16,6 +16,7 @@ use pipetel::config::toml;
 use pipetel::opentelemetry::logs::LoggerProvider as _;
 use pipetel::opentelemetry_sdk::logs::SdkLogger;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::args::{arg, type_name};
@@ -23,6 +24,11 @@ use crate::errors::{guard, to_py, AlreadyInitialized, ConfigError, InitError, Sh
 
 /// Set once `init` succeeded in this process (`init` is once per process, also after shutdown).
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The arguments `init` succeeded with (`service_name`, `config_file` and the keyword
+/// settings), for `pipetel._init_settings()`: a remote stage's handle carries them so a process
+/// running its shards starts pipetel alike.
+static INIT_ARGS: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 
 /// The logger of the provider `init` installed, when logs are exported (`pipetel.LoggingHandler`
 /// emits through it). Set once: `init` is once per process; after shutdown the provider drops
@@ -93,6 +99,12 @@ fn init(
     #[pyo3(from_py_with = arg::config_file)] config_file: Option<PathBuf>,
     settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyGuard>> {
+    let args = PyDict::new(py);
+    args.set_item("service_name", &service_name)?;
+    args.set_item("config_file", config_file.as_ref().map(|p| p.to_string_lossy().into_owned()))?;
+    if let Some(settings) = settings {
+        args.update(settings.as_mapping())?;
+    }
     let config = guard(|| {
         let file = config_file.map(|p| p.to_string_lossy().into_owned());
         let lookup = |name: &str| match (&file, name) {
@@ -116,6 +128,7 @@ fn init(
     // Binding the endpoint and building exporters may block: other Python threads run meanwhile.
     let telemetry = py.detach(|| guard(|| pipetel::init(config).map_err(init_error)))?;
     INITIALIZED.store(true, Ordering::SeqCst);
+    let _ = INIT_ARGS.set(py, args.unbind());
     if let Some(lp) = telemetry.logger_provider() {
         let _ = LOGGER.set(lp.logger(pipetel::SCOPE_NAME));
     }
@@ -158,6 +171,13 @@ fn prometheus_text(py: Python<'_>, #[pyo3(from_py_with = arg::openmetrics)] open
 #[pyfunction]
 fn _has_prometheus_text() -> bool {
     RENDER.get().is_some()
+}
+
+/// `pipetel._init_settings()`: a copy of the arguments `init` succeeded with in this process
+/// (`service_name`, `config_file`, then the keyword settings), or `None` before `init`.
+#[pyfunction]
+fn _init_settings(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
+    INIT_ARGS.get(py).map(|d| d.bind(py).copy()).transpose()
 }
 
 /// What `init` returns: owns pipetel's providers and exporters. `shutdown()` flushes and stops
@@ -259,6 +279,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_initialized, m)?)?;
     m.add_function(wrap_pyfunction!(prometheus_text, m)?)?;
     m.add_function(wrap_pyfunction!(_has_prometheus_text, m)?)?;
+    m.add_function(wrap_pyfunction!(_init_settings, m)?)?;
     m.add_class::<PyGuard>()?;
     Ok(())
 }

@@ -8,14 +8,14 @@
 use std::sync::{Mutex, PoisonError, RwLock};
 
 use pipetel::opentelemetry::Context;
-use pipetel::pipeline::{CounterKey, CounterValue, Shard, ShardRecorder, Stage, StageStat, WorkerStat};
+use pipetel::pipeline::{CounterKey, CounterValue, RemoteIngested, Shard, ShardRecorder, Stage, StageStat, WorkerStat};
 use pipetel::tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt};
 
 use crate::args::{arg, type_name};
-use crate::context::{current_context, describe_exception, traceparent_of, PySpan};
+use crate::context::{current_context, describe_exception, extract_traceparent, traceparent_of, PySpan};
 use crate::errors::guard;
 
 /// The context of a stage or shard object, for `parent=`.
@@ -187,6 +187,59 @@ impl PyStage {
     /// Ends the stage as failed with `reason` and returns its row as a dict.
     fn fail(&self, py: Python<'_>, #[pyo3(from_py_with = arg::reason)] reason: String) -> PyResult<Py<PyDict>> {
         self.end(py, move |s| s.fail(reason))
+    }
+
+    /// A picklable handle on this stage for shards that run in other processes
+    /// (`pipetel.remote.RemoteStage`): see that class for the keywords.
+    #[pyo3(signature = (**kwargs))]
+    fn remote<'py>(slf: &Bound<'py, Self>, kwargs: Option<&Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let class = py.import("pipetel.remote")?.getattr("RemoteStage")?;
+        class.call_method("of", (slf,), kwargs)
+    }
+
+    /// The remote view of a stage another process owns (`Stage.remote()`'s handle makes one in
+    /// each process that runs shards): its shards are children of that stage's span and report
+    /// under its name and execution id; it emits no stage row.
+    #[staticmethod]
+    fn _remote_view(
+        py: Python<'_>,
+        #[pyo3(from_py_with = arg::name)] name: String,
+        #[pyo3(from_py_with = arg::execution_id)] execution_id: Option<String>,
+        traceparent: &str,
+    ) -> PyResult<PyStage> {
+        let cx = extract_traceparent("traceparent", traceparent)?;
+        let Some(execution_id) = execution_id else {
+            return Err(PyValueError::new_err("execution_id: a remote view needs the owner's execution id"));
+        };
+        let stage = guard(|| {
+            pipetel::pipeline::Stage::remote(name.clone(), execution_id, traceparent)
+                .map_err(|e| PyValueError::new_err(format!("traceparent: {e}")))
+        })?;
+        let current = Py::new(py, PySpan::borrowed(format!("stage {name}"), cx.clone()))?;
+        Ok(PyStage { stage: RwLock::new(Some(stage)), cx, current, name })
+    }
+
+    /// The cumulative report of this process's shards of a remote view (an encoded envelope
+    /// from `source`), for the owner's `_ingest_remote`.
+    fn _remote_report<'py>(&self, py: Python<'py>, source: &str) -> PyResult<Bound<'py, PyBytes>> {
+        let guard_ = self.stage.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(stage) = guard_.as_ref() else { return Err(ended(&format!("stage {:?}", self.name))) };
+        let bytes = guard(|| Ok(stage.remote_report(source).encode()))?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Counts a remote view's report in this stage's row and metrics: `"accepted"`, or
+    /// `"superseded"` for a report not newer than the latest from its source. Raises
+    /// `ValueError` naming what is wrong for a report refused whole.
+    fn _ingest_remote(&self, report: &[u8]) -> PyResult<&'static str> {
+        let guard_ = self.stage.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(stage) = guard_.as_ref() else { return Err(ended(&format!("stage {:?}", self.name))) };
+        guard(|| match stage.ingest_remote(report) {
+            Ok(RemoteIngested::Superseded) => Ok("superseded"),
+            Ok(_) => Ok("accepted"),
+            Err(e) => Err(PyValueError::new_err(format!("report: {e}"))),
+        })
     }
 
     /// The stage name.

@@ -1,7 +1,8 @@
 //! A distributed stage: shards run in child processes (`Stage::remote`) send their cumulative
 //! reports (recorder envelopes, here through files) to the owning process, whose stage row and
 //! stage metrics then hold the exact totals, including one failing remote shard in
-//! `pipeline.shards.failed`; late and repeated reports change nothing.
+//! `pipeline.shards.failed`; late and repeated reports change nothing. A child exports its
+//! shard's worker metrics and no stage metrics of the remote view.
 
 mod pipeline_support;
 
@@ -18,8 +19,12 @@ const FALLBACK_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba90
 /// In a child: runs shard `index` of the remote stage and writes a partial report, then the
 /// final one, to `<out>.1` and `<out>.2`.
 fn child(index: u32, traceparent: &str, out: &str) {
-    let _telemetry = pipetel::init(
-        pipetel::Config::default().with_service_name("remote-shard").with_rows(false).with_console_log(false),
+    let telemetry = pipetel::init(
+        pipetel::Config::default()
+            .with_service_name("remote-shard")
+            .with_rows(false)
+            .with_console_log(false)
+            .with_prometheus_port(0),
     )
     .expect("init");
     let stage = pipetel::Stage::remote("distributed", "e1", traceparent).expect("remote view");
@@ -38,6 +43,14 @@ fn child(index: u32, traceparent: &str, out: &str) {
         shard.finish();
     }
     std::fs::write(format!("{out}.2"), stage.remote_report(&source).encode()).expect("write final");
+    // The shard's worker metrics are this process's; the stage metrics only the owner's, so a
+    // backend summing over processes counts each shard once.
+    let text = telemetry.prometheus_render().expect("render").render();
+    let expected = f64::from(100 * index);
+    assert_eq!(value(&text, "pipeline_worker_items_total{", &format!("pipeline_shard_index=\"{index}\"")), expected);
+    for family in ["pipeline_stage_items_total{", "pipeline_stage_shards{", "pipeline_stage_counters{"] {
+        assert!(!text.lines().any(|l| l.starts_with(family)), "a remote view exports {family}:\n{text}");
+    }
 }
 
 fn value(text: &str, metric: &str, extra: &str) -> f64 {

@@ -32,9 +32,13 @@ type ShardValue<M> = fn(&ShardInner) -> Option<M>;
 
 /// The table's stages, those with the same attributes (namespace, name, execution id) in one
 /// group, groups in the order of their first stage: series of one attribute set are observed
-/// once, as the SDK keeps one series per attribute set (the last observation winning).
-fn stage_groups() -> Vec<Vec<Arc<StageInner>>> {
-    let stages = table().stages();
+/// once, as the SDK keeps one series per attribute set (the last observation winning). Remote
+/// views only with `views` (worker metrics): their stage metrics belong to the owning process.
+fn stage_groups(views: bool) -> Vec<Vec<Arc<StageInner>>> {
+    let mut stages = table().stages();
+    if !views {
+        stages.retain(|s| !s.view);
+    }
     let mut groups: Vec<Vec<Arc<StageInner>>> = Vec::with_capacity(stages.len());
     let mut seen: HashMap<(&str, &str, &str), usize> = HashMap::with_capacity(stages.len());
     for stage in &stages {
@@ -58,7 +62,7 @@ type Observer<'a, M> = &'a mut dyn FnMut(M, &[KeyValue]);
 /// stages sharing their attributes, the last one's value).
 fn per_stage<M: 'static>(value: StageValue<M>) -> impl Fn(Observer<'_, M>) + Send + Sync + 'static {
     move |obs| {
-        for group in stage_groups() {
+        for group in stage_groups(false) {
             if let Some((stage, v)) = group.iter().rev().find_map(|s| value(s).map(|v| (s, v))) {
                 obs(v, &stage.meta.attrs);
             }
@@ -104,7 +108,7 @@ where
 {
     move |obs| {
         let mut series = Series::new(limit, fold);
-        for group in stage_groups() {
+        for group in stage_groups(true) {
             let shards: Vec<Vec<Arc<ShardInner>>> = group.iter().map(|s| s.shards()).collect();
             for (shard, v) in shard_values(&shards, value) {
                 series.observe(obs, v, &shard.attrs);
@@ -204,7 +208,7 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
     all.push(Observable::new(
         &fam::STAGE_SHARDS,
         Values::GaugeU64(b(|obs: Observer<'_, u64>| {
-            for group in stage_groups() {
+            for group in stage_groups(false) {
                 // The last stage of a group, as the SDK keeps the last observation.
                 if let Some(stage) = group.last() {
                     for (count, attrs) in stage.shard_counts().iter().zip(stage.state_attrs.iter()) {
@@ -403,7 +407,7 @@ pub(crate) fn register_counters(meter: &Meter, cardinality_limit: usize) {
                 family.name,
                 "raise PIPETEL_CARDINALITY_LIMIT, use fewer counter keys, or set PIPETEL_STAGE_COUNTER_METRICS=false and read the counters from the stage rows",
             );
-            for stage in table().stages() {
+            for stage in table().stages().into_iter().filter(|s| !s.view) {
                 for (key, value) in stage.counter_totals() {
                     let mut attrs = stage.meta.attrs.clone();
                     attrs.push(KeyValue::new(COUNTER_NAME, key));

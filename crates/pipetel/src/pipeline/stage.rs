@@ -112,9 +112,11 @@ impl std::fmt::Debug for Stage {
 impl Stage {
     /// Continues a stage started in another process, from the `traceparent` string its
     /// [`Stage::traceparent`] gave: shards started here are children of that stage's span and
-    /// report under the same name and execution id. A remote view emits no stage row (the
-    /// owning process does): send its [`Stage::remote_report`] to the owner, whose
-    /// [`Stage::ingest_remote`] counts these shards in its row and metrics.
+    /// report under the same name and execution id. A remote view emits no stage row and no
+    /// stage metrics (`pipeline.stage.*`; the owning process does, so a backend summing over
+    /// processes counts each shard once): send its [`Stage::remote_report`] to the owner, whose
+    /// [`Stage::ingest_remote`] counts these shards in its row and metrics. Its shards' worker
+    /// rows and worker metrics are exported by this process.
     ///
     /// # Errors
     /// [`RemoteStageError`] when `traceparent` is not a valid W3C `traceparent` value.
@@ -133,7 +135,8 @@ impl Stage {
             }
         }
         let (name, execution_id) = (name.into(), execution_id.into());
-        let inner = Arc::new(StageInner::new(stage_meta(namespaces(), &name, &execution_id), 0, Vec::new()));
+        let inner =
+            Arc::new(StageInner::new(stage_meta(namespaces(), &name, &execution_id), 0, Vec::new()).into_view());
         table().add(inner.clone(), retention());
         Ok(Stage { inner, parent: Parent::Remote(cx), remote: true, reports: AtomicU64::new(0) })
     }

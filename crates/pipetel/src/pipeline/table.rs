@@ -218,6 +218,9 @@ pub(crate) struct StageInner {
     pub(crate) state_attrs: [Vec<KeyValue>; 4],
     /// Shards run in other processes, as their reports gave them (see [`super::remote`]).
     pub(crate) remote: Mutex<RemoteShards>,
+    /// A remote view ([`super::Stage::remote`]): its shards' worker metrics are exported here,
+    /// its stage metrics only by the owning process (which counts these shards from reports).
+    pub(crate) view: bool,
 }
 
 impl StageInner {
@@ -239,7 +242,14 @@ impl StageInner {
             stage_errors: AtomicU64::new(0),
             state_attrs,
             remote: Mutex::new(RemoteShards::default()),
+            view: false,
         }
+    }
+
+    /// This stage as a remote view (see [`StageInner::view`]).
+    pub(crate) fn into_view(mut self) -> Self {
+        self.view = true;
+        self
     }
 
     pub(crate) fn shards(&self) -> Vec<Arc<ShardInner>> {
