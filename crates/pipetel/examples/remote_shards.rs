@@ -12,7 +12,9 @@
 //! ```
 //!
 //! The owner writes each stage's trace context to `<dir>/<stage>.traceparent`; a worker runs
-//! shards `first .. first + count` of each stage in turn (one thread per shard, for `seconds`),
+//! shards `first .. first + count` of each stage in turn, each shard for `seconds` (or `--batches
+//! N` batches, if sooner) on `--threads T` threads (default: one per shard; with fewer, each
+//! thread takes the next shard when its last one ended),
 //! writes `<dir>/<stage>.<source>.report` every half second and once more at the end, then
 //! `<dir>/<stage>.<source>.done`. The owner (`--shards N`: the stage's shard count, for its row)
 //! ends a stage when `workers` sources are done (or after `--timeout-seconds`, default 600; it
@@ -22,7 +24,7 @@
 //! its totals over every worker. Every `pipetel::Config` variable applies.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 const STAGES: [&str; 3] = ["download", "tokenize", "index"];
@@ -42,6 +44,8 @@ struct Args {
     source: String,
     first: u32,
     count: u32,
+    threads: u32,
+    batches: u64,
     seconds: u64,
     timeout: u64,
 }
@@ -66,6 +70,8 @@ fn parse_args() -> Result<Args, String> {
         source: format!("worker-{}", std::process::id()),
         first: 0,
         count: 8,
+        threads: 0,
+        batches: u64::MAX,
         seconds: 3,
         timeout: 600,
     };
@@ -81,6 +87,8 @@ fn parse_args() -> Result<Args, String> {
             "--shards" => a.shards = small(number()?)?,
             "--first" => a.first = small(number()?)?,
             "--count" => a.count = small(number()?)?,
+            "--threads" => a.threads = small(number()?)?,
+            "--batches" => a.batches = number()?,
             "--seconds" => a.seconds = number()?,
             "--timeout-seconds" => a.timeout = number()?,
             _ => return Err(format!("unknown flag {flag}")),
@@ -186,6 +194,7 @@ fn worker(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
         let report = a.dir.join(format!("{name}.{}.report", a.source));
         let deadline = Instant::now() + Duration::from_secs(a.seconds);
         let running = AtomicBool::new(true);
+        let next = AtomicU32::new(a.first);
         let items: u64 = std::thread::scope(|s| -> std::io::Result<u64> {
             let reporter = s.spawn(|| -> std::io::Result<()> {
                 while running.load(Ordering::Acquire) {
@@ -194,11 +203,25 @@ fn worker(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
                 }
                 Ok(())
             });
-            let stage = &stage;
-            let shards: Vec<_> = (a.first..a.first.saturating_add(a.count))
-                .map(|i| s.spawn(move || run_shard(stage, i, deadline)))
+            // Each thread takes the next shard not yet taken, until none is left.
+            let (stage, next) = (&stage, &next);
+            let end = a.first.saturating_add(a.count);
+            let threads = if a.threads == 0 { a.count } else { a.threads.min(a.count) };
+            let pool: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(move || {
+                        let mut items = 0;
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= end {
+                                return items;
+                            }
+                            items += run_shard(stage, i, deadline, a.batches);
+                        }
+                    })
+                })
                 .collect();
-            let items = shards.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+            let items = pool.into_iter().map(|h| h.join().unwrap_or(0)).sum();
             running.store(false, Ordering::Release);
             reporter.join().unwrap_or(Ok(()))?;
             Ok(items)
@@ -210,12 +233,14 @@ fn worker(a: &Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// One shard: batches of synthetic work until the deadline; the items it recorded.
-fn run_shard(stage: &pipetel::Stage, index: u32, deadline: Instant) -> u64 {
+/// One shard: batches of synthetic work until the deadline, or `batches` of them; the items it
+/// recorded.
+fn run_shard(stage: &pipetel::Stage, index: u32, deadline: Instant, batches: u64) -> u64 {
     let shard = stage.shard(index).start();
-    let mut items = 0;
+    let (mut items, mut done) = (0, 0);
     let mut x = u64::from(index);
-    while Instant::now() < deadline {
+    while Instant::now() < deadline && done < batches {
+        done += 1;
         let t = Instant::now();
         while t.elapsed() < Duration::from_millis(2) {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
