@@ -12,7 +12,8 @@ Each stored record comes back as the row its writer kept in its local store (the
 ``PIPETEL_ROWS_FILE``): the keys ``event``, ``timestamp_ms``, ``trace_id`` and ``span_id``
 (when the row has them) and every ``pipeline.*`` field, with the types the local row has
 (VictoriaLogs keeps every value as text; the row fields' types are known, and a user counter is
-a float when any of its values in the answer has a decimal point). Rows come oldest first.
+a float when any of its values in the answer has a decimal point, so a float counter that only
+ever held whole numbers comes back as an int). Rows come oldest first.
 
 The answer is a ``pandas.DataFrame`` (one row per row, a column per key) when pandas is
 installed, a list of dicts otherwise; ``frame=True`` / ``frame=False`` asks for one of them.

@@ -21,6 +21,10 @@ def _same(remote, local):
         return False
     for k, v in local.items():
         r = remote[k]
+        # VictoriaLogs keeps text: a float counter that only ever held whole numbers in the
+        # answer comes back as an int (documented, as for `pipetel rows --url`).
+        if k.startswith("pipeline.counter.") and isinstance(v, float) and v.is_integer() and type(r) is int:
+            r = float(r)
         if type(r) is not type(v):
             return False
         if isinstance(v, float):
@@ -52,7 +56,7 @@ def test_query_gives_back_the_local_rows_with_every_filter(stores_gateway, victo
     )
     run_example("zephyr_stats", env, timeout=90)
     local = [json.loads(line) for line in rows_file.read_text().splitlines()]
-    assert len(local) == 7, local  # 2 shards x (start, running, end) + the stage row
+    assert len(local) == 5, local  # 2 shards x (start, end) + the stage row
 
     def stored():
         rows = pipetel.rows.query(victoria_logs.url, execution=EXECUTION, frame=False)
@@ -77,7 +81,7 @@ def test_query_gives_back_the_local_rows_with_every_filter(stores_gateway, victo
         (dict(service="another-service"), lambda r: False),
     ]
     for filters, keep in cases:
-        got = pipetel.rows.query(victoria_logs.url, execution=EXECUTION, frame=False, **filters)
+        got = pipetel.rows.query(victoria_logs.url, frame=False, **{"execution": EXECUTION, **filters})
         want = [r for r in local if keep(r)]
         assert want or filters in (dict(execution="another-run"), dict(service="another-service")), filters
         _matching(got, want)
