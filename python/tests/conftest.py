@@ -60,6 +60,24 @@ def prometheus(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterat
 
 
 @pytest.fixture
+def victoria_logs(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[peers.VictoriaLogs]:
+    """A running real VictoriaLogs (the fleet's rows store); its base URL is ``.url``."""
+    yield from _peer(request, "victoria-logs", peers.start_victoria_logs, tmp_path / "victoria-logs")
+
+
+@pytest.fixture
+def stores_gateway(
+    request: pytest.FixtureRequest, tmp_path: pathlib.Path, victoria_logs: peers.VictoriaLogs
+) -> Iterator[peers.StoresGateway]:
+    """A real collector running ``gateway-stores.yaml``, its rows going to ``victoria_logs``."""
+
+    def start(workdir: pathlib.Path) -> peers.StoresGateway:
+        return peers.StoresGateway(peers.peer_binary("PIPETEL_OTELCOL_BIN", None), workdir, victoria_logs.url)
+
+    yield from _peer(request, "gateway-stores", start, tmp_path / "gateway")
+
+
+@pytest.fixture
 def run_example() -> Callable[..., object]:
     """``run_example(path, env=None, *, args=(), timeout=120, check=True)``: runs
     ``python/examples/<path>`` with ``sys.executable`` and returns the completed process."""

@@ -63,6 +63,10 @@ _PEERS: Dict[str, "tuple[str, str]"] = {
         "build it and set PIPETEL_OTELCOL_BIN: `export PIPETEL_OTELCOL_BIN=$(scripts/build-collector | tail -1)` "
         "(needs Go)",
     ),
+    "PIPETEL_VICTORIA_LOGS_BIN": (
+        "VictoriaLogs (the fleet's rows store)",
+        "build it and set PIPETEL_VICTORIA_LOGS_BIN: `scripts/build-backends victoria-logs` prints its path (needs Go)",
+    ),
     "PIPETEL_PROMETHEUS_BIN": (
         "Prometheus",
         "install Prometheus (`apt-get install prometheus`) or set PIPETEL_PROMETHEUS_BIN to a `prometheus` binary",
@@ -659,6 +663,64 @@ class Prometheus:
     def stop(self) -> None:
         """Stops Prometheus."""
         self.process.stop()
+
+
+class VictoriaLogs:
+    """A real VictoriaLogs (single node, storage in ``workdir``): the fleet's rows store."""
+
+    def __init__(self, binary: str, workdir: Path):
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        argv = [binary, f"-httpListenAddr=127.0.0.1:{port}", f"-storageDataPath={self.dir / 'data'}", "-loggerLevel=WARN"]
+        self.process = PeerProcess("victoria-logs", argv, self.dir)
+        self.process.wait_ready("VictoriaLogs", "ready", f"{self.url}/health", lambda: self.process.output(40))
+
+    def stop(self) -> None:
+        """Stops VictoriaLogs."""
+        self.process.stop()
+
+
+class StoresGateway:
+    """A real collector running ``otel-collector/gateway-stores.yaml`` as shipped, its rows going
+    to ``logs_url`` (VictoriaLogs); metrics and traces go to ports nothing listens on (they wait
+    in the gateway's queues), its queues on disk in ``workdir``."""
+
+    def __init__(self, binary: str, workdir: Path, logs_url: str):
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.grpc_port, health = free_port(), free_port()
+        env = {
+            "OTELCOL_OTLP_GRPC_ENDPOINT": f"127.0.0.1:{self.grpc_port}",
+            "OTELCOL_OTLP_HTTP_ENDPOINT": f"127.0.0.1:{free_port()}",
+            "OTELCOL_HEALTH_CHECK_ENDPOINT": f"127.0.0.1:{health}",
+            # Its own metrics listen on port 8888 of a loopback address of its own.
+            "OTELCOL_TELEMETRY_HOST": f"127.0.{os.getpid() % 250 + 1}.{self.grpc_port % 250 + 2}",
+            "OTELCOL_FILE_STORAGE_DIR": str(self.dir / "queues"),
+            "OTELCOL_VICTORIA_LOGS_URL": logs_url,
+            "OTELCOL_VICTORIA_METRICS_URL": f"http://127.0.0.1:{free_port()}",
+            "OTELCOL_JAEGER_ENDPOINT": f"127.0.0.1:{free_port()}",
+            "HOSTNAME": "gateway-1",
+        }
+        config = REPO / "otel-collector" / "gateway-stores.yaml"
+        argv = [binary, "--config", str(config)]
+        self.process = PeerProcess("gateway-stores", argv, self.dir, env)
+        self.process.wait_ready("the gateway", "healthy", f"http://127.0.0.1:{health}/", lambda: self.process.output(40))
+
+    def env(self) -> Dict[str, str]:
+        """``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``_PROTOCOL`` for a program to push here (gRPC)."""
+        return {"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{self.grpc_port}", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
+
+    def stop(self) -> None:
+        """Stops the gateway."""
+        self.process.stop()
+
+
+def start_victoria_logs(workdir: Optional[Path] = None) -> VictoriaLogs:
+    """Starts VictoriaLogs (``PIPETEL_VICTORIA_LOGS_BIN``); raises :class:`PeerMissing` without it."""
+    binary = peer_binary("PIPETEL_VICTORIA_LOGS_BIN", None)
+    return VictoriaLogs(binary, workdir or Path(tempfile.mkdtemp(prefix="pipetel-vl-")))
 
 
 def start_collector(workdir: Optional[Path] = None) -> Collector:

@@ -10,13 +10,21 @@
 //! endpoints, Prometheus scraping the shipped `config.yaml` collector's `prometheus` exporter, and
 //! Prometheus receiving the shipped `gateway.yaml`'s remote write. The dashboards must work on
 //! all three unchanged.
+//!
+//! The fleet's metrics store answers the same dashboards: the examples push to a gateway running
+//! `gateway-stores.yaml`, which remote-writes to VictoriaMetrics, and every dashboard query runs
+//! there through the same checks (VictoriaMetrics evaluates no rules: the rule checks stay with
+//! Prometheus).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::support::http::{http, urlencode};
+use crate::support::stores::Stores;
 use crate::support::{
-    example_path, turn_if_peers, wait_for, workspace_root, Process, Prometheus, Route, RouteStack, FAKE_GPUS,
+    example_path, example_pushing, turn_if_peers, wait_for, workspace_root, Otelcol, Peer, Process, Route, RouteStack,
+    FAKE_GPUS,
 };
 use pipetel_gpu::test_support::FakeNvml;
 use serde_json::Value;
@@ -143,13 +151,24 @@ fn substitute(expr: &str, values: &BTreeMap<String, String>) -> String {
     out
 }
 
+/// An instant query against the PromQL API at `store` (Prometheus or VictoriaMetrics): the raw
+/// result series, or the error it gives.
+fn query_raw(store: &str, promql: &str) -> Result<Vec<Value>, String> {
+    let (status, body) = http("GET", &format!("{store}/api/v1/query?query={}", urlencode(promql)))?;
+    let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+    if status != 200 || v["status"] != "success" {
+        return Err(format!("HTTP {status}: {}", v["error"].as_str().unwrap_or(&body)));
+    }
+    Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
+}
+
 /// Evaluates every target; returns the failures ("panel / refId: why").
-fn evaluate(prom: &Prometheus, targets: &[Target], values: &BTreeMap<String, String>) -> Vec<String> {
+fn evaluate(store: &str, targets: &[Target], values: &BTreeMap<String, String>) -> Vec<String> {
     let mut failures = Vec::new();
     for t in targets {
         let q = substitute(&t.expr, values);
         assert!(!q.contains('$'), "unsubstituted variable in {q}");
-        match prom.query_raw(&q) {
+        match query_raw(store, &q) {
             Err(e) => failures.push(format!("{} / {}: {q}: {e}", t.panel, t.ref_id)),
             Ok(r) if r.is_empty() => failures.push(format!("{} / {}: no series: {q}", t.panel, t.ref_id)),
             Ok(r) if finite(&r) == 0 => {
@@ -162,9 +181,9 @@ fn evaluate(prom: &Prometheus, targets: &[Target], values: &BTreeMap<String, Str
 }
 
 /// Values of a `label_values(selector, label)` variable under the earlier variables' values.
-fn label_values(prom: &Prometheus, selector: &str, label: &str, values: &BTreeMap<String, String>) -> Vec<String> {
+fn label_values(store: &str, selector: &str, label: &str, values: &BTreeMap<String, String>) -> Vec<String> {
     let q = format!("group by ({label}) ({})", substitute(selector, values));
-    let r = prom.query_raw(&q).unwrap_or_else(|e| panic!("variable query {q}: {e}"));
+    let r = query_raw(store, &q).unwrap_or_else(|e| panic!("variable query {q}: {e}"));
     let mut out: Vec<String> = r.iter().filter_map(|s| s["metric"][label].as_str().map(str::to_string)).collect();
     out.sort();
     out
@@ -173,14 +192,14 @@ fn label_values(prom: &Prometheus, selector: &str, label: &str, values: &BTreeMa
 /// Depth-first over the variables' real values: the first assignment under which every target
 /// returns data, or the one with the fewest failures.
 fn search(
-    prom: &Prometheus,
+    store: &str,
     vars: &[Variable],
     targets: &[Target],
     values: &mut BTreeMap<String, String>,
     best: &mut Option<(BTreeMap<String, String>, Vec<String>, bool)>,
 ) -> bool {
     let Some((var, rest)) = vars.split_first() else {
-        let failures = evaluate(prom, targets, values);
+        let failures = evaluate(store, targets, values);
         let ok = failures.is_empty();
         let better = match best.as_ref() {
             None => true,
@@ -193,7 +212,7 @@ fn search(
     };
     let candidates = match (&var.query, &var.fixed) {
         (Some((selector, label)), _) => {
-            let found = label_values(prom, selector, label, values);
+            let found = label_values(store, selector, label, values);
             if found.is_empty() {
                 if best.is_none() {
                     let why = format!("variable {} has no value: label_values({selector}, {label})", var.name);
@@ -208,7 +227,7 @@ fn search(
     };
     for c in candidates {
         values.insert(var.name.clone(), c);
-        if search(prom, rest, targets, values, best) {
+        if search(store, rest, targets, values, best) {
             return true;
         }
     }
@@ -490,26 +509,9 @@ fn every_query_returns_real_series(route: Route) {
     assert!(unexpected.is_empty(), "unexpected alerts firing: {unexpected:?}");
 
     // Every panel query of every dashboard, with real variable values and with "All".
-    let dashboards = ["pipeline-stages", "workers-shards", "gpus", "service", "functions-spans"];
-    let mut per_dashboard = Vec::new();
-    for name in dashboards {
-        let path = root.join(format!("dashboards/{name}.json"));
-        let (vars, targets) = load_dashboard(&path);
-        assert!(!targets.is_empty(), "{name}: no targets");
-        let mut best = None;
-        let ok = search(prom, &vars, &targets, &mut BTreeMap::new(), &mut best);
-        let (values, errs, _) = best.expect("one assignment evaluated");
-        if !ok {
-            failures.extend(errs.iter().map(|e| format!("{name} with {values:?}: {e}")));
-        }
-        let all: BTreeMap<String, String> = vars
-            .iter()
-            .map(|v| (v.name.clone(), if v.include_all { ".*".to_string() } else { values[&v.name].clone() }))
-            .collect();
-        failures.extend(evaluate(prom, &targets, &all).into_iter().map(|e| format!("{name} with All: {e}")));
-        checked += 2 * targets.len() + vars.len();
-        per_dashboard.push(format!("{name}: {} queries, {} variables, values {values:?}", targets.len(), vars.len()));
-    }
+    let (dashboard_failures, dashboard_checked, per_dashboard) = every_dashboard_query(&prom.url);
+    failures.extend(dashboard_failures);
+    checked += dashboard_checked;
     assert!(
         failures.is_empty(),
         "{}: {} of the queries fail:\n{}\n\npipeline output:\n{}",
@@ -519,6 +521,114 @@ fn every_query_returns_real_series(route: Route) {
         pipeline.output()
     );
     eprintln!("{}: checked {checked} queries in {:?}:\n{}", route.name(), started.elapsed(), per_dashboard.join("\n"));
+}
+
+#[test]
+fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
+    let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Otelcol]) else { return };
+    let Some(stores) = Stores::start(module_path!()) else { return };
+    let started = Instant::now();
+    let fake = FakeNvml::new().expect("build the fake NVML library");
+    fake.write_state(FAKE_GPUS).expect("fake NVML state");
+    example_path("pipeline");
+    example_path(SERVICE_EXAMPLE);
+    let mut gateway = Otelcol::shipped("gateway-stores", "gateway-stores.yaml");
+    for (key, value) in stores.gateway_env() {
+        gateway = gateway.env(key, value);
+    }
+    let gateway = gateway.start();
+    let pushing = |name: &str| {
+        let mut cmd = example_pushing(name, &gateway.endpoint("grpc"), "grpc");
+        cmd.env("OTEL_METRIC_EXPORT_INTERVAL", "1000");
+        cmd
+    };
+    let mut cmd = pushing(SERVICE_EXAMPLE);
+    cmd.args(["--seconds", "8", "--linger-seconds", LINGER_SECONDS]);
+    let service = Process::spawn(SERVICE_EXAMPLE, cmd);
+    let mut cmd = pushing("pipeline");
+    cmd.env("PIPETEL_SAMPLE_INTERVAL", "500")
+        .env("PIPETEL_GPU", "on")
+        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
+        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
+        .args(["--seconds", "2", "--linger-seconds", LINGER_SECONDS]);
+    let mut pipeline = Process::spawn("pipeline", cmd);
+    pipeline.wait_for_output("done: stages=3", Duration::from_secs(60));
+
+    let vm = &stores.metrics;
+    let ready = [
+        "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
+        "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
+        "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
+        "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
+        "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",
+    ];
+    for q in ready {
+        let found = wait_for_data(&vm.url, q, Duration::from_secs(40));
+        assert!(
+            found,
+            "VictoriaMetrics: {q} returned nothing within 40 s\npipeline output:\n{}\nservice output:\n{}\n\
+             gateway:\n{}",
+            pipeline.output(),
+            service.output(),
+            gateway.notable_output()
+        );
+    }
+    // XID errors mid-run, for the GPU dashboard's XID panel (as on Prometheus above).
+    fake.write_state(&FAKE_GPUS.replace("0.xids=", "0.xids=79,13")).expect("inject XIDs");
+    for code in ["79", "13"] {
+        let xid = format!("hw_gpu_xid_errors_total{{job=\"pipeline-example\", hw_gpu_xid=\"{code}\"}}");
+        assert!(wait_for_data(&vm.url, &xid, Duration::from_secs(40)), "VictoriaMetrics: {xid} returned nothing");
+    }
+    std::thread::sleep(Duration::from_secs(2));
+
+    let (failures, checked, per_dashboard) = every_dashboard_query(&vm.url);
+    assert!(
+        failures.is_empty(),
+        "VictoriaMetrics: {} of the queries fail:\n{}\n\npipeline output:\n{}",
+        failures.len(),
+        failures.join("\n"),
+        pipeline.output()
+    );
+    eprintln!("VictoriaMetrics: checked {checked} queries in {:?}:\n{}", started.elapsed(), per_dashboard.join("\n"));
+}
+
+/// Waits until `promql` returns a series at `store`; false after `timeout`.
+fn wait_for_data(store: &str, promql: &str, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !query_raw(store, promql).is_ok_and(|r| !r.is_empty()) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    true
+}
+
+/// Every panel query of every dashboard against the PromQL API at `store`, with real variable
+/// values and with "All": the failures, the number of queries checked, a line per dashboard.
+fn every_dashboard_query(store: &str) -> (Vec<String>, usize, Vec<String>) {
+    let root = workspace_root();
+    let dashboards = ["pipeline-stages", "workers-shards", "gpus", "service", "functions-spans"];
+    let (mut failures, mut checked, mut per_dashboard) = (Vec::new(), 0, Vec::new());
+    for name in dashboards {
+        let path = root.join(format!("dashboards/{name}.json"));
+        let (vars, targets) = load_dashboard(&path);
+        assert!(!targets.is_empty(), "{name}: no targets");
+        let mut best = None;
+        let ok = search(store, &vars, &targets, &mut BTreeMap::new(), &mut best);
+        let (values, errs, _) = best.expect("one assignment evaluated");
+        if !ok {
+            failures.extend(errs.iter().map(|e| format!("{name} with {values:?}: {e}")));
+        }
+        let all: BTreeMap<String, String> = vars
+            .iter()
+            .map(|v| (v.name.clone(), if v.include_all { ".*".to_string() } else { values[&v.name].clone() }))
+            .collect();
+        failures.extend(evaluate(store, &targets, &all).into_iter().map(|e| format!("{name} with All: {e}")));
+        checked += 2 * targets.len() + vars.len();
+        per_dashboard.push(format!("{name}: {} queries, {} variables, values {values:?}", targets.len(), vars.len()));
+    }
+    (failures, checked, per_dashboard)
 }
 
 #[test]

@@ -19,6 +19,7 @@ mod collector_outage_never_blocks;
 mod compose_prometheus_keeps_exemplars;
 mod dashboards_and_alerts_query_real_prometheus;
 mod dashboards_are_importable;
+mod exemplar_trace_ids_resolve_in_jaeger;
 mod exemplars_link_metrics_to_traces;
 mod fleet_script_smoke;
 mod fleet_stores_end_to_end;

@@ -1,6 +1,6 @@
 //! The collector itself accepts every shipped config: `otelcol-pipetel validate --config` (the
 //! collector `scripts/build-collector` builds from `otel-collector/builder-config.yaml`) passes
-//! for `config.yaml`, `agent.yaml` and `gateway.yaml`, both with the defaults the compose stack
+//! for `config.yaml`, `agent.yaml`, `gateway.yaml` and `gateway-stores.yaml`, both with the defaults the compose stack
 //! relies on and with every address moved by the `${env:OTELCOL_...}` variables the tests use.
 //! (`collector_configs_use_contrib_components` checks the same files statically: component
 //! names, pipelines, ports, the compose mounts.)
@@ -8,14 +8,14 @@
 use crate::support::otelcol::{shipped_config, validate};
 use crate::support::{turn_if_peers, Peer};
 
-const CONFIGS: [&str; 3] = ["config.yaml", "agent.yaml", "gateway.yaml"];
+const CONFIGS: [&str; 4] = ["config.yaml", "agent.yaml", "gateway.yaml", "gateway-stores.yaml"];
 
 /// What every config needs from the environment: the agent's node name, the gateway's name.
 const REQUIRED: [(&str, &str); 2] = [("NODE_NAME", "node-1"), ("HOSTNAME", "gateway-1")];
 
 /// Every variable of `otel-collector/README.md`, "Addresses from the environment", set to a
 /// loopback value of the kind the end-to-end tests give them.
-const MOVED: [(&str, &str); 15] = [
+const MOVED: [(&str, &str); 18] = [
     ("OTELCOL_OTLP_GRPC_ENDPOINT", "127.0.0.2:14317"),
     ("OTELCOL_OTLP_HTTP_ENDPOINT", "127.0.0.2:14318"),
     ("OTELCOL_HEALTH_CHECK_ENDPOINT", "127.0.0.2:23133"),
@@ -26,6 +26,9 @@ const MOVED: [(&str, &str); 15] = [
     ("OTELCOL_TEMPO_ENDPOINT", "127.0.0.1:24317"),
     ("OTELCOL_LOKI_URL", "http://127.0.0.1:24318"),
     ("OTELCOL_REMOTE_WRITE_URL", "http://127.0.0.1:9090/api/v1/write"),
+    ("OTELCOL_VICTORIA_METRICS_URL", "http://127.0.0.1:18428"),
+    ("OTELCOL_VICTORIA_LOGS_URL", "http://127.0.0.1:19428"),
+    ("OTELCOL_JAEGER_ENDPOINT", "127.0.0.1:34317"),
     ("OTELCOL_GATEWAY_HOSTNAME", "pipetel-gateways.test"),
     ("OTELCOL_GATEWAY_PORT", "14317"),
     ("OTELCOL_TAIL_SAMPLING_DECISION_WAIT", "2s"),
