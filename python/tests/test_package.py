@@ -99,7 +99,8 @@ def test_docs_python_blocks_run():
         blocks += [(page.name, b.split("```", 1)[0]) for b in text.split("```python\n")[1:]]
     assert blocks, "the docs have no ```python block"
     for page, block in blocks:
-        run = subprocess.run([sys.executable, "-c", block], capture_output=True)
+        # A block that hangs fails here instead of holding the suite.
+        run = subprocess.run([sys.executable, "-c", block], capture_output=True, timeout=120)
         assert run.returncode == 0, f"{page}: {run.stderr.decode()}"
         # The quick start writes one frame: a 4-byte length, then that many bytes.
         if b"encode_frame" in block.encode():
