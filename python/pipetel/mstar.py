@@ -17,42 +17,7 @@ Thread-safety is mstar's: recorders are per-thread (using one from another threa
 :class:`pipetel.ThreadError`); families, snapshots and envelopes are immutable.
 """
 
-from .recorders import (
-    MAX_FRAME_LEN,
-    Counter,
-    DecodeError,
-    EdgeTransfers,
-    Envelope,
-    Family,
-    Gauge,
-    Histogram,
-    HubError,
-    MetricSnapshot,
-    SnapshotHub,
-    SourceStatus,
-    StreamReader,
-    TransportReport,
-    merge,
-    read_frames,
-    write_frame,
-)
+from . import recorders as _recorders
+from .recorders import *  # noqa: F401,F403 (every name is the recorders' own)
 
-__all__ = [
-    "Counter",
-    "DecodeError",
-    "EdgeTransfers",
-    "Envelope",
-    "Family",
-    "Gauge",
-    "Histogram",
-    "HubError",
-    "MAX_FRAME_LEN",
-    "MetricSnapshot",
-    "SnapshotHub",
-    "SourceStatus",
-    "StreamReader",
-    "TransportReport",
-    "merge",
-    "read_frames",
-    "write_frame",
-]
+__all__ = list(_recorders.__all__)

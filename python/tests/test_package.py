@@ -48,6 +48,9 @@ def stub_names(path):
             names.add(node.target.id)
         elif isinstance(node, ast.Assign):
             names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.ImportFrom) and node.level == 1 and [a.name for a in node.names] == ["*"]:
+            # `from .recorders import *`: that stub's names.
+            names |= stub_names(path.parent / f"{node.module}.pyi")
         elif isinstance(node, (ast.ImportFrom, ast.Import)):
             names |= {a.asname or a.name for a in node.names if a.asname}
     return {n for n in names if not n.startswith("_")}
