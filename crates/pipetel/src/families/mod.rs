@@ -1,6 +1,6 @@
 //! Every metric family pipetel produces itself, declared once: name, instrument, unit,
 //! description and attributes. The OTel instruments, the pull endpoint's native renderers and
-//! the metrics reference (`docs/src/metrics-reference.md`, [`reference`]) all read these
+//! the metrics reference (`docs/src/metrics-reference.md`, [`reference()`]) all read these
 //! tables, so a family is added or renamed in one place.
 //!
 //! ```
