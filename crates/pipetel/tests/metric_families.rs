@@ -33,6 +33,7 @@ fn every_table_names_each_family_once() {
 }
 
 /// The label keys of `family`'s sample lines on `page`.
+#[cfg(feature = "prometheus")]
 fn label_keys(page: &str, family: &str) -> BTreeSet<String> {
     let mut keys = BTreeSet::new();
     for line in page.lines().filter(|l| !l.starts_with('#')) {
@@ -52,6 +53,7 @@ fn label_keys(page: &str, family: &str) -> BTreeSet<String> {
 }
 
 #[test]
+#[cfg(feature = "prometheus")]
 fn the_page_serves_each_pipeline_and_service_family_under_its_tables_name_and_attributes() {
     // One `init` per process: the pipeline and the service families are checked on its page.
     let telemetry =
