@@ -560,7 +560,7 @@ mod native_tests {
 
         let (want, got) = (families(&sdk_text, &id), families(&text, &id));
         assert_eq!(got, want, "SDK:\n{sdk_text}\nnative:\n{text}");
-        assert_eq!(got.len(), 14, "every stage and worker family: {got:#?}");
+        assert_eq!(got.len(), 15, "every stage and worker family: {got:#?}");
         let items = &got["pipeline_worker_items_total"].1;
         assert_eq!(items.iter().filter(|l| l.contains("pipeline_stage_name=\"explicit\"")).count(), 3, "{items:?}");
         let retried: Vec<&String> =
