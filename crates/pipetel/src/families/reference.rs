@@ -24,7 +24,7 @@ pub fn reference() -> String {
     for table in tables() {
         let _ = write!(out, "\n## {}\n\n{}\n\n", table.title, table.about);
         let _ = writeln!(out, "<!-- ANCHOR: {} -->", table.anchor);
-        out.push_str("| OTel name | instrument | unit | Prometheus name | attributes | description |\n");
+        out.push_str("| OTel name | unit | Prometheus name | instrument | attributes | description |\n");
         out.push_str("|---|---|---|---|---|---|\n");
         let under =
             |name: &str| if table.prefix.is_empty() { name.to_string() } else { format!("{}.{name}", table.prefix) };
@@ -36,11 +36,11 @@ pub fn reference() -> String {
             };
             let _ = writeln!(
                 out,
-                "| `{}` | {} | `{}` | `{}` | {} | {} |",
+                "| `{}` | `{}` | `{}` | {} | {} | {} |",
                 under(f.name),
-                f.instrument.as_str(),
                 f.unit,
                 f.prometheus_name_under(table.prefix),
+                f.instrument.as_str(),
                 attributes,
                 f.description.replace('|', "\\|"),
             );
