@@ -8,14 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use opentelemetry::metrics::Histogram;
 use opentelemetry::trace::SpanContext;
-use opentelemetry::KeyValue;
 use tracing::Level;
 use tracing_subscriber::filter::Targets;
 
-use super::names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, SPAN_DURATION};
 use super::site::{Series, Site};
-use crate::exposition::exemplar::{self, SpanIds};
-use crate::exposition::native::Native;
+use crate::exposition::exemplar::SpanIds;
 
 /// At most this many distinct span names are timed from outside `tracing` (a resolved name's
 /// series live for the rest of the process); spans of further names are not counted, so names
@@ -63,20 +60,7 @@ impl Resolver {
     fn resolve(&self, name: &str, target: &'static str) -> &'static Site {
         // Kept for the rest of the process, as the layer keeps its callsites' sites.
         let name: &'static str = Box::leak(Box::from(name));
-        let attrs = |status: &'static str| {
-            [
-                KeyValue::new(ATTR_SPAN_NAME, name),
-                KeyValue::new(ATTR_SPAN_TARGET, target),
-                KeyValue::new(ATTR_STATUS, status),
-            ]
-        };
-        let series = |status: &'static str| match &self.histogram {
-            Some(histogram) => Series::Otel(
-                histogram.bind(&attrs(status)),
-                exemplar::register(SPAN_DURATION, &attrs(status), crate::buckets::SECONDS_BUCKETS),
-            ),
-            None => Series::Native(Native::new(crate::buckets::SECONDS_BUCKETS, true)),
-        };
+        let series = |status| Series::of(self.histogram.as_ref(), name, target, status);
         let site: &'static Site =
             Box::leak(Box::new(Site { ok: series("ok"), error: series("error"), status_fields: false, name, target }));
         super::native::add(site);

@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use opentelemetry::metrics::{Histogram, Meter};
-use opentelemetry::KeyValue;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Level, Metadata, Subscriber};
@@ -14,12 +13,11 @@ use tracing_subscriber::Layer;
 
 use super::cache::SiteCache;
 use super::handoff;
-use super::names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, SPAN_DURATION};
+use super::names::SPAN_DURATION;
 use super::site::{Series, Site};
 use super::timing::{OpenSpans, Reading, Timing, TimingRef};
 use crate::config::{ExemplarFilter, SpanMetricsConfig, SpanMetricsError, SpanTime};
 use crate::exposition::exemplar;
-use crate::exposition::native::Native;
 
 /// Builds the layer `init` installs: `None` when the configuration disables it. With
 /// `pull_only` (no push exporter installed) its histograms are rendered by the pull endpoint
@@ -139,20 +137,7 @@ impl SpanMetricsLayer {
         if !self.allow.is_empty() && !self.allow.iter().any(|n| n == meta.name()) {
             return None;
         }
-        let attrs = |status: &'static str| {
-            [
-                KeyValue::new(ATTR_SPAN_NAME, meta.name()),
-                KeyValue::new(ATTR_SPAN_TARGET, meta.target()),
-                KeyValue::new(ATTR_STATUS, status),
-            ]
-        };
-        let series = |status: &'static str| match &self.histogram {
-            Some(histogram) => Series::Otel(
-                histogram.bind(&attrs(status)),
-                exemplar::register(SPAN_DURATION, &attrs(status), crate::buckets::SECONDS_BUCKETS),
-            ),
-            None => Series::Native(Native::new(crate::buckets::SECONDS_BUCKETS, true)),
-        };
+        let series = |status| Series::of(self.histogram.as_ref(), meta.name(), meta.target(), status);
         let fields = meta.fields();
         Some(Site {
             ok: series("ok"),

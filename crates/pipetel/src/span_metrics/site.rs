@@ -2,9 +2,12 @@
 
 use std::sync::Arc;
 
-use opentelemetry::metrics::BoundHistogram;
+use opentelemetry::metrics::{BoundHistogram, Histogram};
+use opentelemetry::KeyValue;
 
-use crate::exposition::exemplar::{Exemplars, SpanIds};
+use super::names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, SPAN_DURATION};
+
+use crate::exposition::exemplar::{self, Exemplars, SpanIds};
 use crate::exposition::native::Native;
 use crate::sync::ticks_to_seconds;
 
@@ -28,6 +31,31 @@ pub(super) enum Series {
     Otel(BoundHistogram<f64>, Arc<Exemplars>),
     /// The series' own atomics, rendered by the pull endpoint (see [`native`](super::native)).
     Native(Native),
+}
+
+impl Series {
+    /// The series of one span name, target and status: bound to `histogram` with its exemplar
+    /// slots when the layer records into an OTel histogram, else atomics the pull endpoint
+    /// renders.
+    pub(super) fn of(
+        histogram: Option<&Histogram<f64>>,
+        name: &'static str,
+        target: &'static str,
+        status: &'static str,
+    ) -> Series {
+        let attrs = [
+            KeyValue::new(ATTR_SPAN_NAME, name),
+            KeyValue::new(ATTR_SPAN_TARGET, target),
+            KeyValue::new(ATTR_STATUS, status),
+        ];
+        match histogram {
+            Some(histogram) => Series::Otel(
+                histogram.bind(&attrs),
+                exemplar::register(SPAN_DURATION, &attrs, crate::buckets::SECONDS_BUCKETS),
+            ),
+            None => Series::Native(Native::new(crate::buckets::SECONDS_BUCKETS, true)),
+        }
+    }
 }
 
 impl Series {
