@@ -15,26 +15,6 @@ from ._pipetel import StreamReader as StreamReader
 from ._pipetel import TransportReport as TransportReport
 from ._pipetel import merge as merge
 
-__all__ = [
-    "Counter",
-    "DecodeError",
-    "EdgeTransfers",
-    "Envelope",
-    "Family",
-    "Gauge",
-    "Histogram",
-    "HubError",
-    "MAX_FRAME_LEN",
-    "MetricSnapshot",
-    "SnapshotHub",
-    "SourceStatus",
-    "StreamReader",
-    "TransportReport",
-    "merge",
-    "read_frames",
-    "write_frame",
-]
-
 MAX_FRAME_LEN: int
 
 def write_frame(stream: BinaryIO, envelope: Envelope) -> None: ...

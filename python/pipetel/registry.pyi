@@ -12,25 +12,6 @@ from ._pipetel import _TfMetricLabel as MetricLabel
 from ._pipetel import _TfMetricRegistry as MetricRegistry
 from ._pipetel import _TfSummary as SummarySeries
 
-__all__ = [
-    "REGISTRY",
-    "Counter",
-    "CounterSeries",
-    "Gauge",
-    "GaugeSeries",
-    "Histogram",
-    "HistogramSeries",
-    "InvalidMetricError",
-    "InvalidValueError",
-    "MetricAlreadyRegisteredError",
-    "MetricLabel",
-    "MetricNotFoundError",
-    "MetricRegistry",
-    "Summary",
-    "SummarySeries",
-    "UnsupportedOperationError",
-]
-
 REGISTRY: MetricRegistry
 
 _F = TypeVar("_F", bound=Callable[..., Any])

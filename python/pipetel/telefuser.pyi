@@ -18,8 +18,6 @@ from .registry import MetricRegistry as MetricRegistry
 from .registry import SummarySeries as Summary
 from .registry import UnsupportedOperationError as UnsupportedOperationError
 
-__all__: List[str]
-
 DEFAULT_BUCKETS: List[float]
 DEFAULT_QUANTILES: List[float]
 Labels = Union[Dict[str, str], List[MetricLabel], None]

@@ -6,8 +6,6 @@ from ._pipetel import current_span as current_span
 from ._pipetel import span as span
 from ._pipetel import traceparent as traceparent
 
-__all__ = ["LoggingHandler", "Span", "current_span", "span", "traced", "traceparent"]
-
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 @overload

@@ -1,9 +1,7 @@
 import enum
-from typing import List, Optional
+from typing import Optional
 
 from .pipeline import RowWriter
-
-__all__: List[str]
 
 ZEPHYR_STAGE_STATS_NAMESPACE: str
 ZEPHYR_WORKER_STATS_NAMESPACE: str
