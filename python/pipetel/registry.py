@@ -333,7 +333,21 @@ class _InProgress:
         return wrapper
 
 
-class Histogram(_Metric):
+class _Observed(_Metric):
+    """What a histogram and a summary share: values are observed, one at a time or timed."""
+
+    _direct = ("observe",)
+
+    def observe(self, amount: float) -> None:
+        """Records one value."""
+        self._only_series().observe(amount)
+
+    def time(self) -> _Timer:
+        """A context manager and decorator that observes the seconds its block took."""
+        return _Timer(self._only_series().observe)
+
+
+class Histogram(_Observed):
     """A histogram, as prometheus_client declares it: ``Histogram(name, documentation,
     labelnames=(), namespace="", subsystem="", unit="", registry=REGISTRY, buckets=None)``.
 
@@ -343,7 +357,6 @@ class Histogram(_Metric):
     seconds a block took."""
 
     _kind = "histogram"
-    _direct = ("observe",)
 
     def __init__(
         self,
@@ -362,16 +375,8 @@ class Histogram(_Metric):
     def _register(self, labels: Dict[str, str]) -> HistogramSeries:
         return self._registry.histogram(self._name, self._documentation, labels or None, self._buckets)
 
-    def observe(self, amount: float) -> None:
-        """Records one value."""
-        self._only_series().observe(amount)
 
-    def time(self) -> _Timer:
-        """A context manager and decorator that observes the seconds its block took."""
-        return _Timer(self._only_series().observe)
-
-
-class Summary(_Metric):
+class Summary(_Observed):
     """A summary, as prometheus_client declares it: ``Summary(name, documentation,
     labelnames=(), namespace="", subsystem="", unit="", registry=REGISTRY, quantiles=None,
     max_age_seconds=None)``.
@@ -382,7 +387,6 @@ class Summary(_Metric):
     observes the seconds a block took."""
 
     _kind = "summary"
-    _direct = ("observe",)
 
     def __init__(
         self,
@@ -404,11 +408,3 @@ class Summary(_Metric):
         return self._registry.summary(
             self._name, self._documentation, labels or None, self._quantiles, self._max_age_seconds
         )
-
-    def observe(self, amount: float) -> None:
-        """Records one value."""
-        self._only_series().observe(amount)
-
-    def time(self) -> _Timer:
-        """A context manager and decorator that observes the seconds its block took."""
-        return _Timer(self._only_series().observe)
