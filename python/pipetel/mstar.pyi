@@ -1,2 +1,0 @@
-# mstar's names are pipetel.recorders' own.
-from .recorders import *
