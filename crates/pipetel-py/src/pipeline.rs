@@ -67,19 +67,14 @@ pub(crate) fn counter_key(what: &str, key: &str) -> PyResult<CounterKey> {
 /// A stage row as a dict (field names as in `pipetel::pipeline::StageStat`).
 fn stage_row<'py>(py: Python<'py>, s: &StageStat) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("stage_name", &s.stage_name)?;
-    d.set_item("execution_id", &s.execution_id)?;
-    d.set_item("status", s.status.as_str())?;
-    d.set_item("items", s.items)?;
-    d.set_item("bytes", s.bytes)?;
+    set_shared_fields(&d, &s.stage_name, &s.execution_id, s.status.as_str(), s.items, s.bytes)?;
     d.set_item("elapsed", s.elapsed.as_secs_f64())?;
     d.set_item("total_shards", s.total_shards)?;
     d.set_item("shards_succeeded", s.shards_succeeded)?;
     d.set_item("shards_failed", s.shards_failed)?;
     d.set_item("shards_retried", s.shards_retried)?;
     d.set_item("cpu_percent_avg", s.cpu_percent_avg)?;
-    d.set_item("counters", counters_dict(py, &s.counters)?)?;
-    d.set_item("reason", &s.reason)?;
+    set_last_fields(&d, &s.counters, &s.reason)?;
     Ok(d)
 }
 
@@ -87,15 +82,36 @@ fn stage_row<'py>(py: Python<'py>, s: &StageStat) -> PyResult<Bound<'py, PyDict>
 fn worker_row<'py>(py: Python<'py>, w: &WorkerStat) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("shard_index", w.shard_index)?;
-    d.set_item("stage_name", &w.stage_name)?;
-    d.set_item("execution_id", &w.execution_id)?;
-    d.set_item("status", w.status.as_str())?;
-    d.set_item("items", w.items)?;
-    d.set_item("bytes", w.bytes)?;
+    set_shared_fields(&d, &w.stage_name, &w.execution_id, w.status.as_str(), w.items, w.bytes)?;
     d.set_item("cpu_time", w.cpu_time.as_secs_f64())?;
-    d.set_item("counters", counters_dict(py, &w.counters)?)?;
-    d.set_item("reason", &w.reason)?;
+    set_last_fields(&d, &w.counters, &w.reason)?;
     Ok(d)
+}
+
+/// The fields stage and worker rows share, in their order: the stage, the status and the work.
+fn set_shared_fields(
+    d: &Bound<'_, PyDict>,
+    stage_name: &str,
+    execution_id: &str,
+    status: &str,
+    items: u64,
+    bytes: u64,
+) -> PyResult<()> {
+    d.set_item("stage_name", stage_name)?;
+    d.set_item("execution_id", execution_id)?;
+    d.set_item("status", status)?;
+    d.set_item("items", items)?;
+    d.set_item("bytes", bytes)
+}
+
+/// The last fields of a stage or worker row: the user counters and the reason.
+fn set_last_fields(
+    d: &Bound<'_, PyDict>,
+    counters: &[(String, CounterValue)],
+    reason: &Option<String>,
+) -> PyResult<()> {
+    d.set_item("counters", counters_dict(d.py(), counters)?)?;
+    d.set_item("reason", reason)
 }
 
 fn counters_dict<'py>(py: Python<'py>, counters: &[(String, CounterValue)]) -> PyResult<Bound<'py, PyDict>> {
