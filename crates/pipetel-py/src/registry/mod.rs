@@ -28,8 +28,8 @@ mod labels;
 use exceptions::not_found;
 pub(crate) use exceptions::{invalid_value, registration_error, registry_error};
 
-pub(crate) use handles::{PyCounter, PyGauge, PyHistogram};
-use handles::{PySummary, SeriesHandle};
+use handles::PySummary;
+pub(crate) use handles::{PyCounter, PyGauge, PyHistogram, SeriesHandle};
 use labels::{labels_of, PyMetricLabel};
 
 type Collectors = Arc<Mutex<Vec<Py<PyAny>>>>;
