@@ -93,13 +93,27 @@ impl PyServiceMetrics {
     }
 }
 
-/// The `#[pymethods]` block of `ServiceMetrics` (a class has one): the methods given, then one
-/// getter per metric listed, `getter: Handle = "name", opts;`, returning [`PyServiceMetrics::handle`].
+/// The `#[pymethods]` block of `ServiceMetrics` (a class has one): the methods given, one
+/// method per record listed, `fn record(seconds);`, calling the service metrics' method of that
+/// name (with the argument `seconds` as a duration, when there is one), then one getter per
+/// metric listed, `getter: Handle = "name", opts;`, returning [`PyServiceMetrics::handle`].
 macro_rules! service_methods {
-    ({ $($methods:tt)* } $($(#[$doc:meta])* $getter:ident: $handle:ident = $name:literal, $opts:expr;)*) => {
+    (
+        { $($methods:tt)* }
+        records { $($(#[$record_doc:meta])* fn $record:ident($($seconds:ident)?);)* }
+        metrics { $($(#[$doc:meta])* $getter:ident: $handle:ident = $name:literal, $opts:expr;)* }
+    ) => {
         #[pymethods]
         impl PyServiceMetrics {
             $($methods)*
+
+            $(
+                $(#[$record_doc])*
+                fn $record(&self, $(#[pyo3(from_py_with = arg::$seconds)] $seconds: f64)?) -> PyResult<()> {
+                    self.metrics().$record($(seconds($seconds, stringify!($seconds))?)?);
+                    Ok(())
+                }
+            )*
 
             $(
                 $(#[$doc])*
@@ -129,18 +143,6 @@ service_methods! {
         })
     }
 
-    /// Counts a task created.
-    fn record_task_created(&self) {
-        self.metrics().record_task_created();
-    }
-
-    /// Counts a completed task and records its duration (seconds).
-    fn record_task_completed(&self, #[pyo3(from_py_with = arg::duration)] duration: f64) -> PyResult<()> {
-        let duration = seconds(duration, "duration")?;
-        self.metrics().record_task_completed(duration);
-        Ok(())
-    }
-
     /// Counts a failed task; with `duration` (seconds) also records it.
     #[pyo3(signature = (duration = None))]
     fn record_task_failed(&self, #[pyo3(from_py_with = arg::duration)] duration: Option<f64>) -> PyResult<()> {
@@ -151,18 +153,6 @@ service_methods! {
                 self.metrics().record_task_failed_after(d);
             }
         }
-        Ok(())
-    }
-
-    /// Counts a cancelled task.
-    fn record_task_cancelled(&self) {
-        self.metrics().record_task_cancelled();
-    }
-
-    /// Records a queue wait (seconds).
-    fn record_queue_wait(&self, #[pyo3(from_py_with = arg::wait_time)] wait_time: f64) -> PyResult<()> {
-        let wait = seconds(wait_time, "wait_time")?;
-        self.metrics().record_queue_wait(wait);
         Ok(())
     }
 
@@ -218,6 +208,17 @@ service_methods! {
         pipetel::gpu_snapshot().is_some_and(|s| !s.devices.is_empty())
     }
 }
+records {
+    /// Counts a task created.
+    fn record_task_created();
+    /// Counts a completed task and records its duration (seconds).
+    fn record_task_completed(duration);
+    /// Counts a cancelled task.
+    fn record_task_cancelled();
+    /// Records a queue wait (seconds).
+    fn record_queue_wait(wait_time);
+}
+metrics {
     /// The counter of tasks created (None when disabled).
     tasks_created: PyCounter = "tasks_created", no_options;
     /// The counter of tasks completed.
@@ -236,6 +237,7 @@ service_methods! {
     task_duration: PyHistogram = "task_duration_seconds", |m| buckets_of(m.task_duration());
     /// The queue wait histogram.
     task_queue_wait: PyHistogram = "task_queue_wait_seconds", |m| buckets_of(m.task_queue_wait());
+}
 }
 
 /// The GPU poller's latest sample as TeleFuser's per-device dicts.
@@ -263,15 +265,39 @@ fn gpu_snapshot(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     gpu_devices(py)
 }
 
-/// A count of a stage's executions or errors (read-only: the context records).
-#[pyclass(module = "pipetel.telefuser", name = "StageCount", frozen)]
-pub struct PyStageCount {
-    stage: StageMetrics,
-    errors: bool,
+/// A view of one stage's metrics for TeleFuser code: the class (documented as given) holding
+/// the stage's `StageMetrics` and the fields listed, and its `#[pymethods]` block: the methods
+/// given and, for a `number` view, `int()` and a repr of its `value`.
+macro_rules! stage_view {
+    (
+        $(#[$doc:meta])* $ty:ident, $py_name:literal, { $($field:ident: $field_ty:ty),* }
+        $(number $number:ty,)? { $($methods:tt)* }
+    ) => {
+        $(#[$doc])*
+        #[pyclass(module = "pipetel.telefuser", name = $py_name, frozen)]
+        pub struct $ty {
+            stage: StageMetrics,
+            $($field: $field_ty,)*
+        }
+
+        #[pymethods]
+        impl $ty {
+            $($methods)*
+            $(
+                fn __int__(&self) -> $number {
+                    self.value()
+                }
+                fn __repr__(&self) -> String {
+                    format!(concat!($py_name, "(value={})"), self.value())
+                }
+            )?
+        }
+    };
 }
 
-#[pymethods]
-impl PyStageCount {
+stage_view!(
+    /// A count of a stage's executions or errors (read-only: the context records).
+    PyStageCount, "StageCount", { errors: bool } number u64, {
     /// The count so far.
     #[getter]
     fn value(&self) -> u64 {
@@ -293,22 +319,11 @@ impl PyStageCount {
         }
         Ok(())
     }
-    fn __int__(&self) -> u64 {
-        self.value()
-    }
-    fn __repr__(&self) -> String {
-        format!("StageCount(value={})", self.value())
-    }
-}
+});
 
-/// A stage's executions in flight.
-#[pyclass(module = "pipetel.telefuser", name = "StageActive", frozen)]
-pub struct PyStageActive {
-    stage: StageMetrics,
-}
-
-#[pymethods]
-impl PyStageActive {
+stage_view!(
+    /// A stage's executions in flight.
+    PyStageActive, "StageActive", {} number i64, {
     /// Executions in flight now.
     #[getter]
     fn value(&self) -> i64 {
@@ -324,22 +339,11 @@ impl PyStageActive {
     fn dec(&self, #[pyo3(from_py_with = arg::amount)] amount: i64) {
         self.stage.active().add(amount.saturating_neg());
     }
-    fn __int__(&self) -> i64 {
-        self.value()
-    }
-    fn __repr__(&self) -> String {
-        format!("StageActive(value={})", self.value())
-    }
-}
+});
 
-/// A stage's recorded durations: count, sum and average, in seconds.
-#[pyclass(module = "pipetel.telefuser", name = "StageDuration", frozen)]
-pub struct PyStageDuration {
-    stage: StageMetrics,
-}
-
-#[pymethods]
-impl PyStageDuration {
+stage_view!(
+    /// A stage's recorded durations: count, sum and average, in seconds.
+    PyStageDuration, "StageDuration", {} {
     /// Durations recorded.
     #[getter]
     fn count(&self) -> u64 {
@@ -365,7 +369,7 @@ impl PyStageDuration {
     fn __repr__(&self) -> String {
         format!("StageDuration(count={}, sum={})", self.count(), self.sum())
     }
-}
+});
 
 /// The metrics of one stage (TeleFuser's `StageMetricContext`), on the Rust stage context.
 #[pyclass(module = "pipetel.telefuser", name = "StageMetricContext", frozen)]
