@@ -92,7 +92,9 @@ macro_rules! family_methods {
                 $(#[$doc])*
                 #[staticmethod]
                 #[pyo3(
-                    signature = (name, help = String::new(), unit = String::new(), labels = Vec::new() $(, $opt = Vec::new())*),
+                    signature = (
+                        name, help = String::new(), unit = String::new(), labels = Vec::new() $(, $opt = Vec::new())*
+                    ),
                     text_signature = $text
                 )]
                 fn $kind(

@@ -78,8 +78,12 @@ macro_rules! series_handles {
 }
 
 series_handles! {
-    PyCounter(reg::Counter): |r, name, help, _| r.counter(name, help), |r, name, help, labels, _| r.counter_vec(name, help, labels);
-    PyGauge(reg::Gauge): |r, name, help, _| r.gauge(name, help), |r, name, help, labels, _| r.gauge_vec(name, help, labels);
+    PyCounter(reg::Counter):
+        |r, name, help, _| r.counter(name, help),
+        |r, name, help, labels, _| r.counter_vec(name, help, labels);
+    PyGauge(reg::Gauge):
+        |r, name, help, _| r.gauge(name, help),
+        |r, name, help, labels, _| r.gauge_vec(name, help, labels);
     PyHistogram(reg::Histogram): reg::Registry::histogram_with, reg::Registry::histogram_vec;
     PySummary(reg::Summary): reg::Registry::summary_with, reg::Registry::summary_vec;
 }
