@@ -22,6 +22,7 @@ Rows, all in this one process, medians of ``repeat`` runs of ``number`` executio
 
 import argparse
 import asyncio
+import contextlib
 import os
 import platform
 import statistics
@@ -29,7 +30,7 @@ import subprocess
 import sys
 import time
 import timeit
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Iterator
 
 SINK = r"""
 import http.server, sys
@@ -161,11 +162,17 @@ def otel_sdk():
     return tp, mp
 
 
-def start_sink() -> Tuple[subprocess.Popen, int]:
-    sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
-    assert sink.stdout is not None
-    port = int(sink.stdout.readline())
-    return sink, port
+@contextlib.contextmanager
+def sink() -> Iterator[int]:
+    """Runs the OTLP sink (a process answering every export with 200) while the block runs;
+    gives its port."""
+    proc = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        proc.terminate()
+        proc.wait()
 
 
 def main() -> int:
@@ -174,8 +181,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=7, help="runs per row (the median is reported)")
     args = ap.parse_args()
 
-    sink, port = start_sink()
-    try:
+    with sink() as port:
         for k in [k for k in os.environ if k.startswith(("OTEL_", "PIPETEL_"))]:
             del os.environ[k]
         os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{port}"
@@ -236,9 +242,6 @@ def main() -> int:
         if missed:
             print("\nmissing a target: " + "; ".join(missed))
         guard.shutdown()
-    finally:
-        sink.terminate()
-        sink.wait()
     return 0
 
 

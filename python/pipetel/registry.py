@@ -34,7 +34,7 @@ names are another concept: :mod:`pipetel.recorders`. TeleFuser's names for this 
 import functools
 import threading
 import time
-from typing import Any, Callable, Dict, Iterable, Optional, Sequence, Tuple, Type
+from typing import Any, Callable, Dict, Generic, Iterable, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from ._pipetel import (
     InvalidMetricError,
@@ -103,7 +103,11 @@ def _str_arg(what: str, value: Any) -> str:
     return value
 
 
-class _Metric:
+#: The series type of a metric class (what ``labels(...)`` returns).
+_S = TypeVar("_S", bound=Union[CounterSeries, GaugeSeries, HistogramSeries, SummarySeries])
+
+
+class _Metric(Generic[_S]):
     """What the four metric classes share: the name, the label names and the series."""
 
     _kind = ""
@@ -160,10 +164,10 @@ class _Metric:
             for method in self._direct:
                 setattr(self, method, getattr(series, method))
 
-    def _register(self, labels: Dict[str, str]) -> Any:
+    def _register(self, labels: Dict[str, str]) -> _S:
         raise NotImplementedError
 
-    def _series(self, values: Tuple[str, ...]) -> Any:
+    def _series(self, values: Tuple[str, ...]) -> _S:
         with self._lock:
             series = self._children.get(values)
             if series is None:
@@ -171,7 +175,7 @@ class _Metric:
                 self._children[values] = series
             return series
 
-    def labels(self, *labelvalues: Any, **labelkwargs: Any) -> Any:
+    def labels(self, *labelvalues: Any, **labelkwargs: Any) -> _S:
         """The series of these label values, by position (``labels("GET", "200")``) or by name
         (``labels(method="GET", code="200")``); values are turned into str. Made on the first
         call, the same series after."""
@@ -195,7 +199,7 @@ class _Metric:
             )
         return self._series(tuple(str(v) for v in labelvalues))
 
-    def _only_series(self) -> Any:
+    def _only_series(self) -> _S:
         if self._labelnames:
             raise ValueError(
                 f"{self._kind} {self._name!r} has label names {list(self._labelnames)}: "
@@ -228,7 +232,7 @@ class _Metric:
         return f"{type(self).__name__}(name={name!r}, labelnames={labelnames!r})"
 
 
-class Counter(_Metric):
+class Counter(_Metric[CounterSeries]):
     """A counter, as prometheus_client declares it: ``Counter(name, documentation,
     labelnames=(), namespace="", subsystem="", unit="", registry=REGISTRY)``.
 
@@ -276,7 +280,7 @@ class _ExceptionCounter:
         return wrapper
 
 
-class Gauge(_Metric):
+class Gauge(_Metric[GaugeSeries]):
     """A gauge, as prometheus_client declares it: ``Gauge(name, documentation, labelnames=(),
     namespace="", subsystem="", unit="", registry=REGISTRY)``.
 
@@ -333,7 +337,25 @@ class _InProgress:
         return wrapper
 
 
-class Histogram(_Metric):
+#: The series type of an observed metric.
+_O = TypeVar("_O", HistogramSeries, SummarySeries)
+
+
+class _Observed(_Metric[_O]):
+    """What a histogram and a summary share: values are observed, one at a time or timed."""
+
+    _direct = ("observe",)
+
+    def observe(self, amount: float) -> None:
+        """Records one value."""
+        self._only_series().observe(amount)
+
+    def time(self) -> _Timer:
+        """A context manager and decorator that observes the seconds its block took."""
+        return _Timer(self._only_series().observe)
+
+
+class Histogram(_Observed[HistogramSeries]):
     """A histogram, as prometheus_client declares it: ``Histogram(name, documentation,
     labelnames=(), namespace="", subsystem="", unit="", registry=REGISTRY, buckets=None)``.
 
@@ -343,7 +365,6 @@ class Histogram(_Metric):
     seconds a block took."""
 
     _kind = "histogram"
-    _direct = ("observe",)
 
     def __init__(
         self,
@@ -362,16 +383,8 @@ class Histogram(_Metric):
     def _register(self, labels: Dict[str, str]) -> HistogramSeries:
         return self._registry.histogram(self._name, self._documentation, labels or None, self._buckets)
 
-    def observe(self, amount: float) -> None:
-        """Records one value."""
-        self._only_series().observe(amount)
 
-    def time(self) -> _Timer:
-        """A context manager and decorator that observes the seconds its block took."""
-        return _Timer(self._only_series().observe)
-
-
-class Summary(_Metric):
+class Summary(_Observed[SummarySeries]):
     """A summary, as prometheus_client declares it: ``Summary(name, documentation,
     labelnames=(), namespace="", subsystem="", unit="", registry=REGISTRY, quantiles=None,
     max_age_seconds=None)``.
@@ -382,7 +395,6 @@ class Summary(_Metric):
     observes the seconds a block took."""
 
     _kind = "summary"
-    _direct = ("observe",)
 
     def __init__(
         self,
@@ -404,11 +416,3 @@ class Summary(_Metric):
         return self._registry.summary(
             self._name, self._documentation, labels or None, self._quantiles, self._max_age_seconds
         )
-
-    def observe(self, amount: float) -> None:
-        """Records one value."""
-        self._only_series().observe(amount)
-
-    def time(self) -> _Timer:
-        """A context manager and decorator that observes the seconds its block took."""
-        return _Timer(self._only_series().observe)

@@ -75,7 +75,7 @@ def _recv_exact(sock: socket.socket, n: int) -> Optional[bytes]:
 class _Receiver:
     """Accepts workers' connections for one stage and counts their reports in it."""
 
-    def __init__(self, stage: Stage, listen: str, port: int):
+    def __init__(self, stage: Stage, listen: str, port: int) -> None:
         self.stage = stage
         self.token = secrets.token_hex(16)
         family = socket.AF_INET6 if ":" in listen else socket.AF_INET
@@ -170,7 +170,7 @@ class RemoteStage:
         settings: Optional[Dict[str, Any]] = None,
         worker_settings: Optional[Dict[str, Any]] = None,
         report_interval: float = 5.0,
-    ):
+    ) -> None:
         self.name = name
         self.execution_id = execution_id
         self.traceparent = traceparent
@@ -260,7 +260,7 @@ class RemoteStage:
 class _View:
     """This process's remote view of one stage and its connection to the owner."""
 
-    def __init__(self, handle: RemoteStage):
+    def __init__(self, handle: RemoteStage) -> None:
         self.handle = handle
         self.stage = Stage._remote_view(handle.name, handle.execution_id, handle.traceparent)
         self.source = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -369,7 +369,7 @@ class RemoteShard:
 
     __slots__ = ("_view", "_shard", "_reported", "record", "add")
 
-    def __init__(self, view: Optional[_View], shard: Shard):
+    def __init__(self, view: Optional[_View], shard: Shard) -> None:
         self._view = view
         self._shard = shard
         self._reported = False

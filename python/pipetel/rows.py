@@ -112,23 +112,25 @@ def _written_float(text: str) -> Optional[float]:
     return x
 
 
+def _float_or_text(text: str) -> Any:
+    v = _written_float(text)
+    return text if v is None else v
+
+
 def _field_value(key: str, text: str, float_counters: Set[str]) -> Any:
     if key in _TEXT_FIELDS:
         return text
     if key in _FLOAT_FIELDS:
-        v = _written_float(text)
-        return text if v is None else v
+        return _float_or_text(text)
     if key.startswith("pipeline.counter."):
         if text in ("true", "false"):
             return text == "true"
         if any(c in text for c in ".eE") or key in float_counters:
-            v = _written_float(text)
-            return text if v is None else v
+            return _float_or_text(text)
     try:
         return int(text)
     except ValueError:
-        v = _written_float(text)
-        return text if v is None else v
+        return _float_or_text(text)
 
 
 def _time_ns(t: str) -> Optional[int]:

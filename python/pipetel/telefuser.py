@@ -204,14 +204,9 @@ def with_metrics(func: F) -> F:
         hook = getattr(self, "_metrics_hook", None)
         if hook is None:
             return func(self, *args, **kwargs)
-        run = hook.start()
-        try:
-            result = func(self, *args, **kwargs)
-        except BaseException:
-            run.fail()
-            raise
-        run.succeed()
-        return result
+        # The run ends when the block does: failed if an exception (any) leaves it.
+        with hook.start():
+            return func(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 
@@ -227,14 +222,8 @@ def with_metrics_async(func: F) -> F:
         hook = getattr(self, "_metrics_hook", None)
         if hook is None:
             return await func(self, *args, **kwargs)
-        run = hook.start()
-        try:
-            result = await func(self, *args, **kwargs)
-        except BaseException:
-            run.fail()
-            raise
-        run.succeed()
-        return result
+        with hook.start():
+            return await func(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
 

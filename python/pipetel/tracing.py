@@ -22,19 +22,31 @@ import functools
 import inspect
 import logging
 import traceback
+from typing import Any, Callable, Dict, Optional, TypeVar, overload
 
 from ._pipetel import Span, _log_record, current_span, span, traceparent
 
 __all__ = ["LoggingHandler", "Span", "current_span", "span", "traced", "traceparent"]
 
 
-def traced(func=None, *, name=None, attributes=None):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+@overload
+def traced(func: _F, *, name: Optional[str] = None, attributes: Optional[Dict[str, Any]] = None) -> _F: ...
+@overload
+def traced(
+    func: None = None, *, name: Optional[str] = None, attributes: Optional[Dict[str, Any]] = None
+) -> Callable[[_F], _F]: ...
+def traced(
+    func: Optional[_F] = None, *, name: Optional[str] = None, attributes: Optional[Dict[str, Any]] = None
+) -> Any:
     """Runs each call of a function (sync or ``async``) in a span named ``name`` (default: the
     function's qualified name) with ``attributes``; the span is a child of the current span.
     Use as ``@pipetel.traced`` or ``@pipetel.traced(name="load", attributes={"table": "t"})``.
     An exception ends the span with status error and goes on."""
 
-    def decorate(fn):
+    def decorate(fn: _F) -> _F:
         span_name = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "call")
         attrs = dict(attributes or {})
         if inspect.iscoroutinefunction(fn):
@@ -44,14 +56,14 @@ def traced(func=None, *, name=None, attributes=None):
                 with span(span_name, attributes=attrs):
                     return await fn(*args, **kwargs)
 
-            return async_wrapper
+            return async_wrapper  # type: ignore[return-value]
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with span(span_name, attributes=attrs):
                 return fn(*args, **kwargs)
 
-        return wrapper
+        return wrapper  # type: ignore[return-value]
 
     if func is not None:
         if not callable(func):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -39,7 +40,7 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Sequence, TypeVar
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "python" / "examples"
@@ -54,6 +55,14 @@ class PeerMissing(Exception):
 def peers_required() -> bool:
     """Whether a missing peer is a failure (``PIPETEL_REQUIRE_PEERS=1``) rather than a skip."""
     return os.environ.get("PIPETEL_REQUIRE_PEERS", "") not in ("", "0", "false", "no")
+
+
+def clean_env(extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """This process's environment without its ``OTEL_*`` and ``PIPETEL_*`` variables, with
+    ``extra`` laid over it: a child configured by what the test gives it alone."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env.update(extra or {})
+    return env
 
 
 # What each peer is and how to get it, as ``tests/support/peers.rs`` says it.
@@ -133,6 +142,18 @@ def wait_until(what: str, check: Callable[[], Optional[T]], timeout: float, desc
         time.sleep(0.2)
 
 
+def stop_process(popen: "subprocess.Popen[Any]", grace: float) -> None:
+    """SIGTERM (a graceful exit, which flushes), then SIGKILL after ``grace`` seconds; waits for
+    the process either way."""
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGTERM)
+        try:
+            popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            popen.kill()
+            popen.wait(timeout=grace)
+
+
 class PeerProcess:
     """A child process whose stdout and stderr go to a log file; stopped by :meth:`stop`."""
 
@@ -183,13 +204,7 @@ class PeerProcess:
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after 5 s; waits for the process either way."""
-        if self.popen.poll() is None:
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait(timeout=5)
+        stop_process(self.popen, 5.0)
         self._log.close()
 
 
@@ -515,6 +530,30 @@ class Collector:
         self.process.stop()
 
 
+# --- the Prometheus text format, as a pull endpoint serves it ------------------------------------
+
+
+def exposition_samples(text: str, sample: "re.Pattern[str]") -> Iterator["re.Match[str]"]:
+    """The match of ``sample`` (groups: name, labels, value) on each sample line of exposition
+    ``text``; comments and blank lines are skipped, and a line it does not match fails the test."""
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = sample.match(line)
+        assert m, f"not an exposition line: {line!r}"
+        yield m
+
+
+def sample_value(page: str, name: str, **labels: Any) -> float:
+    """The value of the first sample of ``name`` on an exposition ``page`` with (at least) these
+    labels; fails the test, showing the page, when there is none."""
+    want = [f'{k}="{v}"' for k, v in labels.items()]
+    for line in page.splitlines():
+        if line.startswith(name + "{") and all(w in line for w in want):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {name} {labels} in the page:\n{page}")
+
+
 class Sample(NamedTuple):
     """One series of a PromQL instant vector."""
 
@@ -733,6 +772,21 @@ def start_prometheus(workdir: Optional[Path] = None) -> Prometheus:
     """Starts Prometheus (``PIPETEL_PROMETHEUS_BIN`` or ``prometheus`` on ``PATH``)."""
     binary = peer_binary("PIPETEL_PROMETHEUS_BIN", "prometheus")
     return Prometheus(binary, workdir or Path(tempfile.mkdtemp(prefix="pipetel-prom-")))
+
+
+def both_ways_env(collector: Collector, prometheus: Prometheus) -> Dict[str, str]:
+    """The variables of a program whose metrics go both ways: pulled by ``prometheus`` (from a
+    free loopback port, which it now scrapes) and pushed to ``collector`` over OTLP gRPC every
+    0.5 s."""
+    port = free_port()
+    prometheus.scrape(f"127.0.0.1:{port}")
+    return {
+        **collector.env("grpc"),
+        "OTEL_METRICS_EXPORTER": "prometheus,otlp",
+        "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
+        "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
+        "OTEL_METRIC_EXPORT_INTERVAL": "500",
+    }
 
 
 def example_path(path: "str | os.PathLike[str]") -> Path:

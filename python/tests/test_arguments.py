@@ -7,7 +7,6 @@ and ``pytest.raises(match=)`` does read: so these tests do not rely on ``match``
 """
 
 import math
-import os
 import re
 import subprocess
 import sys
@@ -17,9 +16,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+import peers
 import pipetel
 from pipetel import telefuser as tf
-from pipetel.zephyr import StatsWriter, ZephyrWorkerStatStatus
+from pipetel.zephyr import StatsWriter
+from zephyr_rows import stage_stat, worker_stat
 
 _ids = iter(range(1_000_000))
 
@@ -35,41 +36,6 @@ def refused(exc, name, call):
     message = str(info.value)
     assert re.search(rf"(?<![\w.]){re.escape(name)}(?![\w])", message), f"{message!r} does not name {name!r}"
     return message
-
-
-def worker(**over):
-    kw = dict(
-        shard_idx=0,
-        stage_name="args",
-        execution_id="e",
-        status=ZephyrWorkerStatStatus.RUNNING,
-        ts=datetime(2026, 12, 1, 12, 0, 0),
-        items=1,
-        bytes_processed=1,
-        item_rate=1.0,
-        byte_rate=1.0,
-        cpu_time_total=0.0,
-        cpu_current_pct=0.0,
-        cpu_avg_pct=0.0,
-        mem_current_bytes=1,
-        mem_avg_bytes=1,
-        mem_peak_bytes=1,
-    )
-    kw.update(over)
-    return kw
-
-
-def stage_stat(**over):
-    kw = dict(
-        stage_counters={"zephyr/item_count": 1},
-        stage_name="args",
-        execution_id="e",
-        elapsed=1.0,
-        total_shards=1,
-        status=ZephyrWorkerStatStatus.END,
-    )
-    kw.update(over)
-    return kw
 
 
 # --- the whole surface: a wrong type or a refused value names the argument --------------------
@@ -172,12 +138,12 @@ def span_and_stage_cases():
         (TypeError, "value", lambda: shard.add("k", "1")),
         (ValueError, "value", lambda: shard.add("k", math.nan)),
         (TypeError, "reason", lambda: shard.fail(5)),
-        (ValueError, "shard_idx", lambda: StatsWriter(None).emit_worker_stat(**worker(shard_idx=-1))),
-        (TypeError, "stage_name", lambda: StatsWriter(None).emit_worker_stat(**worker(stage_name=5))),
-        (ValueError, "items", lambda: StatsWriter(None).emit_worker_stat(**worker(items=2**64))),
-        (ValueError, "items", lambda: StatsWriter(None).emit_worker_stat(**worker(items=10**400))),
-        (ValueError, "mem_peak_bytes", lambda: StatsWriter(None).emit_worker_stat(**worker(mem_peak_bytes=1e30))),
-        (ValueError, "item_rate", lambda: StatsWriter(None).emit_worker_stat(**worker(item_rate=10**400))),
+        (ValueError, "shard_idx", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(shard_idx=-1))),
+        (TypeError, "stage_name", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(stage_name=5))),
+        (ValueError, "items", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(items=2**64))),
+        (ValueError, "items", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(items=10**400))),
+        (ValueError, "mem_peak_bytes", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(mem_peak_bytes=1e30))),
+        (ValueError, "item_rate", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(item_rate=10**400))),
         (ValueError, "total_shards", lambda: StatsWriter(None).emit_stage_stat(**stage_stat(total_shards=-1))),
         (TypeError, "execution_id", lambda: StatsWriter(None).emit_stage_stat(**stage_stat(execution_id=None))),
         (TypeError, "stage_counters", lambda: StatsWriter(None).emit_stage_stat(**stage_stat(stage_counters={1: 1}))),
@@ -287,7 +253,7 @@ def test_negative_shard_counts_and_indices_are_value_errors_naming_the_argument(
         ("shards", lambda: pipetel.stage("s", shards=2**32)),
         ("index", lambda: pipetel.stage("s", shards=1).shard(-1)),
         ("total_shards", lambda: StatsWriter(None).emit_stage_stat(**stage_stat(total_shards=-3))),
-        ("shard_idx", lambda: StatsWriter(None).emit_worker_stat(**worker(shard_idx=-1))),
+        ("shard_idx", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(shard_idx=-1))),
     ]:
         message = refused(ValueError, name, call)
         assert "out of range" in message and "0..=4294967295" in message
@@ -295,8 +261,8 @@ def test_negative_shard_counts_and_indices_are_value_errors_naming_the_argument(
 
 def test_zephyr_counts_beyond_64_bits_are_refused_not_saturated():
     for items in (2**64, 10**400, 1.9e19):
-        refused(ValueError, "items", lambda: StatsWriter(None).emit_worker_stat(**worker(items=items)))
-    StatsWriter(None).emit_worker_stat(**worker(items=2**64 - 1, bytes_processed=1e18))
+        refused(ValueError, "items", lambda: StatsWriter(None).emit_worker_stat(**worker_stat(items=items)))
+    StatsWriter(None).emit_worker_stat(**worker_stat(items=2**64 - 1, bytes_processed=1e18))
 
 
 def test_a_hub_window_too_long_for_a_duration_is_a_value_error_not_a_panic():
@@ -338,7 +304,7 @@ def unix_nanos(ts: datetime) -> int:
 def test_worker_row_times_from_a_datetime_are_exact_to_the_microsecond(collector, tmp_path):
     script = tmp_path / "times.py"
     script.write_text(textwrap.dedent(WORKER_TIMES))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     env.update(collector.env("grpc"))
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

@@ -4,7 +4,6 @@ source-system modules as facades over the concept modules."""
 
 import itertools
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import peers
 import pipetel
 from pipetel import mstar, pipeline, recorders, registry, telefuser, tracing, zephyr
 
@@ -163,7 +163,7 @@ def test_row_writer_writes_explicit_rows(tmp_path):
                 elapsed=2.5, total_shards=4, status="END")
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     env.update(PIPETEL_ROWS_FILE=str(rows_file), OTEL_METRICS_EXPORTER="none")
     done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -188,7 +188,7 @@ def test_registry_metrics_reach_the_pull_endpoint_init_serves():
             print(urllib.request.urlopen(f"http://{guard.prometheus_addr}/metrics", timeout=10).read().decode())
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     got = {}

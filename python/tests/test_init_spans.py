@@ -14,14 +14,14 @@ import threading
 
 import pytest
 
+import peers
 import pipetel
 
 TP = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
 def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
-    env.update(extra)
+    env = peers.clean_env(extra)
     env["PYTHONUNBUFFERED"] = "1"
     return env
 
@@ -331,8 +331,6 @@ def test_a_child_forked_after_init_works_and_shuts_down_at_once():
 
 
 def test_spans_reach_the_collector_with_their_parents_across_a_subprocess(collector, run_example):
-    import peers
-
     env = {**collector.env("grpc"), "OTEL_METRICS_EXPORTER": "none", "OTEL_TRACES_EXPORTER": "otlp"}
     done = run_example("spans_across_processes", env)
     root_tp = next(l.split()[1] for l in done.stdout.splitlines() if l.startswith("root "))

@@ -2,10 +2,10 @@
 with the current span's trace and span ids (the program runs as a subprocess: it calls init)."""
 
 import logging
-import os
 import subprocess
 import sys
 
+import peers
 import pipetel
 
 PROGRAM = r"""
@@ -49,7 +49,7 @@ EXPECTED = {
 
 
 def test_records_reach_the_collector_with_the_current_span_ids_and_severities(collector):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     env.update(collector.env("grpc"), OTEL_METRICS_EXPORTER="none", OTEL_TRACES_EXPORTER="otlp")
     done = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr

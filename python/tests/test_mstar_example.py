@@ -30,15 +30,7 @@ def prometheus_selector(line: str) -> "tuple[str, float]":
 def test_mstar_example_reaches_prometheus_and_the_collector_exactly(collector, prometheus):
     if not hasattr(pipetel, "init"):
         pytest.skip("pipetel.init is not bound in this build (the server part of the example needs it)")
-    port = peers.free_port()
-    prometheus.scrape(f"127.0.0.1:{port}")
-    env = {
-        **collector.env("grpc"),
-        "OTEL_METRICS_EXPORTER": "prometheus,otlp",
-        "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
-        "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
-        "OTEL_METRIC_EXPORT_INTERVAL": "500",
-    }
+    env = peers.both_ways_env(collector, prometheus)
     proc = peers.spawn_example(
         "mstar_recorders", env, args=["--workers", str(WORKERS), "--steps", str(STEPS), "--linger-seconds", "90"]
     )

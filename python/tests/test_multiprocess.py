@@ -78,19 +78,12 @@ class Server:
         return self.log.read()[-6000:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        peers.stop_process(self.proc, 30.0)
         self.log.close()
 
 
 def server_env(tmp: Path, metrics_port: int, **extra: str) -> Dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
-    env.update(
+    return peers.clean_env(
         {
             "PIPETEL_MULTIPROCESS_DIR": str(tmp / "metrics"),
             "OTEL_EXPORTER_PROMETHEUS_PORT": str(metrics_port),
@@ -99,7 +92,6 @@ def server_env(tmp: Path, metrics_port: int, **extra: str) -> Dict[str, str]:
             **extra,
         }
     )
-    return env
 
 
 def wait_for(what: str, check, server: Server, timeout: float = 30.0):

@@ -9,7 +9,7 @@ import pipetel
 from pipetel import _pipetel
 
 
-def test_installed_package_ships_py_typed_and_stubs():
+def test_installed_package_ships_py_typed_and_the_native_stub():
     root = pathlib.Path(pipetel.__file__).parent
     assert (root / "py.typed").is_file()
     assert (root / "_pipetel.pyi").is_file()
@@ -38,32 +38,59 @@ def test_stubs_name_every_public_native_name_and_nothing_else():
 MODULES = ["registry", "recorders", "pipeline", "tracing", "zephyr", "telefuser", "mstar"]
 
 
-def stub_names(path):
-    """The names a stub defines or re-exports (``from x import a as a``), private ones aside."""
-    names = set()
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, ast.Assign):
-            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
-        elif isinstance(node, ast.ImportFrom) and node.level == 1 and [a.name for a in node.names] == ["*"]:
-            # `from .recorders import *`: that stub's names.
-            names |= stub_names(path.parent / f"{node.module}.pyi")
-        elif isinstance(node, (ast.ImportFrom, ast.Import)):
-            names |= {a.asname or a.name for a in node.names if a.asname}
-    return {n for n in names if not n.startswith("_")}
+#: Modules of integrations, typed the same way.
+INTEGRATIONS = ["asgi", "wsgi", "multiprocess", "remote", "rows"]
 
 
-@pytest.mark.parametrize("name", [""] + MODULES)
-def test_every_public_module_has_a_stub_naming_its_all(name):
-    module = getattr(pipetel, name) if name else pipetel
+def unannotated(qualname, fn, method):
+    """The parameters and return of ``fn`` without an annotation, each named; every annotation
+    must also resolve (``typing.get_type_hints``)."""
+    import inspect
+    import typing
+
+    typing.get_type_hints(fn)
+    params = list(inspect.signature(fn).parameters.values())
+    if method and params and params[0].name in ("self", "cls"):
+        params = params[1:]
+    missing = [f"{qualname}({p.name})" for p in params if p.annotation is inspect.Parameter.empty]
+    if inspect.signature(fn).return_annotation is inspect.Signature.empty:
+        missing.append(f"{qualname} -> ?")
+    return missing
+
+
+def test_the_only_stub_is_the_native_modules():
+    """The Python modules carry their types inline (``py.typed``); a stub beside one of them would
+    hide its annotations from type checkers and repeat its signatures."""
     root = pathlib.Path(pipetel.__file__).parent
-    stub = root / (f"{name}.pyi" if name else "__init__.pyi")
-    assert stub.is_file(), stub
-    public = set(module.__all__) - {"__version__"}
-    assert public <= stub_names(stub), public - stub_names(stub)
+    assert sorted(p.name for p in root.glob("*.pyi")) == ["_pipetel.pyi"]
+
+
+@pytest.mark.parametrize("name", [""] + MODULES + INTEGRATIONS)
+def test_every_public_module_is_typed_inline(name):
+    """Every public function and method a module defines annotates each parameter and its
+    return; the names it re-exports from the native module are typed by ``_pipetel.pyi``."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(f"pipetel.{name}" if name else "pipetel")
+    missing = []
+    for n in module.__all__:
+        obj = getattr(module, n)
+        if obj is getattr(_pipetel, getattr(obj, "__name__", n), None):
+            continue
+        if inspect.isfunction(obj):
+            missing += unannotated(f"{module.__name__}.{n}", obj, method=False)
+        elif inspect.isclass(obj):
+            own = [c for c in obj.__mro__ if c.__module__.startswith("pipetel.") and c.__module__ != "pipetel._pipetel"]
+            for cls in own:
+                for k, v in vars(cls).items():
+                    if k.startswith("_") and k != "__init__":
+                        continue
+                    fn = v.__func__ if isinstance(v, (classmethod, staticmethod)) else v
+                    fn = v.fget if isinstance(v, property) else fn
+                    if inspect.isfunction(fn):
+                        missing += unannotated(f"{cls.__qualname__}.{k}", fn, method=not isinstance(v, staticmethod))
+    assert not missing, missing
     assert all(hasattr(module, n) for n in module.__all__)
 
 

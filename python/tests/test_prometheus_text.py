@@ -3,10 +3,11 @@ pipeline metrics), for an app's own /metrics route, and the TeleFuser global reg
 get_prometheus_format() giving the same page; Python spans in span.duration. Each program runs
 as a subprocess: it calls init."""
 
-import os
 import re
 import subprocess
 import sys
+
+import peers
 
 PROGRAM = r"""
 import json, sys, urllib.request
@@ -68,14 +69,7 @@ TIMING = ("process_",)
 
 def series(text):
     """{series line without its value: value}, comments dropped."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = SAMPLE.match(line)
-        assert m, f"not an exposition line: {line!r}"
-        out[f"{m.group(1)}{{{m.group(2) or ''}}}"] = m.group(3)
-    return out
+    return {f"{m.group(1)}{{{m.group(2) or ''}}}": m.group(3) for m in peers.exposition_samples(text, SAMPLE)}
 
 
 def comments(text):
@@ -83,7 +77,7 @@ def comments(text):
 
 
 def run():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     done = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     import json

@@ -5,7 +5,6 @@ spans the driver and the tasks."""
 
 import importlib.util
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,17 +27,8 @@ def ray_installed(request):
         pytest.skip(str(e))
 
 
-def metric(page: str, name: str, **labels) -> float:
-    want = [f'{k}="{v}"' for k, v in labels.items()]
-    for line in page.splitlines():
-        if line.startswith(name + "{") and all(w in line for w in want):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no {name} {labels} in the page:\n{page}")
-
-
 def test_ray_tasks_on_two_nodes_and_ray_data_count_exactly_in_one_trace(ray_installed, collector, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
-    env.update(collector.env("grpc"))
+    env = peers.clean_env(collector.env("grpc"))
     # Ray's socket paths must stay under 108 bytes: a short directory of its own.
     ray_tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     env.update({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp", "RAY_TMPDIR": ray_tmp})
@@ -57,12 +47,12 @@ def test_ray_tasks_on_two_nodes_and_ray_data_count_exactly_in_one_trace(ray_inst
     assert len(out["nodes"]) == 2 and {s["node"] for s in seen} == set(out["nodes"]), seen
     assert (row["items"], row["bytes"]) == (sum(10 * (i + 1) for i in range(shards)), sum(100 * (i + 1) for i in range(shards)))
     assert (row["shards_succeeded"], row["shards_failed"]) == (shards, 0), row
-    assert metric(out["page"], "pipeline_stage_items_total", pipeline_stage_name="ray-tasks") == row["items"]
+    assert peers.sample_value(out["page"], "pipeline_stage_items_total", pipeline_stage_name="ray-tasks") == row["items"]
     # Ray Data: every row once, the batches' bytes (int64 ids: 8 bytes a row).
     data = out["data_row"]
     assert out["data_sum"] == 2 * sum(range(1000))
     assert (data["items"], data["bytes"], data["shards_succeeded"]) == (1000, 8000, 4), data
-    assert metric(out["page"], "pipeline_stage_bytes_total", pipeline_stage_name="ray-data") == 8000
+    assert peers.sample_value(out["page"], "pipeline_stage_bytes_total", pipeline_stage_name="ray-data") == 8000
     # One trace across the driver and the tasks.
     _, trace_id, stage_span, _ = out["tasks_traceparent"].split("-")
     assert all(s["traceparent"].split("-")[1] == trace_id and s["inner"].split("-")[1] == trace_id for s in seen)

@@ -3,7 +3,6 @@ count exactly in the owner's stage row and stage metrics, their worker rows and 
 from the workers, and the trace continues from the owner's stage span."""
 
 import json
-import os
 import pickle
 import subprocess
 import sys
@@ -19,22 +18,8 @@ HERE = Path(__file__).resolve().parent
 SHARDS = 5
 
 
-def clean_env(extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
-    env.update(extra)
-    return env
-
-
-def metric(page: str, name: str, **labels) -> float:
-    want = [f'{k}="{v}"' for k, v in labels.items()]
-    for line in page.splitlines():
-        if line.startswith(name + "{") and all(w in line for w in want):
-            return float(line.rsplit(" ", 1)[1])
-    raise AssertionError(f"no {name} {labels} in the page:\n{page}")
-
-
 def test_spawn_workers_count_exactly_in_the_owners_row_and_continue_its_trace(collector):
-    env = clean_env({**collector.env("grpc"), "OTEL_TRACES_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp"})
+    env = peers.clean_env({**collector.env("grpc"), "OTEL_TRACES_EXPORTER": "otlp", "OTEL_LOGS_EXPORTER": "otlp"})
     done = subprocess.run(
         [sys.executable, str(HERE / "remote_stage_owner.py"), str(SHARDS)],
         env=env,
@@ -53,8 +38,8 @@ def test_spawn_workers_count_exactly_in_the_owners_row_and_continue_its_trace(co
     assert row["counters"]["docs"] == sum(range(SHARDS)), row
     # ... and its stage metrics on its own pull endpoint.
     page = out["page"]
-    assert metric(page, "pipeline_stage_items_total", pipeline_stage_name="spawned") == items
-    assert metric(page, "pipeline_stage_bytes_total", pipeline_stage_name="spawned") == nbytes
+    assert peers.sample_value(page, "pipeline_stage_items_total", pipeline_stage_name="spawned") == items
+    assert peers.sample_value(page, "pipeline_stage_bytes_total", pipeline_stage_name="spawned") == nbytes
     # The shards ran in other processes.
     worker_pids = {s["pid"] for s in seen}
     assert out["pid"] not in worker_pids and len(worker_pids) >= 1
@@ -88,7 +73,7 @@ def test_spawn_workers_count_exactly_in_the_owners_row_and_continue_its_trace(co
 def test_spawn_workers_count_exactly_with_no_exporter_but_the_pull_endpoint():
     done = subprocess.run(
         [sys.executable, str(HERE / "remote_stage_owner.py"), str(SHARDS)],
-        env=clean_env({}),
+        env=peers.clean_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -97,7 +82,7 @@ def test_spawn_workers_count_exactly_with_no_exporter_but_the_pull_endpoint():
     out = json.loads(done.stdout.strip().splitlines()[-1])
     row = out["row"]
     assert (row["items"], row["bytes"], row["shards_failed"]) == (1500, 15000, 1), row
-    assert metric(out["page"], "pipeline_stage_items_total", pipeline_stage_name="spawned") == 1500
+    assert peers.sample_value(out["page"], "pipeline_stage_items_total", pipeline_stage_name="spawned") == 1500
     # No trace exporter: no trace context anywhere, and nothing fails for it.
     assert out["traceparent"] is None and all(s["traceparent"] is None for s in out["seen"])
 

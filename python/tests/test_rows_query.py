@@ -5,10 +5,10 @@ with the same keys and types, for every filter ``pipetel rows --url`` takes."""
 
 import json
 import math
-import os
 
 import pytest
 
+import peers
 import pipetel.rows
 
 EXECUTION = "tokenize-2026-12-01"
@@ -47,7 +47,7 @@ def _matching(remote_rows, local_rows):
 
 def test_query_gives_back_the_local_rows_with_every_filter(stores_gateway, victoria_logs, run_example, tmp_path):
     rows_file = tmp_path / "rows.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     env.update(stores_gateway.env())
     env.update(
         OTEL_SERVICE_NAME="zephyr-coordinator",
@@ -61,8 +61,6 @@ def test_query_gives_back_the_local_rows_with_every_filter(stores_gateway, victo
     def stored():
         rows = pipetel.rows.query(victoria_logs.url, execution=EXECUTION, frame=False)
         return rows if len(rows) >= len(local) else None
-
-    import peers
 
     remote = peers.wait_until("every row in VictoriaLogs", stored, 60.0, lambda: stores_gateway.process.output(40))
     _matching(remote, local)

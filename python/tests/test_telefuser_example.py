@@ -50,15 +50,7 @@ def with_job(selector: str) -> str:
 
 def test_telefuser_documentation_reaches_prometheus_and_the_collector(collector, prometheus):
     assert hasattr(pipetel, "init"), "pipetel.init is not bound in this build"
-    port = peers.free_port()
-    prometheus.scrape(f"127.0.0.1:{port}")
-    env = {
-        **collector.env("grpc"),
-        "OTEL_METRICS_EXPORTER": "prometheus,otlp",
-        "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
-        "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
-        "OTEL_METRIC_EXPORT_INTERVAL": "500",
-    }
+    env = peers.both_ways_env(collector, prometheus)
     started = time.time()
     proc = peers.spawn_example("telefuser_metrics", env, args=["--linger-seconds", "90"])
     try:

@@ -3,7 +3,6 @@ FastAPI app under uvicorn (httpx) and a Flask app under gunicorn (requests), bot
 python/tests/webapps/. What is asserted is what a real collector received (spans, metrics, log
 records) and what the pull endpoint and the app's own /metrics route serve."""
 
-import os
 import re
 import subprocess
 import sys
@@ -31,14 +30,8 @@ LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 def parse(text):
     """Exposition text -> {(name, frozenset of label pairs): value}."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = SAMPLE.match(line)
-        assert m, f"not an exposition line: {line!r}"
-        out[(m.group(1), frozenset(LABEL.findall(m.group(2) or "")))] = float(m.group(3))
-    return out
+    samples = peers.exposition_samples(text, SAMPLE)
+    return {(m.group(1), frozenset(LABEL.findall(m.group(2) or ""))): float(m.group(3)) for m in samples}
 
 
 def value(samples, name, **labels):
@@ -50,7 +43,7 @@ def value(samples, name, **labels):
 
 
 def base_env(collector):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     env.update(
         collector.env("grpc"),
         OTEL_TRACES_EXPORTER="otlp",
@@ -89,13 +82,7 @@ class Server:
         return self.log.read_text("utf-8", "replace")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        peers.stop_process(self.proc, 15.0)
         self._out.close()
 
 
@@ -302,7 +289,7 @@ guard.shutdown()
 
 
 def test_django_route_reaches_the_wsgi_middleware():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     done = subprocess.run([sys.executable, "-c", DJANGO], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     page = parse(done.stdout)

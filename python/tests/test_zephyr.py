@@ -14,46 +14,13 @@ from datetime import datetime, timezone
 
 import pytest
 
+import peers
 import pipetel
 from pipetel import zephyr
 from pipetel.zephyr import StatsWriter, ZephyrWorkerStatStatus
+from zephyr_rows import stage_stat, worker_stat
 
 EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples", "zephyr_stats.py")
-
-
-def worker_kwargs(**over):
-    kw = dict(
-        shard_idx=0,
-        stage_name="tokenize",
-        execution_id="e1",
-        status=ZephyrWorkerStatStatus.RUNNING,
-        ts=datetime(2026, 12, 1, 12, 0, 0),
-        items=10,
-        bytes_processed=100,
-        item_rate=1.5,
-        byte_rate=15.0,
-        cpu_time_total=0.5,
-        cpu_current_pct=50.0,
-        cpu_avg_pct=40.0,
-        mem_current_bytes=1000,
-        mem_avg_bytes=900,
-        mem_peak_bytes=1100,
-    )
-    kw.update(over)
-    return kw
-
-
-def stage_kwargs(**over):
-    kw = dict(
-        stage_counters={"zephyr/item_count": 10, "zephyr/worker/cpu_pct_average": 12.5},
-        stage_name="tokenize",
-        execution_id="e1",
-        elapsed=2.0,
-        total_shards=1,
-        status=ZephyrWorkerStatStatus.END,
-    )
-    kw.update(over)
-    return kw
 
 
 def test_status_enum_and_constants_are_zephyrs():
@@ -67,10 +34,10 @@ def test_status_enum_and_constants_are_zephyrs():
 
 def test_valid_rows_are_accepted_with_the_exact_keywords():
     w = StatsWriter(None)
-    w.emit_worker_stat(**worker_kwargs())
-    w.emit_worker_stat(**worker_kwargs(status="END", items=10.0, ts=datetime.now(timezone.utc)))
-    w.emit_stage_stat(**stage_kwargs(stage_counters={"zephyr/item_count": 10, "a/b.c-d_e": 0.25}))
-    w.emit_stage_stat(**stage_kwargs(status=ZephyrWorkerStatStatus.FAILED, stage_counters={}))
+    w.emit_worker_stat(**worker_stat())
+    w.emit_worker_stat(**worker_stat(status="END", items=10.0, ts=datetime.now(timezone.utc)))
+    w.emit_stage_stat(**stage_stat(stage_counters={"zephyr/item_count": 10, "a/b.c-d_e": 0.25}))
+    w.emit_stage_stat(**stage_stat(status=ZephyrWorkerStatStatus.FAILED, stage_counters={}))
     w.close()
 
 
@@ -92,7 +59,7 @@ def test_valid_rows_are_accepted_with_the_exact_keywords():
 )
 def test_bad_worker_inputs_raise_naming_the_keyword(over, exc, words):
     with pytest.raises(exc, match=words):
-        StatsWriter(None).emit_worker_stat(**worker_kwargs(**over))
+        StatsWriter(None).emit_worker_stat(**worker_stat(**over))
 
 
 @pytest.mark.parametrize(
@@ -114,13 +81,13 @@ def test_bad_worker_inputs_raise_naming_the_keyword(over, exc, words):
 )
 def test_bad_stage_inputs_raise_naming_the_argument(over, exc, words):
     with pytest.raises(exc, match=words):
-        StatsWriter(None).emit_stage_stat(**stage_kwargs(**over))
+        StatsWriter(None).emit_stage_stat(**stage_stat(**over))
 
 
 def test_unknown_and_missing_keywords_are_refused():
     with pytest.raises(TypeError, match="bytes"):
-        StatsWriter(None).emit_worker_stat(**worker_kwargs(bytes=1))
-    kw = worker_kwargs()
+        StatsWriter(None).emit_worker_stat(**worker_stat(bytes=1))
+    kw = worker_stat()
     del kw["mem_peak_bytes"]
     with pytest.raises(TypeError, match="mem_peak_bytes"):
         StatsWriter(None).emit_worker_stat(**kw)
@@ -229,7 +196,7 @@ def test_spans_inside_a_shard_are_its_children_and_the_stage_is_a_childs_of_the_
 
 def test_the_example_writes_zephyr_rows_with_every_field(tmp_path):
     rows_file = tmp_path / "rows.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PIPETEL_"))}
+    env = peers.clean_env()
     env.update(PIPETEL_ROWS_FILE=str(rows_file), OTEL_METRICS_EXPORTER="none")
     done = subprocess.run([sys.executable, EXAMPLE], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -258,17 +225,9 @@ def test_the_example_writes_zephyr_rows_with_every_field(tmp_path):
 
 
 def test_zephyr_example_reaches_the_collector_and_prometheus(collector, prometheus, tmp_path):
-    import peers
-
-    port = peers.free_port()
-    prometheus.scrape(f"127.0.0.1:{port}")
     env = {
-        **collector.env("grpc"),
+        **peers.both_ways_env(collector, prometheus),
         "OTEL_SERVICE_NAME": "zephyr-coordinator",
-        "OTEL_METRICS_EXPORTER": "prometheus,otlp",
-        "OTEL_EXPORTER_PROMETHEUS_HOST": "127.0.0.1",
-        "OTEL_EXPORTER_PROMETHEUS_PORT": str(port),
-        "OTEL_METRIC_EXPORT_INTERVAL": "500",
         "PIPETEL_ROWS_FILE": str(tmp_path / "rows.jsonl"),
     }
     proc = peers.spawn_example("zephyr_stats", env, args=["--hold"])

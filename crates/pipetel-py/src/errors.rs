@@ -22,50 +22,34 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::PyTypeInfo;
 
-create_exception!(pipetel, PipetelError, PyException, "Base class of every exception raised by pipetel.");
-create_exception!(pipetel, FamilyError, PipetelError, "An invalid metric family.");
-create_exception!(pipetel, RecordError, PipetelError, "A record rejected by a recorder.");
-create_exception!(pipetel, SnapshotError, PipetelError, "Snapshot columns that do not form a valid snapshot.");
-create_exception!(pipetel, MergeError, PipetelError, "Snapshots that cannot be merged.");
-create_exception!(pipetel, DecodeError, PipetelError, "Bytes that are not a valid envelope or frame.");
-create_exception!(
-    pipetel,
-    ThreadError,
-    PipetelError,
-    "A per-thread recorder used from a thread other than the one that created it."
-);
-create_exception!(
-    pipetel,
-    ConfigError,
-    PipetelError,
-    "A bad setting: an unknown init keyword, a value of the wrong type or refused, a bad variable or file key."
-);
-create_exception!(pipetel, InitError, PipetelError, "init could not install pipetel.");
-create_exception!(pipetel, AlreadyInitialized, InitError, "init was already called in this process.");
-create_exception!(pipetel, ShutdownError, PipetelError, "Flush or shutdown timed out, or exports lost data.");
-create_exception!(
-    pipetel,
-    InternalError,
-    PipetelError,
-    "A Rust panic caught at the Python boundary: a bug in pipetel."
-);
+/// The exception types, from one table (name, base, docstring), and their registration.
+macro_rules! exceptions {
+    ($($name:ident($base:ty): $doc:literal;)*) => {
+        $(create_exception!(pipetel, $name, $base, $doc);)*
 
-/// Adds the exception types to the module.
-pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    m.add("PipetelError", py.get_type::<PipetelError>())?;
-    m.add("FamilyError", py.get_type::<FamilyError>())?;
-    m.add("RecordError", py.get_type::<RecordError>())?;
-    m.add("SnapshotError", py.get_type::<SnapshotError>())?;
-    m.add("MergeError", py.get_type::<MergeError>())?;
-    m.add("DecodeError", py.get_type::<DecodeError>())?;
-    m.add("ThreadError", py.get_type::<ThreadError>())?;
-    m.add("ConfigError", py.get_type::<ConfigError>())?;
-    m.add("InitError", py.get_type::<InitError>())?;
-    m.add("AlreadyInitialized", py.get_type::<AlreadyInitialized>())?;
-    m.add("ShutdownError", py.get_type::<ShutdownError>())?;
-    m.add("InternalError", py.get_type::<InternalError>())?;
-    Ok(())
+        /// Adds the exception types to the module.
+        pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+            let py = m.py();
+            $(m.add(stringify!($name), py.get_type::<$name>())?;)*
+            Ok(())
+        }
+    };
+}
+
+exceptions! {
+    PipetelError(PyException): "Base class of every exception raised by pipetel.";
+    FamilyError(PipetelError): "An invalid metric family.";
+    RecordError(PipetelError): "A record rejected by a recorder.";
+    SnapshotError(PipetelError): "Snapshot columns that do not form a valid snapshot.";
+    MergeError(PipetelError): "Snapshots that cannot be merged.";
+    DecodeError(PipetelError): "Bytes that are not a valid envelope or frame.";
+    ThreadError(PipetelError): "A per-thread recorder used from a thread other than the one that created it.";
+    ConfigError(PipetelError):
+        "A bad setting: an unknown init keyword, a value of the wrong type or refused, a bad variable or file key.";
+    InitError(PipetelError): "init could not install pipetel.";
+    AlreadyInitialized(InitError): "init was already called in this process.";
+    ShutdownError(PipetelError): "Flush or shutdown timed out, or exports lost data.";
+    InternalError(PipetelError): "A Rust panic caught at the Python boundary: a bug in pipetel.";
 }
 
 /// Runs `f`, turning a panic into `InternalError` (with the panic message) so that no panic

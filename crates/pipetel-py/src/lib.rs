@@ -44,22 +44,28 @@ pub mod zephyr;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The module initialiser: registers the exception types and classes.
+/// A module's `register`: adds its functions, classes or exception types to the native module.
+type Register = fn(&Bound<'_, PyModule>) -> PyResult<()>;
+
+/// The module initialiser: registers the exception types, functions and classes, module by
+/// module.
 #[pymodule]
 fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    errors::register(m)?;
-    recorders::register(m)?;
-    registry::register(m)?;
-    service::register(m)?;
-    init::register(m)?;
-    context::register(m)?;
-    span::register(m)?;
-    logs::register(m)?;
-    http::register(m)?;
-    pipeline::register(m)?;
-    zephyr::register(m)?;
-    hub::register(m)?;
-    bench::register(m)?;
-    Ok(())
+    let registers: [Register; 13] = [
+        errors::register,
+        recorders::register,
+        registry::register,
+        service::register,
+        init::register,
+        context::register,
+        span::register,
+        logs::register,
+        http::register,
+        pipeline::register,
+        zephyr::register,
+        hub::register,
+        bench::register,
+    ];
+    registers.iter().try_for_each(|register| register(m))
 }

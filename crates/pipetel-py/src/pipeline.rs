@@ -5,7 +5,7 @@
 //! directly (no Python wrapper), holding a lock-free [`pipetel::pipeline::ShardRecorder`]: two
 //! relaxed atomic adds, no lock, no GIL release (it costs less than releasing it would).
 
-use std::sync::{Mutex, PoisonError, RwLock};
+use std::sync::{PoisonError, RwLock};
 
 use pipetel::opentelemetry::Context;
 use pipetel::pipeline::{CounterKey, CounterValue, RemoteIngested, Shard, ShardRecorder, Stage, StageStat, WorkerStat};
@@ -67,19 +67,14 @@ pub(crate) fn counter_key(what: &str, key: &str) -> PyResult<CounterKey> {
 /// A stage row as a dict (field names as in `pipetel::pipeline::StageStat`).
 fn stage_row<'py>(py: Python<'py>, s: &StageStat) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item("stage_name", &s.stage_name)?;
-    d.set_item("execution_id", &s.execution_id)?;
-    d.set_item("status", s.status.as_str())?;
-    d.set_item("items", s.items)?;
-    d.set_item("bytes", s.bytes)?;
+    set_shared_fields(&d, &s.stage_name, &s.execution_id, s.status.as_str(), s.items, s.bytes)?;
     d.set_item("elapsed", s.elapsed.as_secs_f64())?;
     d.set_item("total_shards", s.total_shards)?;
     d.set_item("shards_succeeded", s.shards_succeeded)?;
     d.set_item("shards_failed", s.shards_failed)?;
     d.set_item("shards_retried", s.shards_retried)?;
     d.set_item("cpu_percent_avg", s.cpu_percent_avg)?;
-    d.set_item("counters", counters_dict(py, &s.counters)?)?;
-    d.set_item("reason", &s.reason)?;
+    set_last_fields(&d, &s.counters, &s.reason)?;
     Ok(d)
 }
 
@@ -87,15 +82,36 @@ fn stage_row<'py>(py: Python<'py>, s: &StageStat) -> PyResult<Bound<'py, PyDict>
 fn worker_row<'py>(py: Python<'py>, w: &WorkerStat) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("shard_index", w.shard_index)?;
-    d.set_item("stage_name", &w.stage_name)?;
-    d.set_item("execution_id", &w.execution_id)?;
-    d.set_item("status", w.status.as_str())?;
-    d.set_item("items", w.items)?;
-    d.set_item("bytes", w.bytes)?;
+    set_shared_fields(&d, &w.stage_name, &w.execution_id, w.status.as_str(), w.items, w.bytes)?;
     d.set_item("cpu_time", w.cpu_time.as_secs_f64())?;
-    d.set_item("counters", counters_dict(py, &w.counters)?)?;
-    d.set_item("reason", &w.reason)?;
+    set_last_fields(&d, &w.counters, &w.reason)?;
     Ok(d)
+}
+
+/// The fields stage and worker rows share, in their order: the stage, the status and the work.
+fn set_shared_fields(
+    d: &Bound<'_, PyDict>,
+    stage_name: &str,
+    execution_id: &str,
+    status: &str,
+    items: u64,
+    bytes: u64,
+) -> PyResult<()> {
+    d.set_item("stage_name", stage_name)?;
+    d.set_item("execution_id", execution_id)?;
+    d.set_item("status", status)?;
+    d.set_item("items", items)?;
+    d.set_item("bytes", bytes)
+}
+
+/// The last fields of a stage or worker row: the user counters and the reason.
+fn set_last_fields(
+    d: &Bound<'_, PyDict>,
+    counters: &[(String, CounterValue)],
+    reason: &Option<String>,
+) -> PyResult<()> {
+    d.set_item("counters", counters_dict(d.py(), counters)?)?;
+    d.set_item("reason", reason)
 }
 
 fn counters_dict<'py>(py: Python<'py>, counters: &[(String, CounterValue)]) -> PyResult<Bound<'py, PyDict>> {
@@ -107,6 +123,96 @@ fn counters_dict<'py>(py: Python<'py>, counters: &[(String, CounterValue)]) -> P
         }
     }
     Ok(d)
+}
+
+/// A stage or shard while it runs: taken out when it ends, after which using it raises
+/// `RuntimeError` naming it (`what`).
+struct Running<T> {
+    slot: RwLock<Option<T>>,
+    what: String,
+}
+
+impl<T: Send> Running<T> {
+    fn new(value: T, what: String) -> Self {
+        Running { slot: RwLock::new(Some(value)), what }
+    }
+
+    /// `f` on the running stage or shard.
+    fn with<R>(&self, f: impl FnOnce(&T) -> PyResult<R>) -> PyResult<R> {
+        let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(value) = slot.as_ref() else { return Err(ended(&self.what)) };
+        f(value)
+    }
+
+    fn has_ended(&self) -> bool {
+        self.slot.read().unwrap_or_else(PoisonError::into_inner).is_none()
+    }
+
+    /// Ends it through `how` and returns its row (`to_dict`) as a dict. Ending emits the row (a
+    /// log record, a JSON line): no GIL needed.
+    fn end<R: Send>(
+        &self,
+        py: Python<'_>,
+        how: impl FnOnce(T) -> R + Send,
+        to_dict: for<'py> fn(Python<'py>, &R) -> PyResult<Bound<'py, PyDict>>,
+    ) -> PyResult<Py<PyDict>> {
+        let taken = self.slot.write().unwrap_or_else(PoisonError::into_inner).take();
+        let Some(value) = taken else { return Err(ended(&self.what)) };
+        let row = py.detach(|| guard(|| Ok(how(value))))?;
+        Ok(to_dict(py, &row)?.unbind())
+    }
+}
+
+/// The `#[pymethods]` block of a stage or shard handle (a class has one): the methods given,
+/// then what both have: the span's `traceparent`, and `with`, which makes the span current and
+/// on the way out ends the handle unless it ended inside the block: failed with the exception as
+/// reason when one leaves the block, else through `$finish` (its outcome `$outcome`).
+macro_rules! span_handle_methods {
+    ($ty:ident, $slot:ident, $what:literal, else $outcome:literal by $finish:expr, { $($methods:tt)* }) => {
+        #[pymethods]
+        impl $ty {
+            $($methods)*
+
+            #[doc = concat!("The ", $what, " span's W3C `traceparent` (`None` when traces are not exported).")]
+            #[getter]
+            fn traceparent(&self) -> Option<String> {
+                traceparent_of(&self.cx)
+            }
+
+            fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
+                PySpan::enter(slf.get().current.bind(slf.py()))?;
+                Ok(slf.clone().unbind())
+            }
+
+            #[doc = concat!(
+                "Ends the ", $what, " unless it ended inside the block: failed with the exception as reason when\n",
+                "one leaves the block (and goes on), else ", $outcome, "."
+            )]
+            fn __exit__(
+                &self,
+                py: Python<'_>,
+                _exc_type: Option<&Bound<'_, PyAny>>,
+                exc: Option<&Bound<'_, PyAny>>,
+                _tb: Option<&Bound<'_, PyAny>>,
+            ) -> PyResult<bool> {
+                self.current.get().leave(py)?;
+                if self.$slot.has_ended() {
+                    return Ok(false);
+                }
+                match exc.filter(|e| !e.is_none()) {
+                    Some(e) => {
+                        let (kind, message) = describe_exception(e);
+                        self.fail(py, format!("{kind}: {message}"))?;
+                    }
+                    None => {
+                        let finish: fn(&$ty, Python<'_>) -> PyResult<Py<PyDict>> = $finish;
+                        finish(self, py)?;
+                    }
+                }
+                Ok(false)
+            }
+        }
+    };
 }
 
 /// `pipetel.stage(name, shards=0, execution_id=None, counters=())`: starts a stage now (its
@@ -138,8 +244,7 @@ fn stage(
             builder.start()
         };
         let cx = stage.span().map(|s| s.context()).unwrap_or_default();
-        let current = Py::new(py, PySpan::borrowed(format!("stage {name}"), cx.clone()))?;
-        Ok(PyStage { stage: RwLock::new(Some(stage)), cx, current, name })
+        PyStage::new(py, stage, cx, name)
     })
 }
 
@@ -147,46 +252,41 @@ fn stage(
 /// thread that runs them.
 #[pyclass(module = "pipetel.pipeline", name = "Stage", frozen)]
 pub struct PyStage {
-    stage: RwLock<Option<Stage>>,
+    stage: Running<Stage>,
     cx: Context,
     current: Py<PySpan>,
     name: String,
 }
 
 impl PyStage {
-    fn end(&self, py: Python<'_>, how: impl FnOnce(Stage) -> StageStat + Send) -> PyResult<Py<PyDict>> {
-        let stage = self.stage.write().unwrap_or_else(PoisonError::into_inner).take();
-        let Some(stage) = stage else { return Err(ended(&format!("stage {:?}", self.name))) };
-        // Ending emits the row (a log record, a JSON line): no GIL needed.
-        let row = py.detach(|| guard(|| Ok(how(stage))))?;
-        Ok(stage_row(py, &row)?.unbind())
+    /// The handle of a stage whose span has context `cx`.
+    fn new(py: Python<'_>, stage: Stage, cx: Context, name: String) -> PyResult<Self> {
+        let current = Py::new(py, PySpan::borrowed(format!("stage {name}"), cx.clone()))?;
+        Ok(PyStage { stage: Running::new(stage, format!("stage {name:?}")), cx, current, name })
     }
 }
 
-#[pymethods]
-impl PyStage {
+span_handle_methods!(PyStage, stage, "stage", else "succeeded" by |stage, py| stage.finish(py, false), {
     /// Starts shard `index` on the calling thread (its CPU time is this thread's): its start row
     /// is emitted and its span opens as a child of the stage's span.
     fn shard(&self, py: Python<'_>, #[pyo3(from_py_with = arg::index)] index: u32) -> PyResult<PyShard> {
-        let guard_ = self.stage.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(stage) = guard_.as_ref() else { return Err(ended(&format!("stage {:?}", self.name))) };
-        let shard = guard(|| Ok(stage.shard(index).start()))?;
-        drop(guard_);
+        let shard = self.stage.with(|stage| guard(|| Ok(stage.shard(index).start())))?;
         let cx = shard.span().context();
         let current = Py::new(py, PySpan::borrowed(format!("shard {index} of {}", self.name), cx.clone()))?;
-        Ok(PyShard { recorder: shard.recorder(), shard: Mutex::new(Some(shard)), cx, current, index })
+        let recorder = shard.recorder();
+        Ok(PyShard { recorder, shard: Running::new(shard, format!("shard {index}")), cx, current, index })
     }
 
     /// Ends the stage and returns its row as a dict. `strict=True` ends it failed when a shard's
     /// last attempt failed.
     #[pyo3(signature = (strict = false))]
     fn finish(&self, py: Python<'_>, #[pyo3(from_py_with = arg::strict)] strict: bool) -> PyResult<Py<PyDict>> {
-        self.end(py, move |s| if strict { s.finish_strict() } else { s.finish() })
+        self.stage.end(py, move |s| if strict { s.finish_strict() } else { s.finish() }, stage_row)
     }
 
     /// Ends the stage as failed with `reason` and returns its row as a dict.
     fn fail(&self, py: Python<'_>, #[pyo3(from_py_with = arg::reason)] reason: String) -> PyResult<Py<PyDict>> {
-        self.end(py, move |s| s.fail(reason))
+        self.stage.end(py, move |s| s.fail(reason), stage_row)
     }
 
     /// A picklable handle on this stage for shards that run in other processes
@@ -216,16 +316,13 @@ impl PyStage {
             pipetel::pipeline::Stage::remote(name.clone(), execution_id, traceparent)
                 .map_err(|e| PyValueError::new_err(format!("traceparent: {e}")))
         })?;
-        let current = Py::new(py, PySpan::borrowed(format!("stage {name}"), cx.clone()))?;
-        Ok(PyStage { stage: RwLock::new(Some(stage)), cx, current, name })
+        PyStage::new(py, stage, cx, name)
     }
 
     /// The cumulative report of this process's shards of a remote view (an encoded envelope
     /// from `source`), for the owner's `_ingest_remote`.
     fn _remote_report<'py>(&self, py: Python<'py>, source: &str) -> PyResult<Bound<'py, PyBytes>> {
-        let guard_ = self.stage.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(stage) = guard_.as_ref() else { return Err(ended(&format!("stage {:?}", self.name))) };
-        let bytes = guard(|| Ok(stage.remote_report(source).encode()))?;
+        let bytes = self.stage.with(|stage| guard(|| Ok(stage.remote_report(source).encode())))?;
         Ok(PyBytes::new(py, &bytes))
     }
 
@@ -233,12 +330,12 @@ impl PyStage {
     /// `"superseded"` for a report not newer than the latest from its source. Raises
     /// `ValueError` naming what is wrong for a report refused whole.
     fn _ingest_remote(&self, report: &[u8]) -> PyResult<&'static str> {
-        let guard_ = self.stage.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(stage) = guard_.as_ref() else { return Err(ended(&format!("stage {:?}", self.name))) };
-        guard(|| match stage.ingest_remote(report) {
-            Ok(RemoteIngested::Superseded) => Ok("superseded"),
-            Ok(_) => Ok("accepted"),
-            Err(e) => Err(PyValueError::new_err(format!("report: {e}"))),
+        self.stage.with(|stage| {
+            guard(|| match stage.ingest_remote(report) {
+                Ok(RemoteIngested::Superseded) => Ok("superseded"),
+                Ok(_) => Ok("accepted"),
+                Err(e) => Err(PyValueError::new_err(format!("report: {e}"))),
+            })
         })
     }
 
@@ -251,49 +348,13 @@ impl PyStage {
     /// The execution id (generated when not given).
     #[getter]
     fn execution_id(&self) -> Option<String> {
-        self.stage.read().unwrap_or_else(PoisonError::into_inner).as_ref().map(|s| s.execution_id().to_owned())
-    }
-
-    /// The stage span's W3C `traceparent` (`None` when traces are not exported).
-    #[getter]
-    fn traceparent(&self) -> Option<String> {
-        traceparent_of(&self.cx)
-    }
-
-    fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
-        PySpan::enter(slf.get().current.bind(slf.py()))?;
-        Ok(slf.clone().unbind())
-    }
-
-    /// Ends the stage unless it ended inside the block: failed with the exception as reason when
-    /// one leaves the block (and goes on), else succeeded.
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.current.get().leave(py)?;
-        if self.stage.read().unwrap_or_else(PoisonError::into_inner).is_none() {
-            return Ok(false);
-        }
-        match exc.filter(|e| !e.is_none()) {
-            Some(e) => {
-                let (kind, message) = describe_exception(e);
-                self.fail(py, format!("{kind}: {message}"))?;
-            }
-            None => {
-                self.finish(py, false)?;
-            }
-        }
-        Ok(false)
+        self.stage.with(|s| Ok(s.execution_id().to_owned())).ok()
     }
 
     fn __repr__(&self) -> String {
         format!("Stage(name={:?}, execution_id={:?})", self.name, self.execution_id())
     }
-}
+});
 
 /// A running shard (`stage.shard(i)`). `record(items, nbytes)` is the hot path. A context
 /// manager: `with` makes its span the current span and ends the shard on the way out, failed
@@ -301,23 +362,13 @@ impl PyStage {
 #[pyclass(module = "pipetel.pipeline", name = "Shard", frozen)]
 pub struct PyShard {
     recorder: ShardRecorder,
-    shard: Mutex<Option<Shard>>,
+    shard: Running<Shard>,
     cx: Context,
     current: Py<PySpan>,
     index: u32,
 }
 
-impl PyShard {
-    fn end(&self, py: Python<'_>, how: impl FnOnce(Shard) -> WorkerStat + Send) -> PyResult<Py<PyDict>> {
-        let shard = self.shard.lock().unwrap_or_else(PoisonError::into_inner).take();
-        let Some(shard) = shard else { return Err(ended(&format!("shard {}", self.index))) };
-        let row = py.detach(|| guard(|| Ok(how(shard))))?;
-        Ok(worker_row(py, &row)?.unbind())
-    }
-}
-
-#[pymethods]
-impl PyShard {
+span_handle_methods!(PyShard, shard, "shard", else "finished" by PyShard::finish, {
     /// Adds processed items and bytes: two relaxed atomic adds, no lock. Both are ints in
     /// `0..2**64` (another type raises `TypeError`, an int out of range `ValueError`, each
     /// naming the argument).
@@ -331,19 +382,19 @@ impl PyShard {
     fn add(&self, #[pyo3(from_py_with = arg::key)] key: String, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let value = counter_value(&format!("value: counter {key:?}"), value, true)?;
         let key = counter_key("key", &key)?;
-        let shard = self.shard.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(shard) = shard.as_ref() else { return Err(ended(&format!("shard {}", self.index))) };
-        guard(|| shard.try_add(&key, value).map_err(|e| PyValueError::new_err(format!("value: {e}"))))
+        self.shard.with(|shard| {
+            guard(|| shard.try_add(&key, value).map_err(|e| PyValueError::new_err(format!("value: {e}"))))
+        })
     }
 
     /// Ends the shard as finished and returns its end row as a dict.
     fn finish(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
-        self.end(py, Shard::finish)
+        self.shard.end(py, Shard::finish, worker_row)
     }
 
     /// Ends the shard as failed with `reason` and returns its end row as a dict.
     fn fail(&self, py: Python<'_>, #[pyo3(from_py_with = arg::reason)] reason: String) -> PyResult<Py<PyDict>> {
-        self.end(py, move |s| s.fail(reason))
+        self.shard.end(py, move |s| s.fail(reason), worker_row)
     }
 
     /// The shard index.
@@ -352,46 +403,10 @@ impl PyShard {
         self.index
     }
 
-    /// The shard span's W3C `traceparent` (`None` when traces are not exported).
-    #[getter]
-    fn traceparent(&self) -> Option<String> {
-        traceparent_of(&self.cx)
-    }
-
-    fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
-        PySpan::enter(slf.get().current.bind(slf.py()))?;
-        Ok(slf.clone().unbind())
-    }
-
-    /// Ends the shard unless it ended inside the block: failed with the exception as reason when
-    /// one leaves the block (and goes on), else finished.
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        self.current.get().leave(py)?;
-        if self.shard.lock().unwrap_or_else(PoisonError::into_inner).is_none() {
-            return Ok(false);
-        }
-        match exc.filter(|e| !e.is_none()) {
-            Some(e) => {
-                let (kind, message) = describe_exception(e);
-                self.fail(py, format!("{kind}: {message}"))?;
-            }
-            None => {
-                self.finish(py)?;
-            }
-        }
-        Ok(false)
-    }
-
     fn __repr__(&self) -> String {
         format!("Shard(index={})", self.index)
     }
-}
+});
 
 /// Adds the functions and classes to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

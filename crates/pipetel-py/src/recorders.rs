@@ -78,8 +78,52 @@ fn kind_from_str(kind: &str) -> PyResult<rec::Kind> {
 #[derive(Clone, PartialEq)]
 pub struct PyFamily(pub(crate) rec::Family);
 
-#[pymethods]
-impl PyFamily {
+/// The `#[pymethods]` block of `Family` (a class has one): a static constructor per kind
+/// listed, then the methods given. A constructor takes `name`, `help`, `unit` and `labels`, then
+/// the kind's own arguments, and passes `$buckets` as the bucket bounds.
+macro_rules! family_methods {
+    (
+        $($(#[$doc:meta])* fn $kind:ident($($opt:ident: $opt_ty:ty),*) $text:literal, buckets $buckets:expr;)*
+        { $($methods:tt)* }
+    ) => {
+        #[pymethods]
+        impl PyFamily {
+            $(
+                $(#[$doc])*
+                #[staticmethod]
+                #[pyo3(
+                    signature = (
+                        name, help = String::new(), unit = String::new(), labels = Vec::new() $(, $opt = Vec::new())*
+                    ),
+                    text_signature = $text
+                )]
+                fn $kind(
+                    #[pyo3(from_py_with = arg::name)] name: String,
+                    #[pyo3(from_py_with = arg::help)] help: String,
+                    #[pyo3(from_py_with = arg::unit)] unit: String,
+                    #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+                    $(#[pyo3(from_py_with = arg::$opt)] $opt: $opt_ty,)*
+                ) -> PyResult<Self> {
+                    PyFamily::new(name, stringify!($kind).to_owned(), help, unit, labels, $buckets)
+                }
+            )*
+
+            $($methods)*
+        }
+    };
+}
+
+family_methods! {
+    /// A counter family.
+    fn counter() "(name, help=\"\", unit=\"\", labels=...)", buckets Vec::new();
+
+    /// A gauge family.
+    fn gauge() "(name, help=\"\", unit=\"\", labels=...)", buckets Vec::new();
+
+    /// A histogram family with the given finite, increasing bucket bounds.
+    fn histogram(buckets: Vec<f64>) "(name, help=\"\", unit=\"\", labels=..., buckets=...)", buckets buckets;
+
+{
     #[new]
     #[pyo3(
         signature = (name, kind, help = String::new(), unit = String::new(), labels = Vec::new(), buckets = Vec::new()),
@@ -99,52 +143,6 @@ impl PyFamily {
                 .map(PyFamily)
                 .map_err(to_py::<FamilyError>)
         })
-    }
-
-    /// A counter family.
-    #[staticmethod]
-    #[pyo3(
-        signature = (name, help = String::new(), unit = String::new(), labels = Vec::new()),
-        text_signature = "(name, help=\"\", unit=\"\", labels=...)"
-    )]
-    fn counter(
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::help)] help: String,
-        #[pyo3(from_py_with = arg::unit)] unit: String,
-        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
-    ) -> PyResult<Self> {
-        PyFamily::new(name, "counter".to_owned(), help, unit, labels, Vec::new())
-    }
-
-    /// A gauge family.
-    #[staticmethod]
-    #[pyo3(
-        signature = (name, help = String::new(), unit = String::new(), labels = Vec::new()),
-        text_signature = "(name, help=\"\", unit=\"\", labels=...)"
-    )]
-    fn gauge(
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::help)] help: String,
-        #[pyo3(from_py_with = arg::unit)] unit: String,
-        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
-    ) -> PyResult<Self> {
-        PyFamily::new(name, "gauge".to_owned(), help, unit, labels, Vec::new())
-    }
-
-    /// A histogram family with the given finite, increasing bucket bounds.
-    #[staticmethod]
-    #[pyo3(
-        signature = (name, help = String::new(), unit = String::new(), labels = Vec::new(), buckets = Vec::new()),
-        text_signature = "(name, help=\"\", unit=\"\", labels=..., buckets=...)"
-    )]
-    fn histogram(
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::help)] help: String,
-        #[pyo3(from_py_with = arg::unit)] unit: String,
-        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
-        #[pyo3(from_py_with = arg::buckets)] buckets: Vec<f64>,
-    ) -> PyResult<Self> {
-        PyFamily::new(name, "histogram".to_owned(), help, unit, labels, buckets)
     }
 
     #[getter]
@@ -181,6 +179,7 @@ impl PyFamily {
             self.0.bounds()
         )
     }
+}
 }
 
 /// A cumulative snapshot of one family, one row per label-value combination, sorted.
@@ -267,11 +266,31 @@ impl PySnapshot {
     }
 }
 
+/// A per-thread recorder class: the struct (documented as given), its constructor, `family`,
+/// `series_count`, `snapshot`, and one method per record operation listed: `fn m(value) => op;`
+/// takes the series' label values (`labels`) and a number (`value`, read by the `arg` function
+/// of that name) and calls the recorder's `op`.
 macro_rules! recorder {
-    ($ty:ident, $rust:ty, { $($extra:tt)* }) => {
+    (
+        $(#[$doc:meta])* $ty:ident($rust:ty), $py_name:literal,
+        { $($(#[$attr:meta])* fn $method:ident($value:ident) => $record:ident;)* }
+    ) => {
+        $(#[$doc])*
+        #[pyclass(module = "pipetel.recorders", name = $py_name, frozen)]
+        pub struct $ty(PerThread<$rust>);
+
         #[pymethods]
         impl $ty {
-            $($extra)*
+            $(
+                $(#[$attr])*
+                fn $method(
+                    &self,
+                    #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
+                    #[pyo3(from_py_with = arg::$value)] $value: f64,
+                ) -> PyResult<()> {
+                    self.0.with(|r| r.$record(&refs(&labels), $value).map_err(to_py::<RecordError>))
+                }
+            )*
 
             #[new]
             fn new(#[pyo3(from_py_with = arg::family)] family: PyFamily) -> PyResult<Self> {
@@ -299,64 +318,37 @@ macro_rules! recorder {
     };
 }
 
-/// A per-thread counter of a `Family`, keyed by label values: `Counter(family)`; only the thread
-/// that made it records on it, and `snapshot()` is cumulative. The registry's counter, declared
-/// as in prometheus_client, is `pipetel.Counter` (`pipetel.registry.Counter`).
-#[pyclass(module = "pipetel.recorders", name = "Counter", frozen)]
-pub struct PyCounter(PerThread<rec::Counter>);
-recorder!(PyCounter, rec::Counter, {
+recorder!(
+    /// A per-thread counter of a `Family`, keyed by label values: `Counter(family)`; only the thread
+    /// that made it records on it, and `snapshot()` is cumulative. The registry's counter, declared
+    /// as in prometheus_client, is `pipetel.Counter` (`pipetel.registry.Counter`).
+    PyCounter(rec::Counter), "Counter", {
     /// Adds `amount` (finite, >= 0) to the series `labels`.
     #[pyo3(signature = (labels = Vec::new(), amount = 1.0))]
-    fn inc(
-        &self,
-        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
-        #[pyo3(from_py_with = arg::amount)] amount: f64,
-    ) -> PyResult<()> {
-        self.0.with(|r| r.add(&refs(&labels), amount).map_err(to_py::<RecordError>))
-    }
+    fn inc(amount) => add;
 });
 
-/// A per-thread gauge of a `Family`, keyed by label values: `Gauge(family)`; only the thread
-/// that made it records on it, and `snapshot()` is cumulative. The registry's gauge, declared
-/// as in prometheus_client, is `pipetel.Gauge` (`pipetel.registry.Gauge`).
-#[pyclass(module = "pipetel.recorders", name = "Gauge", frozen)]
-pub struct PyGauge(PerThread<rec::Gauge>);
-recorder!(PyGauge, rec::Gauge, {
+recorder!(
+    /// A per-thread gauge of a `Family`, keyed by label values: `Gauge(family)`; only the thread
+    /// that made it records on it, and `snapshot()` is cumulative. The registry's gauge, declared
+    /// as in prometheus_client, is `pipetel.Gauge` (`pipetel.registry.Gauge`).
+    PyGauge(rec::Gauge), "Gauge", {
     /// Sets the series `labels` to `value` (finite).
     #[pyo3(signature = (labels, value))]
-    fn set(
-        &self,
-        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
-        #[pyo3(from_py_with = arg::value)] value: f64,
-    ) -> PyResult<()> {
-        self.0.with(|r| r.set(&refs(&labels), value).map_err(to_py::<RecordError>))
-    }
+    fn set(value) => set;
     /// Adds `delta` (finite, any sign) to the series `labels`.
     #[pyo3(signature = (labels, delta))]
-    fn add(
-        &self,
-        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
-        #[pyo3(from_py_with = arg::delta)] delta: f64,
-    ) -> PyResult<()> {
-        self.0.with(|r| r.add(&refs(&labels), delta).map_err(to_py::<RecordError>))
-    }
+    fn add(delta) => add;
 });
 
-/// A per-thread histogram of a `Family`, keyed by label values: `Histogram(family)`; only the thread
-/// that made it records on it, and `snapshot()` is cumulative. The registry's histogram, declared
-/// as in prometheus_client, is `pipetel.Histogram` (`pipetel.registry.Histogram`).
-#[pyclass(module = "pipetel.recorders", name = "Histogram", frozen)]
-pub struct PyHistogram(PerThread<rec::Histogram>);
-recorder!(PyHistogram, rec::Histogram, {
+recorder!(
+    /// A per-thread histogram of a `Family`, keyed by label values: `Histogram(family)`; only the thread
+    /// that made it records on it, and `snapshot()` is cumulative. The registry's histogram, declared
+    /// as in prometheus_client, is `pipetel.Histogram` (`pipetel.registry.Histogram`).
+    PyHistogram(rec::Histogram), "Histogram", {
     /// Observes `value` (finite) in the series `labels`.
     #[pyo3(signature = (labels, value))]
-    fn observe(
-        &self,
-        #[pyo3(from_py_with = arg::labels)] labels: Vec<String>,
-        #[pyo3(from_py_with = arg::value)] value: f64,
-    ) -> PyResult<()> {
-        self.0.with(|r| r.observe(&refs(&labels), value).map_err(to_py::<RecordError>))
-    }
+    fn observe(value) => observe;
 });
 
 /// Sums snapshots of `family` from several sources into one.

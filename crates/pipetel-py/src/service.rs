@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use pipetel::registry::Opts;
+use pipetel::registry::{HistogramValue, Opts};
 use pipetel::service::ServiceMetricsConfig;
 use pipetel::stage_metrics::{self, StageMetrics};
 use pipetel::ServiceMetrics;
@@ -15,7 +15,9 @@ use pyo3::types::PyDict;
 
 use crate::args::{arg, named};
 use crate::errors::guard;
-use crate::registry::{invalid_value, registration_error, registry_error, PyCounter, PyGauge, PyHistogram};
+use crate::registry::{
+    invalid_value, registration_error, registry_error, PyCounter, PyGauge, PyHistogram, SeriesHandle,
+};
 
 /// Seconds as a `Duration`: finite and non-negative, else `InvalidValueError` naming `what`.
 fn seconds(value: f64, what: &str) -> PyResult<Duration> {
@@ -66,8 +68,66 @@ impl PyServiceMetrics {
     }
 }
 
-#[pymethods]
+/// The options a service metric is registered with: none for a counter or a gauge.
+fn no_options(_: &ServiceMetrics) -> Option<Opts> {
+    Some(Opts::new())
+}
+
+/// A service histogram's options: the buckets it has (None when the metrics are disabled).
+fn buckets_of(value: Option<HistogramValue>) -> Option<Opts> {
+    value.map(|v| Opts::new().buckets(v.buckets.iter().map(|(b, _)| *b).collect::<Vec<f64>>()))
+}
+
 impl PyServiceMetrics {
+    /// The handle of the service metric `name` (registered again with the options `opts` gives,
+    /// which finds it), or None when the metrics are disabled.
+    fn handle<H: SeriesHandle>(
+        &self,
+        name: &str,
+        opts: impl FnOnce(&ServiceMetrics) -> Option<Opts>,
+    ) -> PyResult<Option<H>> {
+        let metrics = self.metrics();
+        let (Some(registry), Some(opts)) = (metrics.registry(), opts(&metrics)) else { return Ok(None) };
+        let series = (H::ONE)(registry, name, "", opts).map_err(registry_error)?;
+        Ok(Some(H::of(series, "", Vec::new())))
+    }
+}
+
+/// The `#[pymethods]` block of `ServiceMetrics` (a class has one): the methods given, one
+/// method per record listed, `fn record(seconds);`, calling the service metrics' method of that
+/// name (with the argument `seconds` as a duration, when there is one), then one getter per
+/// metric listed, `getter: Handle = "name", opts;`, returning [`PyServiceMetrics::handle`].
+macro_rules! service_methods {
+    (
+        { $($methods:tt)* }
+        records { $($(#[$record_doc:meta])* fn $record:ident($($seconds:ident)?);)* }
+        metrics { $($(#[$doc:meta])* $getter:ident: $handle:ident = $name:literal, $opts:expr;)* }
+    ) => {
+        #[pymethods]
+        impl PyServiceMetrics {
+            $($methods)*
+
+            $(
+                $(#[$record_doc])*
+                fn $record(&self, $(#[pyo3(from_py_with = arg::$seconds)] $seconds: f64)?) -> PyResult<()> {
+                    self.metrics().$record($(seconds($seconds, stringify!($seconds))?)?);
+                    Ok(())
+                }
+            )*
+
+            $(
+                $(#[$doc])*
+                #[getter]
+                fn $getter(&self) -> PyResult<Option<$handle>> {
+                    self.handle($name, $opts)
+                }
+            )*
+        }
+    };
+}
+
+service_methods! {
+{
     /// `registry` is accepted for TeleFuser's signature and not used: the service metrics live
     /// in a registry of their own, named by the prefix.
     #[new]
@@ -83,18 +143,6 @@ impl PyServiceMetrics {
         })
     }
 
-    /// Counts a task created.
-    fn record_task_created(&self) {
-        self.metrics().record_task_created();
-    }
-
-    /// Counts a completed task and records its duration (seconds).
-    fn record_task_completed(&self, #[pyo3(from_py_with = arg::duration)] duration: f64) -> PyResult<()> {
-        let duration = seconds(duration, "duration")?;
-        self.metrics().record_task_completed(duration);
-        Ok(())
-    }
-
     /// Counts a failed task; with `duration` (seconds) also records it.
     #[pyo3(signature = (duration = None))]
     fn record_task_failed(&self, #[pyo3(from_py_with = arg::duration)] duration: Option<f64>) -> PyResult<()> {
@@ -105,18 +153,6 @@ impl PyServiceMetrics {
                 self.metrics().record_task_failed_after(d);
             }
         }
-        Ok(())
-    }
-
-    /// Counts a cancelled task.
-    fn record_task_cancelled(&self) {
-        self.metrics().record_task_cancelled();
-    }
-
-    /// Records a queue wait (seconds).
-    fn record_queue_wait(&self, #[pyo3(from_py_with = arg::wait_time)] wait_time: f64) -> PyResult<()> {
-        let wait = seconds(wait_time, "wait_time")?;
-        self.metrics().record_queue_wait(wait);
         Ok(())
     }
 
@@ -157,52 +193,6 @@ impl PyServiceMetrics {
         py.detach(move || metrics.registry().map(|r| r.prometheus_text()).unwrap_or_default())
     }
 
-    /// The counter of tasks created (None when disabled).
-    #[getter]
-    fn tasks_created(&self) -> PyResult<Option<PyCounter>> {
-        self.counter("tasks_created")
-    }
-    /// The counter of tasks completed.
-    #[getter]
-    fn tasks_completed(&self) -> PyResult<Option<PyCounter>> {
-        self.counter("tasks_completed")
-    }
-    /// The counter of tasks failed.
-    #[getter]
-    fn tasks_failed(&self) -> PyResult<Option<PyCounter>> {
-        self.counter("tasks_failed")
-    }
-    /// The counter of tasks cancelled.
-    #[getter]
-    fn tasks_cancelled(&self) -> PyResult<Option<PyCounter>> {
-        self.counter("tasks_cancelled")
-    }
-    /// The queue size gauge.
-    #[getter]
-    fn queue_size(&self) -> PyResult<Option<PyGauge>> {
-        self.gauge("queue_size")
-    }
-    /// The pending tasks gauge.
-    #[getter]
-    fn queue_pending(&self) -> PyResult<Option<PyGauge>> {
-        self.gauge("queue_pending")
-    }
-    /// The tasks-in-progress gauge.
-    #[getter]
-    fn queue_processing(&self) -> PyResult<Option<PyGauge>> {
-        self.gauge("queue_processing")
-    }
-    /// The task duration histogram.
-    #[getter]
-    fn task_duration(&self) -> PyResult<Option<PyHistogram>> {
-        self.histogram("task_duration_seconds", |m| m.task_duration())
-    }
-    /// The queue wait histogram.
-    #[getter]
-    fn task_queue_wait(&self) -> PyResult<Option<PyHistogram>> {
-        self.histogram("task_queue_wait_seconds", |m| m.task_queue_wait())
-    }
-
     /// The latest sample of the GPU poller `pipetel.init` started, one dict per device with
     /// TeleFuser's keys (`device_id`, `name`, `memory_used`, `memory_total`, `utilization` in
     /// percent, `temperature`) plus `uuid` and `power_watts`; [] when there is none (no GPU,
@@ -218,33 +208,36 @@ impl PyServiceMetrics {
         pipetel::gpu_snapshot().is_some_and(|s| !s.devices.is_empty())
     }
 }
-
-impl PyServiceMetrics {
-    fn counter(&self, name: &str) -> PyResult<Option<PyCounter>> {
-        let metrics = self.metrics();
-        let Some(registry) = metrics.registry() else { return Ok(None) };
-        let counter = registry.counter(name, "").map_err(registry_error)?;
-        Ok(Some(PyCounter::new(counter, "", Vec::new())))
-    }
-
-    fn gauge(&self, name: &str) -> PyResult<Option<PyGauge>> {
-        let metrics = self.metrics();
-        let Some(registry) = metrics.registry() else { return Ok(None) };
-        let gauge = registry.gauge(name, "").map_err(registry_error)?;
-        Ok(Some(PyGauge::new(gauge, "", Vec::new())))
-    }
-
-    fn histogram(
-        &self,
-        name: &str,
-        value: impl Fn(&ServiceMetrics) -> Option<pipetel::registry::HistogramValue>,
-    ) -> PyResult<Option<PyHistogram>> {
-        let metrics = self.metrics();
-        let (Some(registry), Some(value)) = (metrics.registry(), value(&metrics)) else { return Ok(None) };
-        let bounds: Vec<f64> = value.buckets.iter().map(|(b, _)| *b).collect();
-        let histogram = registry.histogram_with(name, "", Opts::new().buckets(bounds)).map_err(registry_error)?;
-        Ok(Some(PyHistogram::new(histogram, "", Vec::new())))
-    }
+records {
+    /// Counts a task created.
+    fn record_task_created();
+    /// Counts a completed task and records its duration (seconds).
+    fn record_task_completed(duration);
+    /// Counts a cancelled task.
+    fn record_task_cancelled();
+    /// Records a queue wait (seconds).
+    fn record_queue_wait(wait_time);
+}
+metrics {
+    /// The counter of tasks created (None when disabled).
+    tasks_created: PyCounter = "tasks_created", no_options;
+    /// The counter of tasks completed.
+    tasks_completed: PyCounter = "tasks_completed", no_options;
+    /// The counter of tasks failed.
+    tasks_failed: PyCounter = "tasks_failed", no_options;
+    /// The counter of tasks cancelled.
+    tasks_cancelled: PyCounter = "tasks_cancelled", no_options;
+    /// The queue size gauge.
+    queue_size: PyGauge = "queue_size", no_options;
+    /// The pending tasks gauge.
+    queue_pending: PyGauge = "queue_pending", no_options;
+    /// The tasks-in-progress gauge.
+    queue_processing: PyGauge = "queue_processing", no_options;
+    /// The task duration histogram.
+    task_duration: PyHistogram = "task_duration_seconds", |m| buckets_of(m.task_duration());
+    /// The queue wait histogram.
+    task_queue_wait: PyHistogram = "task_queue_wait_seconds", |m| buckets_of(m.task_queue_wait());
+}
 }
 
 /// The GPU poller's latest sample as TeleFuser's per-device dicts.
@@ -272,15 +265,39 @@ fn gpu_snapshot(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyDict>>> {
     gpu_devices(py)
 }
 
-/// A count of a stage's executions or errors (read-only: the context records).
-#[pyclass(module = "pipetel.telefuser", name = "StageCount", frozen)]
-pub struct PyStageCount {
-    stage: StageMetrics,
-    errors: bool,
+/// A view of one stage's metrics for TeleFuser code: the class (documented as given) holding
+/// the stage's `StageMetrics` and the fields listed, and its `#[pymethods]` block: the methods
+/// given and, for a `number` view, `int()` and a repr of its `value`.
+macro_rules! stage_view {
+    (
+        $(#[$doc:meta])* $ty:ident, $py_name:literal, { $($field:ident: $field_ty:ty),* }
+        $(number $number:ty,)? { $($methods:tt)* }
+    ) => {
+        $(#[$doc])*
+        #[pyclass(module = "pipetel.telefuser", name = $py_name, frozen)]
+        pub struct $ty {
+            stage: StageMetrics,
+            $($field: $field_ty,)*
+        }
+
+        #[pymethods]
+        impl $ty {
+            $($methods)*
+            $(
+                fn __int__(&self) -> $number {
+                    self.value()
+                }
+                fn __repr__(&self) -> String {
+                    format!(concat!($py_name, "(value={})"), self.value())
+                }
+            )?
+        }
+    };
 }
 
-#[pymethods]
-impl PyStageCount {
+stage_view!(
+    /// A count of a stage's executions or errors (read-only: the context records).
+    PyStageCount, "StageCount", { errors: bool } number u64, {
     /// The count so far.
     #[getter]
     fn value(&self) -> u64 {
@@ -302,22 +319,11 @@ impl PyStageCount {
         }
         Ok(())
     }
-    fn __int__(&self) -> u64 {
-        self.value()
-    }
-    fn __repr__(&self) -> String {
-        format!("StageCount(value={})", self.value())
-    }
-}
+});
 
-/// A stage's executions in flight.
-#[pyclass(module = "pipetel.telefuser", name = "StageActive", frozen)]
-pub struct PyStageActive {
-    stage: StageMetrics,
-}
-
-#[pymethods]
-impl PyStageActive {
+stage_view!(
+    /// A stage's executions in flight.
+    PyStageActive, "StageActive", {} number i64, {
     /// Executions in flight now.
     #[getter]
     fn value(&self) -> i64 {
@@ -333,22 +339,11 @@ impl PyStageActive {
     fn dec(&self, #[pyo3(from_py_with = arg::amount)] amount: i64) {
         self.stage.active().add(amount.saturating_neg());
     }
-    fn __int__(&self) -> i64 {
-        self.value()
-    }
-    fn __repr__(&self) -> String {
-        format!("StageActive(value={})", self.value())
-    }
-}
+});
 
-/// A stage's recorded durations: count, sum and average, in seconds.
-#[pyclass(module = "pipetel.telefuser", name = "StageDuration", frozen)]
-pub struct PyStageDuration {
-    stage: StageMetrics,
-}
-
-#[pymethods]
-impl PyStageDuration {
+stage_view!(
+    /// A stage's recorded durations: count, sum and average, in seconds.
+    PyStageDuration, "StageDuration", {} {
     /// Durations recorded.
     #[getter]
     fn count(&self) -> u64 {
@@ -374,7 +369,7 @@ impl PyStageDuration {
     fn __repr__(&self) -> String {
         format!("StageDuration(count={}, sum={})", self.count(), self.sum())
     }
-}
+});
 
 /// The metrics of one stage (TeleFuser's `StageMetricContext`), on the Rust stage context.
 #[pyclass(module = "pipetel.telefuser", name = "StageMetricContext", frozen)]

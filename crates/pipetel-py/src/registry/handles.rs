@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use pipetel::registry as reg;
+use pipetel::registry::{self as reg, RegistryError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
@@ -43,10 +43,72 @@ impl Meta {
     }
 }
 
+/// Registers (or finds) a metric without labels: registry, name, help, options.
+type One<M> = fn(&reg::Registry, &str, &str, reg::Opts) -> Result<M, RegistryError>;
+/// Registers (or finds) a labelled metric: registry, name, help, label names, options.
+type Family<M> = fn(&reg::Registry, &str, &str, &[&str], reg::Opts) -> Result<reg::MetricVec<M>, RegistryError>;
+
+/// A handle class as the registry makes it: how its kind registers (the unlabelled metric, or
+/// a family with label names) and the handle of one registered series.
+pub(crate) trait SeriesHandle: Sized {
+    /// The Rust metric the handle holds.
+    type Series: reg::Metric;
+    /// Registers the metric without labels.
+    const ONE: One<Self::Series>;
+    /// Registers the family with label names.
+    const FAMILY: Family<Self::Series>;
+
+    /// The handle of a series, with its help text and labels (sorted by name).
+    fn of(series: Self::Series, help: &str, labels: Vec<(String, String)>) -> Self;
+}
+
+/// How each handle class registers.
+macro_rules! series_handles {
+    ($($ty:ident($rust:ty): $one:expr, $family:expr;)*) => {$(
+        impl SeriesHandle for $ty {
+            type Series = $rust;
+            const ONE: One<$rust> = $one;
+            const FAMILY: Family<$rust> = $family;
+
+            fn of(series: $rust, help: &str, labels: Vec<(String, String)>) -> Self {
+                $ty::new(series, help, labels)
+            }
+        }
+    )*};
+}
+
+series_handles! {
+    PyCounter(reg::Counter):
+        |r, name, help, _| r.counter(name, help),
+        |r, name, help, labels, _| r.counter_vec(name, help, labels);
+    PyGauge(reg::Gauge):
+        |r, name, help, _| r.gauge(name, help),
+        |r, name, help, labels, _| r.gauge_vec(name, help, labels);
+    PyHistogram(reg::Histogram): reg::Registry::histogram_with, reg::Registry::histogram_vec;
+    PySummary(reg::Summary): reg::Registry::summary_with, reg::Registry::summary_vec;
+}
+
 /// A handle class: the struct, its constructors, and one `#[pymethods]` block holding the
-/// methods given plus the getters every handle has (`name`, `description`, `labels`, `repr`).
+/// methods given plus what every handle has (`name`, `description`, `labels`, `repr`, and
+/// `reset`, documented as given). A `one number` handle (a counter, a gauge) also has the
+/// `value` getter, and its `reset` sets 0.
 macro_rules! handle {
-    ($(#[$doc:meta])* $ty:ident, $rust:ty, $py_name:literal, { $($methods:tt)* }) => {
+    ($(#[$doc:meta])* $ty:ident, $rust:ty, $py_name:literal, one number, { $($methods:tt)* }) => {
+        handle!($(#[$doc])* $ty, $rust, $py_name, reset: /// Resets this series to 0.
+        {
+            $($methods)*
+
+            /// The current value.
+            #[getter]
+            fn value(&self) -> f64 {
+                self.inner.value()
+            }
+        });
+    };
+    (
+        $(#[$doc:meta])* $ty:ident, $rust:ty, $py_name:literal, reset: $(#[$reset_doc:meta])+
+        { $($methods:tt)* }
+    ) => {
         $(#[$doc])*
         #[pyclass(module = "pipetel.registry", name = $py_name, frozen)]
         pub struct $ty {
@@ -64,6 +126,11 @@ macro_rules! handle {
         #[pymethods]
         impl $ty {
             $($methods)*
+
+            $(#[$reset_doc])+
+            fn reset(&self) {
+                self.inner.reset();
+            }
 
             /// The name in the exposition (with the registry's namespace; counters end in `_total`).
             #[getter]
@@ -89,7 +156,7 @@ macro_rules! handle {
 
 handle!(
     /// A counter: one series that only goes up.
-    PyCounter, reg::Counter, "CounterSeries", {
+    PyCounter, reg::Counter, "CounterSeries", one number, {
     /// Adds `amount` (default 1): a number; a negative or non-finite amount raises
     /// `InvalidValueError`, `None` or another type `TypeError`.
     #[pyo3(signature = (amount = 1.0))]
@@ -124,22 +191,11 @@ handle!(
         let _ = value;
         Err(unsupported(format!("counter {} cannot be set directly, use inc() instead", self.meta.name)))
     }
-
-    /// The current value.
-    #[getter]
-    fn value(&self) -> f64 {
-        self.inner.value()
-    }
-
-    /// Resets this series to 0.
-    fn reset(&self) {
-        self.inner.reset();
-    }
 });
 
 handle!(
     /// A gauge: one series that goes up and down.
-    PyGauge, reg::Gauge, "GaugeSeries", {
+    PyGauge, reg::Gauge, "GaugeSeries", one number, {
     /// Adds `amount` (default 1; finite).
     #[pyo3(signature = (amount = 1.0))]
     fn inc(&self, #[pyo3(from_py_with = arg::amount)] amount: f64) -> PyResult<()> {
@@ -167,22 +223,12 @@ handle!(
     fn set_to_current_time(&self) {
         self.inner.set_to_current_time();
     }
-
-    /// The current value.
-    #[getter]
-    fn value(&self) -> f64 {
-        self.inner.value()
-    }
-
-    /// Resets this series to 0.
-    fn reset(&self) {
-        self.inner.reset();
-    }
 });
 
 handle!(
     /// A histogram with fixed buckets: one series.
-    PyHistogram, reg::Histogram, "HistogramSeries", {
+    PyHistogram, reg::Histogram, "HistogramSeries", reset: /// Resets buckets, count and sum.
+    {
     /// Records one observation (NaN refused).
     fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
         check_number(value, "value: an observation", &self.meta, true)?;
@@ -222,16 +268,12 @@ handle!(
         out.push((f64::INFINITY, value.count));
         out
     }
-
-    /// Resets buckets, count and sum.
-    fn reset(&self) {
-        self.inner.reset();
-    }
 });
 
 handle!(
     /// A summary: quantiles over a sliding window, plus count and sum.
-    PySummary, reg::Summary, "SummarySeries", {
+    PySummary, reg::Summary, "SummarySeries", reset: /// Empties the window, zeroes count and sum.
+    {
     /// Records one observation (finite).
     fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
         check_number(value, "value: an observation", &self.meta, false)?;
@@ -273,10 +315,5 @@ handle!(
     /// `{quantile: value}` over the window; a value is None while the window is empty.
     fn quantile_values(&self) -> Vec<(f64, Option<f64>)> {
         self.inner.value().quantiles
-    }
-
-    /// Empties the window, zeroes count and sum.
-    fn reset(&self) {
-        self.inner.reset();
     }
 });

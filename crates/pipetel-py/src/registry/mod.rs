@@ -29,7 +29,7 @@ use exceptions::not_found;
 pub(crate) use exceptions::{invalid_value, registration_error, registry_error};
 
 use handles::PySummary;
-pub(crate) use handles::{PyCounter, PyGauge, PyHistogram};
+pub(crate) use handles::{PyCounter, PyGauge, PyHistogram, SeriesHandle};
 use labels::{labels_of, PyMetricLabel};
 
 type Collectors = Arc<Mutex<Vec<Py<PyAny>>>>;
@@ -93,8 +93,140 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-#[pymethods]
+/// The options of a counter or a gauge: none.
+fn no_options(_name: &str) -> PyResult<Opts> {
+    Ok(Opts::new())
+}
+
+/// A histogram's options: its buckets, None for the registry's default ones.
+fn histogram_options(_name: &str, buckets: Option<Vec<f64>>) -> PyResult<Opts> {
+    let mut opts = Opts::new();
+    if let Some(mut bounds) = buckets {
+        // The `+Inf` bucket is implied: prometheus_client and TeleFuser code may still name it.
+        if bounds.last() == Some(&f64::INFINITY) {
+            bounds.pop();
+        }
+        opts = opts.buckets(bounds);
+    }
+    Ok(opts)
+}
+
+/// A summary's options: its quantiles and window, None for the defaults; a window that is not
+/// a positive number of seconds is refused.
+fn summary_options(name: &str, quantiles: Option<Vec<f64>>, max_age_seconds: Option<f64>) -> PyResult<Opts> {
+    let mut opts = Opts::new();
+    if let Some(q) = quantiles {
+        opts = opts.quantiles(q);
+    }
+    if let Some(age) = max_age_seconds {
+        let Ok(age) = Duration::try_from_secs_f64(age) else {
+            return Err(registration_error(
+                RegistryError::InvalidOption {
+                    metric: name.to_owned(),
+                    reason: format!("the window must be a positive number of seconds, got {age}"),
+                },
+                "name",
+                "max_age_seconds",
+            ));
+        };
+        opts = opts.max_age(age);
+    }
+    Ok(opts)
+}
+
 impl PyMetricRegistry {
+    /// Registers (or finds) the metric `name` of `H`'s kind and returns the handle of the series
+    /// `labels` pick; a refusal names the argument at fault (`option_arg` for the options).
+    fn register<H: SeriesHandle>(
+        &self,
+        name: &str,
+        description: &str,
+        labels: Vec<(String, String)>,
+        opts: Opts,
+        option_arg: &str,
+    ) -> PyResult<H> {
+        guard(|| {
+            let local = self.local(name);
+            let series = if labels.is_empty() {
+                (H::ONE)(&self.inner, local, description, opts)
+            } else {
+                (H::FAMILY)(&self.inner, local, description, &names_of(&labels), opts).and_then(|v| v.with(&labels[..]))
+            }
+            .map_err(|e| registration_error(e, "name", option_arg))?;
+            Ok(H::of(series, description, labels))
+        })
+    }
+}
+
+/// The `#[pymethods]` block of `MetricRegistry` (a class has one): the registration methods
+/// listed, then the methods given. A registration method takes `name`, `description` and
+/// `labels`, then its kind's options (each read by the `arg` function of its name), which
+/// `$options` turns into `Opts`; a refused option names `$option_arg`.
+macro_rules! registry_methods {
+    (
+        $(
+            $(#[$doc:meta])*
+            fn $method:ident($($opt:ident: $opt_ty:ty),*) -> $handle:ident, $text:literal,
+                $options:expr, $option_arg:literal;
+        )*
+        { $($methods:tt)* }
+    ) => {
+        #[pymethods]
+        impl PyMetricRegistry {
+            $(
+                $(#[$doc])*
+                #[pyo3(
+                    signature = (name, description = String::new(), labels = None $(, $opt = None)*),
+                    text_signature = $text
+                )]
+                fn $method(
+                    &self,
+                    #[pyo3(from_py_with = arg::name)] name: String,
+                    #[pyo3(from_py_with = arg::description)] description: String,
+                    labels: Option<&Bound<'_, PyAny>>,
+                    $(#[pyo3(from_py_with = arg::$opt)] $opt: $opt_ty,)*
+                ) -> PyResult<$handle> {
+                    let labels = labels_of(labels)?;
+                    let opts = $options(&name $(, $opt)*)?;
+                    self.register(&name, &description, labels, opts, $option_arg)
+                }
+            )*
+
+            $($methods)*
+        }
+    };
+}
+
+registry_methods! {
+    /// Registers (or finds) a counter; `labels` pick its series. Exposed as `<namespace>_<name>_total`.
+    fn counter() -> PyCounter, "($self, name, description=\"\", labels=None)", no_options, "name";
+
+    /// Registers (or finds) a gauge; `labels` pick its series.
+    fn gauge() -> PyGauge, "($self, name, description=\"\", labels=None)", no_options, "name";
+
+    /// Registers (or finds) a histogram. `buckets`: finite, strictly increasing upper bounds, as
+    /// Rust takes them (a trailing `+Inf` is implied and may be given); None for the registry's
+    /// default buckets.
+    fn histogram(buckets: Option<Vec<f64>>) -> PyHistogram,
+        "($self, name, description=\"\", labels=None, buckets=None)", histogram_options, "buckets";
+
+    /// Registers (or finds) a summary: `quantiles` (default 0.5, 0.9, 0.95, 0.99) over a sliding
+    /// window of `max_age_seconds` (default 600).
+    fn summary(quantiles: Option<Vec<f64>>, max_age_seconds: Option<f64>) -> PySummary,
+        "($self, name, description=\"\", labels=None, quantiles=None, max_age_seconds=None)",
+        summary_options, "quantiles";
+
+    /// `counter`, kept for TeleFuser code that calls it.
+    fn get_or_create_counter() -> PyCounter, "($self, name, description=\"\", labels=None)", no_options, "name";
+
+    /// `gauge`, kept for TeleFuser code that calls it.
+    fn get_or_create_gauge() -> PyGauge, "($self, name, description=\"\", labels=None)", no_options, "name";
+
+    /// `histogram`, kept for TeleFuser code that calls it.
+    fn get_or_create_histogram(buckets: Option<Vec<f64>>) -> PyHistogram,
+        "($self, name, description=\"\", labels=None, buckets=None)", histogram_options, "buckets";
+
+{
     /// A registry whose metric names start with `namespace_` (TeleFuser's default `telefuser`;
     /// an empty namespace adds nothing). Registries of one namespace share their metrics (and
     /// share them with the service metrics of that prefix).
@@ -119,178 +251,6 @@ impl PyMetricRegistry {
     #[getter]
     fn namespace(&self) -> &str {
         &self.namespace
-    }
-
-    /// Registers (or finds) a counter; `labels` pick its series. Exposed as `<namespace>_<name>_total`.
-    #[pyo3(
-        signature = (name, description = String::new(), labels = None),
-        text_signature = "($self, name, description=\"\", labels=None)"
-    )]
-    fn counter(
-        &self,
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::description)] description: String,
-        labels: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyCounter> {
-        let labels = labels_of(labels)?;
-        guard(|| {
-            let local = self.local(&name);
-            let inner = if labels.is_empty() {
-                self.inner.counter(local, &description)
-            } else {
-                self.inner.counter_vec(local, &description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
-            }
-            .map_err(|e| registration_error(e, "name", "name"))?;
-            Ok(PyCounter::new(inner, &description, labels))
-        })
-    }
-
-    /// Registers (or finds) a gauge; `labels` pick its series.
-    #[pyo3(
-        signature = (name, description = String::new(), labels = None),
-        text_signature = "($self, name, description=\"\", labels=None)"
-    )]
-    fn gauge(
-        &self,
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::description)] description: String,
-        labels: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyGauge> {
-        let labels = labels_of(labels)?;
-        guard(|| {
-            let local = self.local(&name);
-            let inner = if labels.is_empty() {
-                self.inner.gauge(local, &description)
-            } else {
-                self.inner.gauge_vec(local, &description, &names_of(&labels)).and_then(|v| v.with(&labels[..]))
-            }
-            .map_err(|e| registration_error(e, "name", "name"))?;
-            Ok(PyGauge::new(inner, &description, labels))
-        })
-    }
-
-    /// Registers (or finds) a histogram. `buckets`: finite, strictly increasing upper bounds, as
-    /// Rust takes them (a trailing `+Inf` is implied and may be given); None for the registry's
-    /// default buckets.
-    #[pyo3(
-        signature = (name, description = String::new(), labels = None, buckets = None),
-        text_signature = "($self, name, description=\"\", labels=None, buckets=None)"
-    )]
-    fn histogram(
-        &self,
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::description)] description: String,
-        labels: Option<&Bound<'_, PyAny>>,
-        #[pyo3(from_py_with = arg::buckets)] buckets: Option<Vec<f64>>,
-    ) -> PyResult<PyHistogram> {
-        let labels = labels_of(labels)?;
-        let mut opts = Opts::new();
-        if let Some(mut bounds) = buckets {
-            // The `+Inf` bucket is implied: prometheus_client and TeleFuser code may still name it.
-            if bounds.last() == Some(&f64::INFINITY) {
-                bounds.pop();
-            }
-            opts = opts.buckets(bounds);
-        }
-        guard(|| {
-            let local = self.local(&name);
-            let inner = if labels.is_empty() {
-                self.inner.histogram_with(local, &description, opts)
-            } else {
-                self.inner
-                    .histogram_vec(local, &description, &names_of(&labels), opts)
-                    .and_then(|v| v.with(&labels[..]))
-            }
-            .map_err(|e| registration_error(e, "name", "buckets"))?;
-            Ok(PyHistogram::new(inner, &description, labels))
-        })
-    }
-
-    /// Registers (or finds) a summary: `quantiles` (default 0.5, 0.9, 0.95, 0.99) over a sliding
-    /// window of `max_age_seconds` (default 600).
-    #[pyo3(
-        signature = (name, description = String::new(), labels = None, quantiles = None, max_age_seconds = None),
-        text_signature = "($self, name, description=\"\", labels=None, quantiles=None, max_age_seconds=None)"
-    )]
-    fn summary(
-        &self,
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::description)] description: String,
-        labels: Option<&Bound<'_, PyAny>>,
-        #[pyo3(from_py_with = arg::quantiles)] quantiles: Option<Vec<f64>>,
-        #[pyo3(from_py_with = arg::max_age_seconds)] max_age_seconds: Option<f64>,
-    ) -> PyResult<PySummary> {
-        let labels = labels_of(labels)?;
-        let mut opts = Opts::new();
-        if let Some(q) = quantiles {
-            opts = opts.quantiles(q);
-        }
-        if let Some(age) = max_age_seconds {
-            let Ok(age) = Duration::try_from_secs_f64(age) else {
-                return Err(registration_error(
-                    RegistryError::InvalidOption {
-                        metric: name.clone(),
-                        reason: format!("the window must be a positive number of seconds, got {age}"),
-                    },
-                    "name",
-                    "max_age_seconds",
-                ));
-            };
-            opts = opts.max_age(age);
-        }
-        guard(|| {
-            let local = self.local(&name);
-            let inner = if labels.is_empty() {
-                self.inner.summary_with(local, &description, opts)
-            } else {
-                self.inner.summary_vec(local, &description, &names_of(&labels), opts).and_then(|v| v.with(&labels[..]))
-            }
-            .map_err(|e| registration_error(e, "name", "quantiles"))?;
-            Ok(PySummary::new(inner, &description, labels))
-        })
-    }
-
-    /// `counter`, kept for TeleFuser code that calls it.
-    #[pyo3(
-        signature = (name, description = String::new(), labels = None),
-        text_signature = "($self, name, description=\"\", labels=None)"
-    )]
-    fn get_or_create_counter(
-        &self,
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::description)] description: String,
-        labels: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyCounter> {
-        self.counter(name, description, labels)
-    }
-
-    /// `gauge`, kept for TeleFuser code that calls it.
-    #[pyo3(
-        signature = (name, description = String::new(), labels = None),
-        text_signature = "($self, name, description=\"\", labels=None)"
-    )]
-    fn get_or_create_gauge(
-        &self,
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::description)] description: String,
-        labels: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<PyGauge> {
-        self.gauge(name, description, labels)
-    }
-
-    /// `histogram`, kept for TeleFuser code that calls it.
-    #[pyo3(
-        signature = (name, description = String::new(), labels = None, buckets = None),
-        text_signature = "($self, name, description=\"\", labels=None, buckets=None)"
-    )]
-    fn get_or_create_histogram(
-        &self,
-        #[pyo3(from_py_with = arg::name)] name: String,
-        #[pyo3(from_py_with = arg::description)] description: String,
-        labels: Option<&Bound<'_, PyAny>>,
-        #[pyo3(from_py_with = arg::buckets)] buckets: Option<Vec<f64>>,
-    ) -> PyResult<PyHistogram> {
-        self.histogram(name, description, labels, buckets)
     }
 
     /// Adds a collector: a callable returning exposition lines (a list of str, or one str),
@@ -390,6 +350,7 @@ impl PyMetricRegistry {
     fn __repr__(&self) -> String {
         format!("MetricRegistry(namespace={:?})", self.namespace)
     }
+}
 }
 
 /// Adds the classes and exception types to the module.
