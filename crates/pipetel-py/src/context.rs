@@ -13,18 +13,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use pipetel::opentelemetry::propagation::TextMapPropagator as _;
-use pipetel::opentelemetry::trace::{Status, TraceContextExt as _};
+use pipetel::opentelemetry::trace::{SpanRef, Status, TraceContextExt as _};
 use pipetel::opentelemetry::{Context, KeyValue};
 use pipetel::opentelemetry_sdk::propagation::TraceContextPropagator;
 use pipetel::span_metrics::ForeignSpanTimer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::args::arg;
 use crate::attributes::{attributes, to_attribute};
-use crate::errors::guard;
+use crate::errors::{exiting_exception, guard};
 
 /// The `ContextVar` holding the current span (a [`PySpan`]) or `None`.
 static CURRENT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -164,20 +164,22 @@ impl PySpan {
         }
         let span = self.cx.span();
         match error {
-            Some((kind, message)) => {
-                span.add_event(
-                    "exception",
-                    vec![
-                        KeyValue::new("exception.type", kind.clone()),
-                        KeyValue::new("exception.message", message.clone()),
-                    ],
-                );
-                span.set_status(Status::error(format!("{kind}: {message}")));
-            }
+            Some((kind, message)) => record_exception(&span, &kind, &message),
             None => span.set_status(Status::Ok),
         }
         span.end();
     }
+}
+
+/// Marks `span` failed by an exception: an `exception` event with its type and
+/// message, and status error.
+pub(crate) fn record_exception(span: &SpanRef<'_>, kind: &str, message: &str) {
+    let attributes = vec![
+        KeyValue::new("exception.type", kind.to_string()),
+        KeyValue::new("exception.message", message.to_string()),
+    ];
+    span.add_event("exception", attributes);
+    span.set_status(Status::error(format!("{kind}: {message}")));
 }
 
 /// `type(exc).__qualname__` (with its module unless builtin) and `str(exc)`.
@@ -270,15 +272,10 @@ impl PySpan {
         Ok(slf.clone().unbind())
     }
 
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        _exc_type: Option<&Bound<'_, PyAny>>,
-        exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
+    #[pyo3(signature = (*exc_info))]
+    fn __exit__(&self, py: Python<'_>, exc_info: &Bound<'_, PyTuple>) -> PyResult<bool> {
         self.leave(py)?;
-        let error = exc.filter(|e| !e.is_none()).map(describe_exception);
+        let error = exiting_exception(exc_info).map(|e| describe_exception(&e));
         guard(|| {
             self.finish(error);
             Ok(false)

@@ -20,6 +20,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use pyo3::PyTypeInfo;
 
 /// The exception types, from one table (name, base, docstring), and their registration.
@@ -71,4 +72,11 @@ pub(crate) fn guard<T>(f: impl FnOnce() -> PyResult<T>) -> PyResult<T> {
 /// Turns a Rust error into the exception type `E` with the error's own message.
 pub(crate) fn to_py<E: PyTypeInfo>(error: impl std::fmt::Display) -> PyErr {
     PyErr::new::<E, _>(error.to_string())
+}
+
+/// The exception leaving a `with` block, read from `__exit__`'s `(exc_type, exc, tb)` (taken as
+/// `*exc_info`, so every context manager of the module reads them one way); `None` when the
+/// block ended normally.
+pub(crate) fn exiting_exception<'py>(exc_info: &Bound<'py, PyTuple>) -> Option<Bound<'py, PyAny>> {
+    exc_info.get_item(1).ok().filter(|exc| !exc.is_none())
 }

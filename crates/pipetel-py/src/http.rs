@@ -22,7 +22,7 @@ use pipetel::opentelemetry::trace::{SpanKind, Status, TraceContextExt as _, Trac
 use pipetel::opentelemetry::{Context, KeyValue};
 use pyo3::prelude::*;
 
-use crate::context::PySpan;
+use crate::context::{record_exception, PySpan};
 use crate::errors::guard;
 
 /// The methods the conventions know; any other is `_OTHER`.
@@ -177,16 +177,7 @@ impl PyHttpRequest {
                     .update_name(format!("{} {route}", if self.method == "_OTHER" { "HTTP" } else { self.method }));
             }
             match (&error, status) {
-                (Some((kind, message)), _) => {
-                    otel_span.add_event(
-                        "exception",
-                        vec![
-                            KeyValue::new("exception.type", kind.clone()),
-                            KeyValue::new("exception.message", message.clone()),
-                        ],
-                    );
-                    otel_span.set_status(Status::error(format!("{kind}: {message}")));
-                }
+                (Some((kind, message)), _) => record_exception(&otel_span, kind, message),
                 (None, Some(code)) if code >= 500 => otel_span.set_status(Status::error(format!("HTTP {code}"))),
                 _ => {}
             }

@@ -20,7 +20,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::args::{arg, type_name};
-use crate::errors::{guard, to_py, AlreadyInitialized, ConfigError, InitError, ShutdownError};
+use crate::errors::{exiting_exception, guard, to_py, AlreadyInitialized, ConfigError, InitError, ShutdownError};
 
 /// Set once `init` succeeded in this process (`init` is once per process, also after shutdown).
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
@@ -250,15 +250,10 @@ impl PyGuard {
     }
 
     /// Shuts down; a shutdown error is raised only when no exception is already on its way out.
-    fn __exit__(
-        &self,
-        py: Python<'_>,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        _exc: Option<&Bound<'_, PyAny>>,
-        _tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
+    #[pyo3(signature = (*exc_info))]
+    fn __exit__(&self, py: Python<'_>, exc_info: &Bound<'_, PyTuple>) -> PyResult<bool> {
         let result = self.shutdown(py);
-        match (result, exc_type) {
+        match (result, exiting_exception(exc_info)) {
             (Err(e), None) => Err(e),
             _ => Ok(false),
         }

@@ -12,11 +12,11 @@ use pipetel::pipeline::{CounterKey, CounterValue, RemoteIngested, Shard, ShardRe
 use pipetel::tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyTuple};
 
 use crate::args::{arg, type_name};
 use crate::context::{current_context, describe_exception, extract_traceparent, traceparent_of, PySpan};
-use crate::errors::guard;
+use crate::errors::{exiting_exception, guard};
 
 /// The context of a stage or shard object, for `parent=`.
 pub(crate) fn context_of(obj: &Bound<'_, PyAny>) -> Option<Context> {
@@ -188,20 +188,15 @@ macro_rules! span_handle_methods {
                 "Ends the ", $what, " unless it ended inside the block: failed with the exception as reason when\n",
                 "one leaves the block (and goes on), else ", $outcome, "."
             )]
-            fn __exit__(
-                &self,
-                py: Python<'_>,
-                _exc_type: Option<&Bound<'_, PyAny>>,
-                exc: Option<&Bound<'_, PyAny>>,
-                _tb: Option<&Bound<'_, PyAny>>,
-            ) -> PyResult<bool> {
+            #[pyo3(signature = (*exc_info))]
+            fn __exit__(&self, py: Python<'_>, exc_info: &Bound<'_, PyTuple>) -> PyResult<bool> {
                 self.current.get().leave(py)?;
                 if self.$slot.has_ended() {
                     return Ok(false);
                 }
-                match exc.filter(|e| !e.is_none()) {
+                match exiting_exception(exc_info) {
                     Some(e) => {
-                        let (kind, message) = describe_exception(e);
+                        let (kind, message) = describe_exception(&e);
                         self.fail(py, format!("{kind}: {message}"))?;
                     }
                     None => {

@@ -11,10 +11,10 @@ use pipetel::stage_metrics::{self, StageMetrics};
 use pipetel::ServiceMetrics;
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
 
 use crate::args::{arg, named};
-use crate::errors::guard;
+use crate::errors::{exiting_exception, guard};
 use crate::registry::{
     invalid_value, registration_error, registry_error, PyCounter, PyGauge, PyHistogram, SeriesHandle,
 };
@@ -515,17 +515,10 @@ impl PyStageRun {
     fn __enter__(slf: Py<Self>) -> Py<Self> {
         slf
     }
-    #[pyo3(signature = (exc_type = None, exc = None, tb = None))]
-    fn __exit__(
-        &self,
-        exc_type: Option<&Bound<'_, PyAny>>,
-        exc: Option<&Bound<'_, PyAny>>,
-        tb: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<bool> {
-        let _ = (exc, tb);
-        let failed = exc_type.is_some_and(|t| !t.is_none());
+    #[pyo3(signature = (*exc_info))]
+    fn __exit__(&self, exc_info: &Bound<'_, PyTuple>) -> PyResult<bool> {
         if self.active() {
-            if failed {
+            if exiting_exception(exc_info).is_some() {
                 self.fail()?;
             } else {
                 self.succeed()?;
