@@ -13,7 +13,8 @@ use std::time::Duration;
 use serde_json::Value;
 use support::otlp_json::spans_in;
 use support::{
-    collector_on_free_port, otlp_http_child_env, parent_with_peers, print_flush_and_shutdown, run_child, Peer,
+    collector_on_free_port, init_child, otlp_http_child_env, parent_with_peers, print_flush_and_shutdown, run_child,
+    Peer,
 };
 
 const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
@@ -22,10 +23,7 @@ const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
 /// inside the span `json.work` and a warning in its child `json.child`; flush and shut down.
 #[test]
 fn child_logs_inside_spans() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
-    let telemetry = pipetel::init(pipetel::Config::from_env().expect("configuration")).expect("init");
+    let Some((_, telemetry)) = init_child(CHILD) else { return };
     tracing::info!(answer = 42, "outside every span");
     {
         let span = tracing::info_span!("json.work", shard = 3);
