@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 use super::defaults::DEFAULT_SERVICE_PREFIX;
 use super::syntax;
+use super::values::named_values;
 
 /// Switches and names of the service metrics.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,28 +35,17 @@ impl Default for ServiceMetricsConfig {
     }
 }
 
-/// Which duration of a span the histogram records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SpanTime {
-    /// Creation to close, await points included (the default).
-    #[default]
-    Wall,
-    /// The sum of the intervals the span was entered.
-    Busy,
-}
-
-impl FromStr for SpanTime {
-    type Err = SpanMetricsError;
-
-    /// `wall` or `busy` (case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "wall" => Ok(SpanTime::Wall),
-            "busy" => Ok(SpanTime::Busy),
-            _ => Err(SpanMetricsError::InvalidTime(s.to_string())),
-        }
+named_values! {
+    /// Which duration of a span the histogram records.
+    #[derive(Default)]
+    pub enum SpanTime {
+        /// Creation to close, await points included (the default).
+        #[default]
+        Wall = "wall",
+        /// The sum of the intervals the span was entered.
+        Busy = "busy",
     }
+    else (SpanMetricsError) |s| SpanMetricsError::InvalidTime(s.to_string())
 }
 
 /// A bad span-metrics setting.
