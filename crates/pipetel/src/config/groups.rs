@@ -90,11 +90,17 @@ impl Default for SpanMetricsConfig {
 }
 
 impl SpanMetricsConfig {
-    /// Switches the layer on or off.
-    #[must_use]
-    pub fn with_enabled(mut self, enabled: bool) -> Self {
-        self.enabled = enabled;
-        self
+    crate::field_setters::field_setters! {
+        /// Switches the layer on or off.
+        #[must_use]
+        pub fn with_enabled(enabled: bool);
+        /// Sets the target/level filter (a [`Targets`](tracing_subscriber::filter::Targets)
+        /// directive).
+        #[must_use]
+        pub fn with_filter(filter: impl Into<String>) = filter.into();
+        /// Chooses wall or busy time.
+        #[must_use]
+        pub fn with_time(time: SpanTime);
     }
 
     /// Records only spans with these names.
@@ -105,21 +111,6 @@ impl SpanMetricsConfig {
         N: Into<String>,
     {
         self.allow = names.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets the target/level filter (a [`Targets`](tracing_subscriber::filter::Targets)
-    /// directive).
-    #[must_use]
-    pub fn with_filter(mut self, directive: impl Into<String>) -> Self {
-        self.filter = directive.into();
-        self
-    }
-
-    /// Chooses wall or busy time.
-    #[must_use]
-    pub fn with_time(mut self, time: SpanTime) -> Self {
-        self.time = time;
         self
     }
 

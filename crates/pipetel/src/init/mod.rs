@@ -124,21 +124,16 @@ impl InitOptions {
         Self::default()
     }
 
-    /// Whether `init` installs its own global `tracing` subscriber (default `true`). Without
-    /// it, spans and events reach pipetel only through layers added to the application's own
-    /// subscriber: use [`layers`] for those.
-    pub fn install_subscriber(mut self, install: bool) -> Self {
-        self.subscriber = install;
-        self
-    }
-
-    /// Whether `init` sets the OTel global meter and tracer providers and the global text-map
-    /// propagator of `OTEL_PROPAGATORS` (default `true`). Without them, pipetel's own instruments (registries, hubs,
-    /// measured functions, stages, span metrics, [`crate::meter`]) still export through the
-    /// providers `init` built, and the application's own OTel code keeps the globals it set.
-    pub fn install_global_providers(mut self, install: bool) -> Self {
-        self.global_providers = install;
-        self
+    crate::field_setters::field_setters! {
+        /// Whether `init` installs its own global `tracing` subscriber (default `true`). Without
+        /// it, spans and events reach pipetel only through layers added to the application's own
+        /// subscriber: use [`layers`] for those.
+        pub fn install_subscriber(subscriber: bool);
+        /// Whether `init` sets the OTel global meter and tracer providers and the global text-map
+        /// propagator of `OTEL_PROPAGATORS` (default `true`). Without them, pipetel's own instruments (registries, hubs,
+        /// measured functions, stages, span metrics, [`crate::meter`]) still export through the
+        /// providers `init` built, and the application's own OTel code keeps the globals it set.
+        pub fn install_global_providers(global_providers: bool);
     }
 }
 
