@@ -116,21 +116,13 @@ struct DeviceState {
 ///
 /// Open it on the thread that will poll it ([`crate::GpuPoller`] does): `nvmlInit` can take
 /// seconds without persistence mode and some drivers hang in it.
+#[derive(Debug)]
 pub struct NvmlSource {
     library: Library,
     devices: Vec<DeviceState>,
     options: NvmlOptions,
     /// Whether a failed event read was already warned about.
     events_warned: bool,
-}
-
-impl std::fmt::Debug for NvmlSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NvmlSource")
-            .field("devices", &self.devices)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
-    }
 }
 
 impl NvmlSource {

@@ -98,19 +98,11 @@ struct DeviceState {
 ///
 /// Open it on the thread that will poll it ([`crate::GpuPoller`] does): `rsmi_init` scans
 /// every device in sysfs. Dropping it calls `rsmi_shut_down` and unloads the library.
+#[derive(Debug)]
 pub struct AmdSource {
     api: Api,
     library: String,
     devices: Vec<DeviceState>,
-}
-
-impl std::fmt::Debug for AmdSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AmdSource")
-            .field("library", &self.library)
-            .field("devices", &self.devices)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Drop for AmdSource {
