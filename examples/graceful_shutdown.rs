@@ -17,6 +17,8 @@
 //! Flags (`--help` lists them): `--interval-ms N` (between batches, default 500), `--batches N` (stop by itself after
 //! N batches; default 0: run until a signal).
 
+mod cli;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,9 +29,7 @@ const ITEMS_PER_BATCH: u64 = 64;
 const BYTES_PER_BATCH: u64 = 4096;
 
 fn main() -> std::process::ExitCode {
-    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
-    eprintln!("error: {e}");
-    std::process::ExitCode::FAILURE
+    cli::exit_code(run(parse_args()))
 }
 
 struct Args {
@@ -41,9 +41,9 @@ fn parse_args() -> Args {
     use clap::{value_parser, Command};
     let m = Command::new("graceful_shutdown")
         .about("Stopping on SIGTERM without losing telemetry: the signal sets a flag, the loop ends, the guard flushes")
-        .arg(number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
+        .arg(cli::number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
         .arg(
-            number("batches", "Stop by itself after N batches (0: run until SIGTERM or SIGINT)", "0")
+            cli::number("batches", "Stop by itself after N batches (0: run until SIGTERM or SIGINT)", "0")
                 .value_parser(value_parser!(u64)),
         )
         .get_matches();
@@ -51,11 +51,6 @@ fn parse_args() -> Args {
         interval: Duration::from_millis(m.get_one("interval-ms").copied().unwrap_or(500)),
         batches: m.get_one("batches").copied().unwrap_or(0),
     }
-}
-
-/// A `--name N` option with a default.
-fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
-    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

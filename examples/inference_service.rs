@@ -32,6 +32,8 @@
 //! `http requests: POST /v1/infer 200=a 400=b 500=c 503=d` and
 //! `http requests: GET /healthz 200=1`.
 
+mod cli;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -64,20 +66,17 @@ struct Args {
 }
 
 fn main() -> std::process::ExitCode {
-    // Display, not Debug: the error names the culprit in words.
-    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
-    eprintln!("error: {e}");
-    std::process::ExitCode::FAILURE
+    cli::exit_code(run(parse_args()))
 }
 
 fn parse_args() -> Args {
     use clap::{value_parser, Arg, Command};
     let m = Command::new("inference_service")
         .about("A synthetic inference service: a bounded queue, worker threads, failed and cancelled tasks, service metrics")
-        .arg(number("seconds", "How long submitting the synthetic tasks takes, in seconds", "5").value_parser(value_parser!(u64)))
-        .arg(number("tasks", "Synthetic tasks to submit", "200").value_parser(value_parser!(usize)))
-        .arg(number("workers", "Worker threads (at least 1)", "4").value_parser(value_parser!(usize)))
-        .arg(number("linger-seconds", "Keep serving metrics this long afterwards", "0").value_parser(value_parser!(u64)))
+        .arg(cli::number("seconds", "How long submitting the synthetic tasks takes, in seconds", "5").value_parser(value_parser!(u64)))
+        .arg(cli::number("tasks", "Synthetic tasks to submit", "200").value_parser(value_parser!(usize)))
+        .arg(cli::number("workers", "Worker threads (at least 1)", "4").value_parser(value_parser!(usize)))
+        .arg(cli::number("linger-seconds", "Keep serving metrics this long afterwards", "0").value_parser(value_parser!(u64)))
         .arg(
             Arg::new("http-port")
                 .long("http-port")
@@ -86,7 +85,7 @@ fn parse_args() -> Args {
                 .help("Serve the HTTP API (POST /v1/infer, GET /healthz) on 127.0.0.1:PORT; 0 picks a free port"),
         )
         .arg(
-            number("http-requests", "After the synthetic tasks, send N requests to the API and count each status", "0")
+            cli::number("http-requests", "After the synthetic tasks, send N requests to the API and count each status", "0")
                 .value_parser(value_parser!(usize)),
         )
         .get_matches();
@@ -105,11 +104,6 @@ fn parse_args() -> Args {
         http_port,
         http_requests,
     }
-}
-
-/// A `--name N` option with a default.
-fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
-    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 /// The queue's occupancy, owned by the service, published through `update_queue_metrics`.

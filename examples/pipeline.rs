@@ -13,6 +13,8 @@
 //! resident memory, at the end). Every `pipetel::Config` variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per
 //! second, `PIPETEL_ROWS_FILE=rows.jsonl` to keep the rows, `OTEL_EXPORTER_OTLP_ENDPOINT` to push).
 
+mod cli;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -37,10 +39,7 @@ struct Args {
 static MAX_RECORD_NS: AtomicU64 = AtomicU64::new(0);
 
 fn main() -> std::process::ExitCode {
-    // Display, not Debug: the error names the culprit in words.
-    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
-    eprintln!("error: {e}");
-    std::process::ExitCode::FAILURE
+    cli::exit_code(run(parse_args()))
 }
 
 fn parse_args() -> Args {
@@ -48,9 +47,9 @@ fn parse_args() -> Args {
     let m = Command::new("pipeline")
         .about("The main job: a synthetic pipeline of 3 stages x N shards on threads, one shard failing on purpose")
         .after_help("Every pipetel variable applies: PIPETEL_SAMPLE_INTERVAL=1000, PIPETEL_ROWS_FILE=rows.jsonl, OTEL_EXPORTER_OTLP_ENDPOINT, ...")
-        .arg(number("seconds", "How long each stage runs, in seconds", "6").value_parser(value_parser!(u64)))
-        .arg(number("shards", "Shards per stage", "8").value_parser(value_parser!(u32)))
-        .arg(number("linger-seconds", "Keep serving metrics this long after the run", "0").value_parser(value_parser!(u64)))
+        .arg(cli::number("seconds", "How long each stage runs, in seconds", "6").value_parser(value_parser!(u64)))
+        .arg(cli::number("shards", "Shards per stage", "8").value_parser(value_parser!(u32)))
+        .arg(cli::number("linger-seconds", "Keep serving metrics this long after the run", "0").value_parser(value_parser!(u64)))
         .arg(
             Arg::new("report-record-latency")
                 .long("report-record-latency")
@@ -64,11 +63,6 @@ fn parse_args() -> Args {
         linger: m.get_one("linger-seconds").copied().unwrap_or(0),
         report_record_latency: m.get_flag("report-record-latency"),
     }
-}
-
-/// A `--name N` option with a default.
-fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
-    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

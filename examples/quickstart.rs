@@ -8,15 +8,14 @@
 //! `OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc` to push
 //! to a collector instead).
 
+mod cli;
+
 use std::time::{Duration, Instant};
 
 use pipetel::opentelemetry::KeyValue;
 
 fn main() -> std::process::ExitCode {
-    // Display, not Debug: the error names the culprit in words.
-    let Err(e) = run(parse_args()) else { return std::process::ExitCode::SUCCESS };
-    eprintln!("error: {e}");
-    std::process::ExitCode::FAILURE
+    cli::exit_code(run(parse_args()))
 }
 
 /// Items each batch records: fixed, so a test can check the exported totals exactly.
@@ -35,20 +34,15 @@ fn parse_args() -> Args {
     let m = Command::new("quickstart")
         .about("The smallest pipetel program: one init, a counter, a histogram and nested spans; stops by itself")
         .after_help("Every pipetel variable applies, e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
-        .arg(number("batches", "Batches to record", "20").value_parser(value_parser!(u64)))
-        .arg(number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
-        .arg(number("linger-seconds", "Keep serving metrics this long after the last batch", "0").value_parser(value_parser!(u64)))
+        .arg(cli::number("batches", "Batches to record", "20").value_parser(value_parser!(u64)))
+        .arg(cli::number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
+        .arg(cli::number("linger-seconds", "Keep serving metrics this long after the last batch", "0").value_parser(value_parser!(u64)))
         .get_matches();
     Args {
         batches: m.get_one("batches").copied().unwrap_or(20),
         interval: Duration::from_millis(m.get_one("interval-ms").copied().unwrap_or(500)),
         linger: Duration::from_secs(m.get_one("linger-seconds").copied().unwrap_or(0)),
     }
-}
-
-/// A `--name N` option with a default.
-fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
-    clap::Arg::new(name).long(name).value_name("N").default_value(default).help(help)
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

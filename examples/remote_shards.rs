@@ -23,6 +23,8 @@
 //! `pipeline.worker` rows and worker metrics; the stage row and stage metrics are the owner's,
 //! its totals over every worker. Every `pipetel::Config` variable applies.
 
+mod cli;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -63,40 +65,36 @@ fn main() -> std::process::ExitCode {
             };
         }
     };
-    let Err(e) = run(&args) else {
-        return std::process::ExitCode::SUCCESS;
-    };
-    eprintln!("error: {e}");
-    std::process::ExitCode::FAILURE
+    cli::exit_code(run(&args))
 }
 
 fn parse_args() -> Result<Args, String> {
     use clap::{value_parser, Arg, Command};
-    let number = |name: &'static str, help: &'static str, default: &'static str| {
-        Arg::new(name).long(name).value_name("N").default_value(default).help(help)
-    };
     let m = Command::new("remote_shards")
         .about("Stages whose shards run in other processes: an owner counts the shards workers run for it")
         .after_help("Every pipetel variable applies (OTEL_EXPORTER_OTLP_ENDPOINT, PIPETEL_ROWS_FILE, ...).")
         .arg(Arg::new("role").required(true).value_parser(["owner", "worker"]).help("owner or worker"))
         .arg(Arg::new("dir").long("dir").value_name("DIR").required(true).help("The directory owner and workers share"))
         .arg(Arg::new("execution").long("execution").value_name("ID").required(true).help("The stages' execution id"))
-        .arg(number("workers", "Owner: worker sources to wait for", "1").value_parser(value_parser!(usize)))
+        .arg(cli::number("workers", "Owner: worker sources to wait for", "1").value_parser(value_parser!(usize)))
         .arg(
-            number("shards", "Owner: each stage's shard count, for its row (0: as counted)", "0")
+            cli::number("shards", "Owner: each stage's shard count, for its row (0: as counted)", "0")
                 .value_parser(value_parser!(u32)),
         )
         .arg(Arg::new("source").long("source").value_name("NAME").help("Worker: its name (default: worker-PID)"))
-        .arg(number("first", "Worker: the first shard index it runs", "0").value_parser(value_parser!(u32)))
-        .arg(number("count", "Worker: how many shards it runs per stage", "8").value_parser(value_parser!(u32)))
-        .arg(number("threads", "Worker: threads per stage (0: one per shard)", "0").value_parser(value_parser!(u32)))
+        .arg(cli::number("first", "Worker: the first shard index it runs", "0").value_parser(value_parser!(u32)))
+        .arg(cli::number("count", "Worker: how many shards it runs per stage", "8").value_parser(value_parser!(u32)))
         .arg(
-            number("batches", "Worker: batches per shard at the most", "18446744073709551615")
+            cli::number("threads", "Worker: threads per stage (0: one per shard)", "0")
+                .value_parser(value_parser!(u32)),
+        )
+        .arg(
+            cli::number("batches", "Worker: batches per shard at the most", "18446744073709551615")
                 .value_parser(value_parser!(u64)),
         )
-        .arg(number("seconds", "Worker: how long each shard runs", "3").value_parser(value_parser!(u64)))
+        .arg(cli::number("seconds", "Worker: how long each shard runs", "3").value_parser(value_parser!(u64)))
         .arg(
-            number("timeout-seconds", "Owner: end a stage failed after this long", "600")
+            cli::number("timeout-seconds", "Owner: end a stage failed after this long", "600")
                 .value_parser(value_parser!(u64)),
         )
         .try_get_matches()

@@ -44,6 +44,15 @@ fn keys(v: &Value) -> Vec<String> {
     v.as_mapping().map(|m| m.keys().filter_map(|k| k.as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
 
+/// Asserts that the metrics, traces and logs pipelines of `config` each export to the one
+/// exporter `expected` names, in that order.
+fn assert_exporters(config: &Value, expected: [&str; 3]) {
+    let pipelines = &config["service"]["pipelines"];
+    for (signal, exporter) in ["metrics", "traces", "logs"].into_iter().zip(expected) {
+        assert_eq!(names(&pipelines[signal]["exporters"]), [exporter], "the {signal} pipeline's exporters");
+    }
+}
+
 fn names(v: &Value) -> Vec<String> {
     v.as_sequence().map(|s| s.iter().filter_map(|x| x.as_str().map(str::to_string)).collect()).unwrap_or_default()
 }
@@ -189,10 +198,7 @@ fn check_structure(file: &str) -> Value {
 #[test]
 fn single_collector_config_exports_metrics_traces_and_logs() {
     let c = check_structure("config.yaml");
-    let pipelines = &c["service"]["pipelines"];
-    assert_eq!(names(&pipelines["metrics"]["exporters"]), ["prometheus"]);
-    assert_eq!(names(&pipelines["traces"]["exporters"]), ["otlp/tempo"]);
-    assert_eq!(names(&pipelines["logs"]["exporters"]), ["otlphttp/loki"]);
+    assert_exporters(&c, ["prometheus", "otlp/tempo", "otlphttp/loki"]);
     assert!(c["exporters"]["otlphttp/loki"]["endpoint"].as_str().is_some_and(|e| e.ends_with("/otlp")));
     // The debug exporter is there, commented, for troubleshooting.
     let text = std::fs::read_to_string(workspace_root().join("otel-collector/config.yaml")).expect("config");
@@ -242,10 +248,7 @@ fn agents_load_balance_to_the_gateway_pool() {
         }
     }
     assert_eq!(agent["exporters"]["loadbalancing/traces"]["routing_key"], "traceID");
-    let gp = &gateway["service"]["pipelines"];
-    assert_eq!(names(&gp["metrics"]["exporters"]), ["prometheusremotewrite"]);
-    assert_eq!(names(&gp["traces"]["exporters"]), ["otlp/tempo"]);
-    assert_eq!(names(&gp["logs"]["exporters"]), ["otlphttp/loki"]);
+    assert_exporters(&gateway, ["prometheusremotewrite", "otlp/tempo", "otlphttp/loki"]);
     let readme = std::fs::read_to_string(workspace_root().join("otel-collector/README.md")).expect("README");
     assert!(readme.contains("loadbalancing") && readme.contains("traceID"), "the README explains the topology");
 }
@@ -253,10 +256,7 @@ fn agents_load_balance_to_the_gateway_pool() {
 #[test]
 fn the_stores_gateway_holds_nothing_only_in_memory() {
     let c = check_structure("gateway-stores.yaml");
-    let pipelines = &c["service"]["pipelines"];
-    assert_eq!(names(&pipelines["metrics"]["exporters"]), ["prometheusremotewrite/victoriametrics"]);
-    assert_eq!(names(&pipelines["traces"]["exporters"]), ["otlp/jaeger"]);
-    assert_eq!(names(&pipelines["logs"]["exporters"]), ["otlphttp/victorialogs"]);
+    assert_exporters(&c, ["prometheusremotewrite/victoriametrics", "otlp/jaeger", "otlphttp/victorialogs"]);
     // Spans wait on disk like the rows (check_delivery checked the rows' queue), in a directory
     // of their own per gateway, and both are retried until delivered.
     for id in ["otlp/jaeger", "otlphttp/victorialogs"] {

@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::support::http::urlencode;
+use crate::support::workspace::quickstart_five_batches;
 use crate::support::{example_serving, free_port, http, turn_if_peers, wait_for, workspace_root, Peer, Process};
 
 /// The `command` of the compose file's `prometheus` service.
@@ -103,14 +104,7 @@ fn the_compose_prometheus_stores_exemplars_that_name_traces() {
     let flags = compose_prometheus_flags();
     let port = free_port();
     let mut cmd = example_serving("quickstart", port);
-    cmd.env("OTEL_TRACES_EXPORTER", "console").env("OTEL_BSP_SCHEDULE_DELAY", "200").args([
-        "--batches",
-        "5",
-        "--interval-ms",
-        "100",
-        "--linger-seconds",
-        "90",
-    ]);
+    quickstart_five_batches(cmd.env("OTEL_TRACES_EXPORTER", "console"));
     let mut example = Process::spawn("quickstart", cmd);
     example.wait_for_output("done: batches=5", Duration::from_secs(60));
     let target = format!("127.0.0.1:{port}");

@@ -18,6 +18,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::support::http::{http, urlencode};
@@ -377,34 +378,15 @@ fn every_query_returns_real_series(route: Route) {
         });
     }
 
-    // The inference service: tasks completed, failed and cancelled, queue gauges. 8 s: through a
-    // collector the first sample of a series reaches Prometheus only after the collector's
-    // batch timeout (5 s), and rate() sees only the increases after it.
-    let mut cmd = stack.example(SERVICE_EXAMPLE, "inference-service");
-    cmd.args(["--seconds", "8", "--linger-seconds", LINGER_SECONDS]);
-    let service = Process::spawn(SERVICE_EXAMPLE, cmd);
-
-    // The pipeline example on two fake GPUs.
-    let mut cmd = stack.example("pipeline", "pipeline-example");
-    cmd.env("PIPETEL_SAMPLE_INTERVAL", "500")
-        .env("PIPETEL_GPU", "on")
-        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
-        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
-        .args(["--seconds", "2", "--linger-seconds", LINGER_SECONDS]);
-    let mut pipeline = Process::spawn("pipeline", cmd);
-
-    pipeline.wait_for_output("done: stages=3", Duration::from_secs(60));
-    // Everything the run produced has been scraped: three finished runs, GPU gauges, span
-    // metrics, the service's tasks, the recording rule and the alert it should raise.
-    let ready = [
-        "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
-        "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
-        "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
-        "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
-        "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",
-        "pipetel:worker_memory_limit_bytes{job=\"pipeline-example\"}",
-    ];
-    for q in ready {
+    let (service, pipeline) = run_service_and_pipeline(
+        stack.example(SERVICE_EXAMPLE, "inference-service"),
+        stack.example("pipeline", "pipeline-example"),
+        &fake,
+    );
+    // Everything the run produced has been scraped, and the recording rule and the alert it
+    // should raise.
+    let rule = "pipetel:worker_memory_limit_bytes{job=\"pipeline-example\"}";
+    for q in RUN_PRODUCED.iter().chain([&rule]) {
         if !prom.wait_for_series(q, Duration::from_secs(40)) {
             panic!(
                 "{}: {q} returned nothing within 40 s; targets: {}\npipeline output:\n{}\nservice output:\n{}\n\
@@ -542,27 +524,10 @@ fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
         cmd.env("OTEL_METRIC_EXPORT_INTERVAL", "1000");
         cmd
     };
-    let mut cmd = pushing(SERVICE_EXAMPLE);
-    cmd.args(["--seconds", "8", "--linger-seconds", LINGER_SECONDS]);
-    let service = Process::spawn(SERVICE_EXAMPLE, cmd);
-    let mut cmd = pushing("pipeline");
-    cmd.env("PIPETEL_SAMPLE_INTERVAL", "500")
-        .env("PIPETEL_GPU", "on")
-        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
-        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
-        .args(["--seconds", "2", "--linger-seconds", LINGER_SECONDS]);
-    let mut pipeline = Process::spawn("pipeline", cmd);
-    pipeline.wait_for_output("done: stages=3", Duration::from_secs(60));
+    let (service, pipeline) = run_service_and_pipeline(pushing(SERVICE_EXAMPLE), pushing("pipeline"), &fake);
 
     let vm = &stores.metrics;
-    let ready = [
-        "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
-        "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
-        "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
-        "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
-        "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",
-    ];
-    for q in ready {
+    for q in RUN_PRODUCED {
         let found = wait_for_data(&vm.url, q, Duration::from_secs(40));
         assert!(
             found,
@@ -591,6 +556,35 @@ fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
     );
     eprintln!("VictoriaMetrics: checked {checked} queries in {:?}:\n{}", started.elapsed(), per_dashboard.join("\n"));
 }
+
+/// Runs the inference service (tasks completed, failed and cancelled, queue gauges) and the
+/// pipeline example on the two fake GPUs of `fake` from their commands; returns once the
+/// pipeline is done. 8 s of service: through a collector the first sample of a series reaches
+/// Prometheus only after the collector's batch timeout (5 s), and rate() sees only the
+/// increases after it.
+fn run_service_and_pipeline(mut service: Command, mut pipeline: Command, fake: &FakeNvml) -> (Process, Process) {
+    service.args(["--seconds", "8", "--linger-seconds", LINGER_SECONDS]);
+    let service = Process::spawn(SERVICE_EXAMPLE, service);
+    pipeline
+        .env("PIPETEL_SAMPLE_INTERVAL", "500")
+        .env("PIPETEL_GPU", "on")
+        .env("PIPETEL_NVML_LIBRARY", fake.library_path())
+        .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
+        .args(["--seconds", "2", "--linger-seconds", LINGER_SECONDS]);
+    let mut pipeline = Process::spawn("pipeline", pipeline);
+    pipeline.wait_for_output("done: stages=3", Duration::from_secs(60));
+    (service, pipeline)
+}
+
+/// What [`run_service_and_pipeline`] produces, once stored: three finished runs, GPU gauges,
+/// span metrics, the service's tasks.
+const RUN_PRODUCED: [&str; 5] = [
+    "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
+    "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
+    "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
+    "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
+    "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",
+];
 
 /// Waits until `promql` returns a series at `store`; false after `timeout`.
 fn wait_for_data(store: &str, promql: &str, timeout: Duration) -> bool {

@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use crate::support::stores::Stores;
+use crate::support::workspace::quickstart_five_batches;
 use crate::support::{serve_example, turn_if_peers, wait_for, Otelcol, Peer, Prometheus};
 
 #[test]
@@ -21,23 +22,16 @@ fn histogram_exemplars_name_traces_that_resolve_in_jaeger() {
     }
     let gateway = gateway.start();
     let (mut example, port) = serve_example("quickstart", |cmd| {
-        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", gateway.endpoint("grpc"))
-            .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-            .env("OTEL_TRACES_EXPORTER", "otlp")
-            .env("OTEL_METRICS_EXPORTER", "prometheus")
-            .env("OTEL_BSP_SCHEDULE_DELAY", "200")
-            .args(["--batches", "5", "--interval-ms", "100", "--linger-seconds", "90"])
+        quickstart_five_batches(
+            cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", gateway.endpoint("grpc"))
+                .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+                .env("OTEL_TRACES_EXPORTER", "otlp")
+                .env("OTEL_METRICS_EXPORTER", "prometheus"),
+        )
     });
     example.wait_for_output("done: batches=5", Duration::from_secs(60));
 
-    let prometheus = Prometheus::start_with_exemplars(&[format!("127.0.0.1:{port}")], "/metrics");
-    let targets = prometheus.wait_until_up(Duration::from_secs(30));
-    assert_eq!(targets[0]["lastError"], "", "the scrape failed: {targets:?}");
-    let query = "span_duration_seconds_bucket";
-    let answer = wait_for("Prometheus to return exemplars", Duration::from_secs(30), || {
-        let answer = prometheus.query_exemplars(query);
-        answer["data"].as_array().is_some_and(|series| !series.is_empty()).then_some(answer)
-    });
+    let answer = Prometheus::scraping_exemplars_cleanly(port).wait_for_exemplars("span_duration_seconds_bucket");
     let mut resolved = 0;
     for series in answer["data"].as_array().into_iter().flatten() {
         for e in series["exemplars"].as_array().into_iter().flatten() {

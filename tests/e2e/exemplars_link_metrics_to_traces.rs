@@ -17,6 +17,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::support::python::python_binary;
+use crate::support::workspace::quickstart_five_batches;
 use crate::support::{serve_example, turn_if_peers, wait_for, Peer, Prometheus};
 
 /// `(name, trace id, span id)` of every span the console trace exporter printed.
@@ -82,16 +83,8 @@ fn get(url: &str, accept: &str) -> (String, String) {
 #[test]
 fn prometheus_stores_exemplars_that_name_the_examples_sampled_spans() {
     let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Prometheus, Peer::Python]) else { return };
-    let (mut example, port) = serve_example("quickstart", |cmd| {
-        cmd.env("OTEL_TRACES_EXPORTER", "console").env("OTEL_BSP_SCHEDULE_DELAY", "200").args([
-            "--batches",
-            "5",
-            "--interval-ms",
-            "100",
-            "--linger-seconds",
-            "90",
-        ])
-    });
+    let (mut example, port) =
+        serve_example("quickstart", |cmd| quickstart_five_batches(cmd.env("OTEL_TRACES_EXPORTER", "console")));
     example.wait_for_output("done: batches=5", Duration::from_secs(60));
     // The console exporter prints the spans in batches; wait for all five `tokenize` spans.
     let spans = wait_for("the console exporter to print every tokenize span", Duration::from_secs(30), || {
@@ -121,15 +114,10 @@ fn prometheus_stores_exemplars_that_name_the_examples_sampled_spans() {
     assert!(text.contains("span_duration_seconds_bucket{") && !text.contains(" # {") && !text.contains("# EOF"));
 
     // Real Prometheus with exemplar storage.
-    let prometheus = Prometheus::start_with_exemplars(&[format!("127.0.0.1:{port}")], "/metrics");
-    let targets = prometheus.wait_until_up(Duration::from_secs(30));
-    assert_eq!(targets[0]["lastError"], "", "the OpenMetrics parser refused the scrape: {targets:?}");
+    // A scrape error here: the OpenMetrics parser refused the exposition.
+    let prometheus = Prometheus::scraping_exemplars_cleanly(port);
     let query = "span_duration_seconds_bucket{span_name=\"tokenize\"}";
-    let answer = wait_for("Prometheus to return tokenize's exemplars", Duration::from_secs(30), || {
-        let answer = prometheus.query_exemplars(query);
-        let any = answer["data"].as_array().is_some_and(|series| !series.is_empty());
-        any.then_some(answer)
-    });
+    let answer = prometheus.wait_for_exemplars(query);
     println!(
         "GET /api/v1/query_exemplars?query={query}:\n{}",
         serde_json::to_string_pretty(&answer).unwrap_or_default()

@@ -61,21 +61,7 @@ fn entry_holds_row(entry: &Map<String, Value>, row: &Row) -> Result<(), String> 
 
 /// Milliseconds since the epoch of an RFC 3339 UTC time such as `2026-12-02T10:00:29.29980714Z`.
 fn rfc3339_ms(t: &str) -> Option<u64> {
-    let (date, time) = t.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut h = hms.split(':').map(|p| p.parse::<i64>().ok());
-    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let millis: i64 = format!("{frac:0<3}")[..3].parse().ok()?;
-    u64::try_from((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000 + millis).ok()
+    pipetel_rows::parse_utc(t).map(|(ms, _)| ms)
 }
 
 #[test]
@@ -252,12 +238,4 @@ fn remote_rows_equal_local(logs_url: &str, run: &PipelineRun) {
         }
     }
     let _ = std::fs::remove_file(&file);
-}
-
-#[test]
-fn rfc3339_times_to_milliseconds() {
-    assert_eq!(rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
-    assert_eq!(rfc3339_ms("2000-02-29T00:00:00.123456789Z"), Some(951_782_400_123));
-    assert_eq!(rfc3339_ms("2024-12-31T23:59:59.9Z"), Some(1_735_689_599_900));
-    assert_eq!(rfc3339_ms("2024-12-31 23:59:59"), None);
 }

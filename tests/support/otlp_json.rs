@@ -91,7 +91,7 @@ fn string(v: &Value) -> String {
 
 /// Every record in a `file` exporter's output, by the OTLP JSON nesting `[resources, scopes,
 /// records]` (`resourceSpans`, `scopeSpans`, `spans`, say), each with its resource's attributes.
-fn records<T>(
+pub fn records<T>(
     text: &str,
     [resources, scopes, records]: [&str; 3],
     record: impl Fn(&Attributes, &Value) -> T,

@@ -36,10 +36,19 @@ impl Prometheus {
     /// Starts Prometheus scraping `/metrics` of `127.0.0.1:port`, waits until the target is up,
     /// and asserts the scrape had no error (the real parser accepted the exposition).
     pub fn scraping_cleanly(port: u16) -> Self {
-        let prometheus = Self::start(&[format!("127.0.0.1:{port}")], "/metrics");
-        let targets = prometheus.wait_until_up(Duration::from_secs(30));
-        assert_eq!(targets[0]["lastError"], "", "{targets:?}");
-        prometheus
+        Self::start(&[format!("127.0.0.1:{port}")], "/metrics").up_cleanly()
+    }
+
+    /// [`Self::scraping_cleanly`] with exemplar storage on ([`Self::start_with_exemplars`]).
+    pub fn scraping_exemplars_cleanly(port: u16) -> Self {
+        Self::start_with_exemplars(&[format!("127.0.0.1:{port}")], "/metrics").up_cleanly()
+    }
+
+    /// Waits until the target is up and asserts its scrape had no error.
+    fn up_cleanly(self) -> Self {
+        let targets = self.wait_until_up(Duration::from_secs(30));
+        assert_eq!(targets[0]["lastError"], "", "the scrape failed: {targets:?}");
+        self
     }
 
     /// Starts Prometheus scraping each `(job, host:port)` on `/metrics` and evaluating `rule_files`
@@ -85,6 +94,14 @@ impl Prometheus {
             now.saturating_sub(600),
             now + 60
         ))
+    }
+
+    /// The answer of [`Self::query_exemplars`] for `promql` once it holds a series (30 s at most).
+    pub fn wait_for_exemplars(&self, promql: &str) -> serde_json::Value {
+        wait_for("Prometheus to return exemplars", Duration::from_secs(30), || {
+            let answer = self.query_exemplars(promql);
+            answer["data"].as_array().is_some_and(|series| !series.is_empty()).then_some(answer)
+        })
     }
 
     /// Starts Prometheus with `scrape_configs` (as [`Self::start_scraping`]) evaluating

@@ -20,51 +20,10 @@ use super::ports::free_port;
 use super::process::{wait_for, Process};
 use super::prometheus::Series;
 
-/// Jaeger v2 as the tests run it: OTLP in, spans in memory, the query API out, every listener on
-/// the addresses its environment names (no `0.0.0.0`), no metrics of its own.
-const JAEGER_CONFIG: &str = r#"
-service:
-  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-    logs:
-      level: warn
-extensions:
-  healthcheckv2:
-    use_v2: true
-    http:
-      endpoint: ${env:JAEGER_HEALTH_ENDPOINT}
-  jaeger_query:
-    storage:
-      traces: memstore
-    http:
-      endpoint: ${env:JAEGER_QUERY_HTTP_ENDPOINT}
-    grpc:
-      endpoint: ${env:JAEGER_QUERY_GRPC_ENDPOINT}
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 1000000
-receivers:
-  otlp:
-    protocols:
-      grpc:
-        endpoint: ${env:JAEGER_OTLP_GRPC_ENDPOINT}
-      http:
-        endpoint: ${env:JAEGER_OTLP_HTTP_ENDPOINT}
-processors:
-  batch:
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-"#;
+/// Jaeger v2 as the tests run it (`tests/support/jaeger.yaml`): OTLP in, spans in memory, the
+/// query API out, every listener on the addresses its environment names (no `0.0.0.0`), no
+/// metrics of its own.
+const JAEGER_CONFIG: &str = include_str!("jaeger.yaml");
 
 /// The three store binaries.
 #[derive(Debug, Clone)]
@@ -144,29 +103,48 @@ fn get_json(url: &str) -> Result<Value, String> {
     }
 }
 
+/// A store's process and its scratch directory: the process is killed and the directory
+/// removed when it is dropped.
+struct Server {
+    process: Process,
+    dir: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.process.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A VictoriaMetrics or VictoriaLogs binary, `name`, started on a free loopback port with
+/// storage of its own and `args`; waits for `/health`. Returns its base URL and its server.
+fn victoria(bin: &Path, name: &str, args: &[&str]) -> (String, Server) {
+    let (port, dir) = (free_port(), scratch(name));
+    let mut cmd = Command::new(bin);
+    cmd.arg(format!("-httpListenAddr=127.0.0.1:{port}"))
+        .arg(format!("-storageDataPath={}", dir.display()))
+        .args(args)
+        .arg("-loggerLevel=WARN");
+    let mut process = Process::spawn(name, cmd);
+    let url = format!("http://127.0.0.1:{port}");
+    wait_ready(name, &mut process, &format!("{url}/health"), |b| b.trim() == "OK");
+    (url, Server { process, dir })
+}
+
 /// VictoriaMetrics, single node.
 pub struct VictoriaMetrics {
     /// Base URL, e.g. `http://127.0.0.1:41234`.
     pub url: String,
-    process: Process,
-    dir: PathBuf,
+    server: Server,
 }
 
 impl VictoriaMetrics {
     /// Starts it on a free loopback port with storage of its own; waits for `/health`.
     pub fn start(bin: &Path) -> Self {
-        let (port, dir) = (free_port(), scratch("victoria-metrics"));
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-            .arg(format!("-storageDataPath={}", dir.display()))
-            // A sample is queryable as soon as it is stored (the default holds back the last 30 s).
-            .arg("-search.latencyOffset=0s")
-            .arg("-search.disableCache")
-            .arg("-loggerLevel=WARN");
-        let mut process = Process::spawn("victoria-metrics", cmd);
-        let url = format!("http://127.0.0.1:{port}");
-        wait_ready("victoria-metrics", &mut process, &format!("{url}/health"), |b| b.trim() == "OK");
-        Self { url, process, dir }
+        // A sample is queryable as soon as it is stored (the default holds back the last 30 s).
+        let (url, server) = victoria(bin, "victoria-metrics", &["-search.latencyOffset=0s", "-search.disableCache"]);
+        Self { url, server }
     }
 
     /// Where the collector's remote write goes.
@@ -201,14 +179,7 @@ impl VictoriaMetrics {
 
     /// What it printed.
     pub fn output(&self) -> String {
-        self.process.output()
-    }
-}
-
-impl Drop for VictoriaMetrics {
-    fn drop(&mut self) {
-        self.process.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.server.process.output()
     }
 }
 
@@ -216,22 +187,14 @@ impl Drop for VictoriaMetrics {
 pub struct VictoriaLogs {
     /// Base URL, e.g. `http://127.0.0.1:41234` (what `pipetel rows --url` takes).
     pub url: String,
-    process: Process,
-    dir: PathBuf,
+    server: Server,
 }
 
 impl VictoriaLogs {
     /// Starts it on a free loopback port with storage of its own; waits for `/health`.
     pub fn start(bin: &Path) -> Self {
-        let (port, dir) = (free_port(), scratch("victoria-logs"));
-        let mut cmd = Command::new(bin);
-        cmd.arg(format!("-httpListenAddr=127.0.0.1:{port}"))
-            .arg(format!("-storageDataPath={}", dir.display()))
-            .arg("-loggerLevel=WARN");
-        let mut process = Process::spawn("victoria-logs", cmd);
-        let url = format!("http://127.0.0.1:{port}");
-        wait_ready("victoria-logs", &mut process, &format!("{url}/health"), |b| b.trim() == "OK");
-        Self { url, process, dir }
+        let (url, server) = victoria(bin, "victoria-logs", &[]);
+        Self { url, server }
     }
 
     /// Runs a LogsQL query (`/select/logsql/query`); returns every log entry, its fields as
@@ -260,14 +223,7 @@ impl VictoriaLogs {
 
     /// What it printed.
     pub fn output(&self) -> String {
-        self.process.output()
-    }
-}
-
-impl Drop for VictoriaLogs {
-    fn drop(&mut self) {
-        self.process.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.server.process.output()
     }
 }
 
@@ -279,8 +235,7 @@ pub struct Jaeger {
     pub otlp_http: String,
     /// Query API base URL (`/api/traces/{id}`, `/api/services`).
     pub query_url: String,
-    process: Process,
-    dir: PathBuf,
+    server: Server,
 }
 
 impl Jaeger {
@@ -311,8 +266,7 @@ impl Jaeger {
             otlp_grpc: env["JAEGER_OTLP_GRPC_ENDPOINT"].clone(),
             otlp_http: format!("http://{}", env["JAEGER_OTLP_HTTP_ENDPOINT"]),
             query_url,
-            process,
-            dir,
+            server: Server { process, dir },
         }
     }
 
@@ -346,14 +300,7 @@ impl Jaeger {
 
     /// What it printed.
     pub fn output(&self) -> String {
-        self.process.output()
-    }
-}
-
-impl Drop for Jaeger {
-    fn drop(&mut self) {
-        self.process.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        self.server.process.output()
     }
 }
 

@@ -90,6 +90,12 @@ pub fn serve_example(name: &str, configure: impl FnOnce(&mut Command) -> &mut Co
     (Process::spawn(name, cmd), port)
 }
 
+/// The quickstart example's run for exemplar tests: five batches 100 ms apart (their spans
+/// exported 200 ms after they end), then 90 s more of serving; it prints `done: batches=5`.
+pub fn quickstart_five_batches(cmd: &mut Command) -> &mut Command {
+    cmd.env("OTEL_BSP_SCHEDULE_DELAY", "200").args(["--batches", "5", "--interval-ms", "100", "--linger-seconds", "90"])
+}
+
 /// A command running the example `name` pushing OTLP to `endpoint` over `protocol` (`grpc` or
 /// `http/protobuf`).
 pub fn example_pushing(name: &str, endpoint: &str, protocol: &str) -> Command {

@@ -88,30 +88,6 @@ pub(crate) fn logsql(a: &RowsArgs) -> String {
     format!("{} | sort by (_time)", q.join(" "))
 }
 
-/// Milliseconds and the sub-millisecond rest (ns) of an RFC 3339 UTC time such as
-/// `2026-12-02T10:00:29.29980714Z`.
-fn rfc3339(t: &str) -> Option<(u64, u32)> {
-    let (date, time) = t.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    let mut h = hms.split(':').map(|p| p.parse::<i64>().ok());
-    let (hh, mm, ss) = (h.next()??, h.next()??, h.next()??);
-    if !frac.bytes().all(|b| b.is_ascii_digit()) || frac.len() > 9 {
-        return None;
-    }
-    let ns: u32 = format!("{frac:0<9}").parse().ok()?;
-    // Days since 1970-01-01 from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let ms = u64::try_from((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000).ok()? + u64::from(ns / 1_000_000);
-    Some((ms, ns % 1_000_000))
-}
-
 /// `10^-k` as Go's `math.Pow10(-k)` computes it (what VictoriaLogs multiplies by).
 fn go_pow10_neg(k: usize) -> f64 {
     let lit = |e: String| e.parse::<f64>().unwrap_or(0.0);
@@ -183,7 +159,7 @@ fn field_value(key: &str, text: &str, float_counters: &BTreeSet<String>) -> Valu
 /// ordering; `None` for a record that is not a row.
 fn row_of(entry: &Map<String, Value>, float_counters: &BTreeSet<String>) -> Option<(Row, (u64, u32))> {
     let text = |k: &str| entry.get(k).and_then(Value::as_str);
-    let time = rfc3339(text("_time")?)?;
+    let time = pipetel_rows::parse_utc(text("_time")?)?;
     let mut row = Map::new();
     row.insert("event".into(), text("event_name")?.into());
     row.insert("timestamp_ms".into(), time.0.into());
@@ -396,7 +372,6 @@ mod tests {
         let floats: BTreeSet<String> = ["pipeline.counter.retries".to_string()].into();
         let (row, _) = row_of(&entry, &floats).expect("a row");
         assert!(row.raw.contains(r#""pipeline.counter.retries":2.0"#), "{}", row.raw);
-        assert!(rfc3339("2026-12-02 10:00:29Z").is_none());
         assert!(check_url("https://x").is_err() && check_url("x:9428").is_err());
     }
 }

@@ -7,8 +7,13 @@
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
+
+#[path = "../../pipetel-rows/tests/support/together.rs"]
+mod together;
+
+use together::{run_together, wait_for_go};
 
 const CHILD: &str = "PIPETEL_CLI_TEST_MANY_CHILD";
 const GO: &str = "PIPETEL_CLI_TEST_MANY_GO";
@@ -21,11 +26,7 @@ const SHARDS: u32 = 3;
 /// The child: waits for the go file (so the four overlap), then runs its stages through the real
 /// pipeline, configured from the environment like any service.
 fn run_stages(index: usize, go: &Path) {
-    let t = Instant::now();
-    while !go.exists() {
-        assert!(t.elapsed() < Duration::from_secs(60), "no go file");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for_go(go, Duration::from_secs(60));
     let _telemetry = pipetel::init(
         pipetel::Config::from_env()
             .expect("config")
@@ -59,29 +60,17 @@ fn four_processes_of_one_service_share_a_store_losing_nothing() {
     // Created by the writers themselves.
     let dir = base.join("state").join("rows");
     let go = base.join("go");
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|i| {
-            Command::new(std::env::current_exe().expect("test binary"))
-                .args(["--exact", TEST, "--nocapture"])
-                .env(CHILD, i.to_string())
-                .env(GO, &go)
-                .env("PIPETEL_ROWS_DIR", &dir)
-                .env("OTEL_SERVICE_NAME", SERVICE)
-                .env("PIPETEL_ROWS_MAX_BYTES", "4096")
-                .env("PIPETEL_ROWS_KEEP", "1000")
-                // No sample rows: the rows each process writes are exactly known.
-                .env("PIPETEL_SAMPLE_INTERVAL", "1h")
-                .env_remove("PIPETEL_ROWS_FILE")
-                .env_remove("PIPETEL_CONFIG")
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("spawn a writer")
-        })
-        .collect();
-    std::fs::write(&go, "").expect("go");
-    for mut c in children {
-        assert!(c.wait().expect("wait").success(), "a writer failed");
-    }
+    run_together(TEST, CHILD, PROCESSES, &go, |c| {
+        c.env(GO, &go)
+            .env("PIPETEL_ROWS_DIR", &dir)
+            .env("OTEL_SERVICE_NAME", SERVICE)
+            .env("PIPETEL_ROWS_MAX_BYTES", "4096")
+            .env("PIPETEL_ROWS_KEEP", "1000")
+            // No sample rows: the rows each process writes are exactly known.
+            .env("PIPETEL_SAMPLE_INTERVAL", "1h")
+            .env_remove("PIPETEL_ROWS_FILE")
+            .env_remove("PIPETEL_CONFIG");
+    });
 
     let out = Command::new(env!("CARGO_BIN_EXE_pipetel"))
         .args(["rows", "--json", "--service", SERVICE, "--dir"])

@@ -86,6 +86,20 @@ keywords!(GpuPlatform, "expected auto, nvidia or amd", [
     "auto" => Auto, "nvidia" => Nvidia, "nvml" => Nvidia, "amd" => Amd, "rocm" => Amd
 ]);
 
+/// One `with_FIELD(self, value) -> Self` setter per field.
+macro_rules! setters {
+    ($($with:ident($field:ident: $ty:ty)),* $(,)?) => {
+        $(
+            #[doc = concat!("Sets [`GpuConfig::", stringify!($field), "`].")]
+            #[must_use]
+            pub fn $with(mut self, $field: $ty) -> Self {
+                self.$field = $field;
+                self
+            }
+        )*
+    };
+}
+
 /// GPU telemetry configuration.
 ///
 /// Build it from [`Default`] and the `with_*` setters, or from the environment with
@@ -196,18 +210,14 @@ impl GpuConfig {
         Ok(self)
     }
 
-    /// Sets [`GpuConfig::mode`].
-    #[must_use]
-    pub fn with_mode(mut self, mode: GpuMode) -> Self {
-        self.mode = mode;
-        self
-    }
-
-    /// Sets [`GpuConfig::poll_interval`].
-    #[must_use]
-    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
-        self.poll_interval = interval;
-        self
+    setters! {
+        with_mode(mode: GpuMode),
+        with_poll_interval(poll_interval: Duration),
+        with_pcie_throughput(pcie_throughput: bool),
+        with_process_memory(process_memory: bool),
+        with_platform(platform: GpuPlatform),
+        with_devices(devices: DeviceSelection),
+        with_init_timeout(init_timeout: Duration),
     }
 
     /// Sets [`GpuConfig::nvml_library`].
@@ -221,41 +231,6 @@ impl GpuConfig {
     #[must_use]
     pub fn with_rocm_smi_library(mut self, path: impl Into<PathBuf>) -> Self {
         self.rocm_smi_library = Some(path.into());
-        self
-    }
-
-    /// Sets [`GpuConfig::pcie_throughput`].
-    #[must_use]
-    pub fn with_pcie_throughput(mut self, on: bool) -> Self {
-        self.pcie_throughput = on;
-        self
-    }
-
-    /// Sets [`GpuConfig::process_memory`].
-    #[must_use]
-    pub fn with_process_memory(mut self, on: bool) -> Self {
-        self.process_memory = on;
-        self
-    }
-
-    /// Sets [`GpuConfig::platform`].
-    #[must_use]
-    pub fn with_platform(mut self, platform: GpuPlatform) -> Self {
-        self.platform = platform;
-        self
-    }
-
-    /// Sets [`GpuConfig::devices`].
-    #[must_use]
-    pub fn with_devices(mut self, devices: DeviceSelection) -> Self {
-        self.devices = devices;
-        self
-    }
-
-    /// Sets [`GpuConfig::init_timeout`].
-    #[must_use]
-    pub fn with_init_timeout(mut self, timeout: Duration) -> Self {
-        self.init_timeout = timeout;
         self
     }
 

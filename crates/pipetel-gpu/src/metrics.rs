@@ -7,9 +7,6 @@ use crate::names;
 use crate::poller::SampleReader;
 use crate::source::{DeviceSample, DeviceStatus};
 
-/// Reports the values of one device through `emit(value, extra attribute)`.
-type Emitter<T> = fn(&DeviceSample, &mut dyn FnMut(T, Option<KeyValue>));
-
 /// How a GPU instrument aggregates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FamilyKind {
@@ -71,9 +68,9 @@ pub fn families() -> Vec<GpuFamily> {
         .iter()
         .map(|i| {
             let (name, kind, unit, description, attributes) = match i {
-                AnyInstrument::F64(i) => (i.name, i.kind, i.unit, i.description, i.extra),
-                AnyInstrument::U64(i) => (i.name, i.kind, i.unit, i.description, i.extra),
-                AnyInstrument::I64(i) => (i.name, i.kind, i.unit, i.description, i.extra),
+                AnyInstrument::F64(i) => (i.name, i.kind, i.unit, i.description, i.values.attributes()),
+                AnyInstrument::U64(i) => (i.name, i.kind, i.unit, i.description, i.values.attributes()),
+                AnyInstrument::I64(i) => (i.name, i.kind, i.unit, i.description, i.values.attributes()),
             };
             GpuFamily { name, kind, unit, description, attributes }
         })
@@ -84,14 +81,12 @@ pub fn families() -> Vec<GpuFamily> {
 
 /// One instrument: its name, unit and description, and what it reports of each answering
 /// device.
-struct Instrument<T> {
+struct Instrument<T: 'static> {
     name: &'static str,
     unit: &'static str,
     description: &'static str,
     kind: Kind,
-    /// The attribute each series has beside the device's identity, if any.
-    extra: &'static [&'static str],
-    each: Emitter<T>,
+    values: Values<T>,
 }
 
 const fn instrument<T>(
@@ -99,31 +94,55 @@ const fn instrument<T>(
     name: &'static str,
     unit: &'static str,
     description: &'static str,
-    extra: &'static [&'static str],
-    each: Emitter<T>,
+    values: Values<T>,
 ) -> Instrument<T> {
-    Instrument { name, unit, description, kind, extra, each }
+    Instrument { name, unit, description, kind, values }
 }
 
-/// Emits `value` without an extra attribute, when there is one.
-fn one<T>(value: Option<T>, emit: &mut dyn FnMut(T, Option<KeyValue>)) {
-    if let Some(v) = value {
-        emit(v, None);
+/// One value of a device, when it reports it.
+type Read<T> = fn(&DeviceSample) -> Option<T>;
+
+/// What an instrument reports of each answering device.
+enum Values<T: 'static> {
+    /// One value, in a series without an extra attribute.
+    One(Read<T>),
+    /// One value per value of the attribute `key`: `(attribute value, the value)`.
+    By(&'static str, &'static [(&'static str, Read<T>)]),
+    /// The entries of a list the device has (XID codes, throttle reasons), each reported
+    /// through `emit(value, the value of the attribute key)`.
+    List(&'static str, fn(&DeviceSample, &mut dyn FnMut(T, opentelemetry::Value))),
+}
+
+impl<T> Values<T> {
+    /// The attributes each series has beside the device's identity.
+    fn attributes(&'static self) -> &'static [&'static str] {
+        match self {
+            Values::One(_) => &[],
+            Values::By(key, _) | Values::List(key, _) => std::slice::from_ref(key),
+        }
     }
-}
 
-/// Emits each present value with `key` set to its label.
-fn by<T, const N: usize>(
-    key: &'static str,
-    values: [(Option<T>, &'static str); N],
-    emit: &mut dyn FnMut(T, Option<KeyValue>),
-) {
-    for (value, label) in values {
-        if let Some(v) = value {
-            emit(v, Some(KeyValue::new(key, label)));
+    /// Reports the values of `d` through `emit(value, extra attribute)`.
+    fn emit(&self, d: &DeviceSample, emit: &mut dyn FnMut(T, Option<KeyValue>)) {
+        match self {
+            Values::One(read) => {
+                if let Some(v) = read(d) {
+                    emit(v, None);
+                }
+            }
+            Values::By(key, reads) => {
+                for (label, read) in *reads {
+                    if let Some(v) = read(d) {
+                        emit(v, Some(KeyValue::new(*key, *label)));
+                    }
+                }
+            }
+            Values::List(key, each) => each(d, &mut |v, label| emit(v, Some(KeyValue::new(*key, label)))),
         }
     }
 }
+
+use Values::{By, List, One};
 
 /// An instrument of any value type.
 enum AnyInstrument {
@@ -139,213 +158,193 @@ fn flag(on: bool) -> i64 {
 
 /// Every instrument but [`names::STATUS`], [`names::FAN_SPEED_RATIO`] and [`names::GPU_INFO`]
 /// (their series carry other attributes), in registration order.
-const INSTRUMENTS: [AnyInstrument; 20] = [
+static INSTRUMENTS: [AnyInstrument; 20] = [
     AnyInstrument::F64(instrument(
         Kind::Gauge,
         names::GPU_UTILIZATION,
         names::UNIT_RATIO,
         "Fraction of time the GPU engine was busy over the driver's sampling window",
-        &[names::GPU_TASK],
-        |d, emit| {
-            let values = [
-                (d.utilization, names::task::GENERAL),
-                (d.encoder_utilization, names::task::ENCODER),
-                (d.decoder_utilization, names::task::DECODER),
-            ];
-            by(names::GPU_TASK, values, emit);
-        },
+        By(
+            names::GPU_TASK,
+            &[
+                (names::task::GENERAL, |d| d.utilization),
+                (names::task::ENCODER, |d| d.encoder_utilization),
+                (names::task::DECODER, |d| d.decoder_utilization),
+            ],
+        ),
     )),
     AnyInstrument::U64(instrument(
         Kind::Gauge,
         names::GPU_MEMORY_USAGE,
         names::UNIT_BYTES,
         "GPU memory in use",
-        &[],
-        |d, emit| {
-            one(d.memory_used_bytes, emit);
-        },
+        One(|d| d.memory_used_bytes),
     )),
     AnyInstrument::U64(instrument(
         Kind::Gauge,
         names::GPU_MEMORY_LIMIT,
         names::UNIT_BYTES,
         "GPU memory installed",
-        &[],
-        |d, emit| {
-            one(d.memory_total_bytes, emit);
-        },
+        One(|d| d.memory_total_bytes),
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
         names::GPU_MEMORY_UTILIZATION,
         names::UNIT_RATIO,
         "GPU memory in use as a fraction of the installed memory",
-        &[],
-        |d, emit| one(d.memory_utilization(), emit),
+        One(DeviceSample::memory_utilization),
     )),
-    AnyInstrument::F64(instrument(Kind::Gauge, names::POWER, names::UNIT_WATTS, "GPU power draw", &[], |d, emit| {
-        one(d.power_watts, emit)
-    })),
+    AnyInstrument::F64(instrument(
+        Kind::Gauge,
+        names::POWER,
+        names::UNIT_WATTS,
+        "GPU power draw",
+        One(|d| d.power_watts),
+    )),
     AnyInstrument::F64(instrument(
         Kind::Counter,
         names::ENERGY,
         names::UNIT_JOULES,
         "Energy consumed by the GPU since the driver was loaded",
-        &[],
-        |d, emit| one(d.energy_joules, emit),
+        One(|d| d.energy_joules),
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
         names::TEMPERATURE,
         names::UNIT_CELSIUS,
         "GPU core temperature",
-        &[],
-        |d, emit| {
-            one(d.temperature_celsius, emit);
-        },
+        One(|d| d.temperature_celsius),
     )),
     AnyInstrument::U64(instrument(
         Kind::Counter,
         names::ERRORS,
         names::UNIT_ERRORS,
         "ECC memory errors (aggregate driver counters)",
-        &[names::ERROR_TYPE],
-        |d, emit| {
-            let values =
-                [(d.ecc_corrected, names::error_type::CORRECTED), (d.ecc_uncorrected, names::error_type::UNCORRECTED)];
-            by(names::ERROR_TYPE, values, emit);
-        },
+        By(
+            names::ERROR_TYPE,
+            &[
+                (names::error_type::CORRECTED, |d| d.ecc_corrected),
+                (names::error_type::UNCORRECTED, |d| d.ecc_uncorrected),
+            ],
+        ),
     )),
     AnyInstrument::U64(instrument(
         Kind::Gauge,
         names::GPU_CLOCK,
         names::UNIT_HERTZ,
         "Current GPU clock frequency",
-        &[names::GPU_CLOCK_TYPE],
-        |d, emit| {
-            let values = [
-                (d.clocks.graphics_hz, names::clock::GRAPHICS),
-                (d.clocks.sm_hz, names::clock::SM),
-                (d.clocks.memory_hz, names::clock::MEMORY),
-                (d.clocks.video_hz, names::clock::VIDEO),
-            ];
-            by(names::GPU_CLOCK_TYPE, values, emit);
-        },
+        By(
+            names::GPU_CLOCK_TYPE,
+            &[
+                (names::clock::GRAPHICS, |d| d.clocks.graphics_hz),
+                (names::clock::SM, |d| d.clocks.sm_hz),
+                (names::clock::MEMORY, |d| d.clocks.memory_hz),
+                (names::clock::VIDEO, |d| d.clocks.video_hz),
+            ],
+        ),
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
         names::GPU_MEMORY_BANDWIDTH_UTILIZATION,
         names::UNIT_RATIO,
         "Fraction of time GPU memory was being read or written (bandwidth, not capacity)",
-        &[],
-        |d, emit| one(d.memory_bandwidth_utilization, emit),
+        One(|d| d.memory_bandwidth_utilization),
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
         names::GPU_POWER_LIMIT,
         names::UNIT_WATTS,
         "GPU power limit the driver enforces",
-        &[],
-        |d, emit| one(d.power_limit_watts, emit),
+        One(|d| d.power_limit_watts),
     )),
     AnyInstrument::U64(instrument(
         Kind::Counter,
         names::GPU_XID_ERRORS,
         names::UNIT_ERRORS,
         "GPU XID error events since telemetry started, by XID code",
-        &[names::GPU_XID],
-        |d, emit| {
+        List(names::GPU_XID, |d, emit| {
             for &(code, n) in &d.xid_errors {
-                emit(n, Some(KeyValue::new(names::GPU_XID, code as i64)));
+                emit(n, (code as i64).into());
             }
-        },
+        }),
     )),
     AnyInstrument::I64(instrument(
         Kind::UpDown,
         names::GPU_CLOCK_THROTTLE,
         names::UNIT_RATIO,
         "1 for each reason holding the GPU clocks down now, 0 for the other supported reasons",
-        &[names::GPU_CLOCK_THROTTLE_REASON],
-        |d, emit| {
+        List(names::GPU_CLOCK_THROTTLE_REASON, |d, emit| {
             for &(reason, on) in &d.throttle_reasons {
-                emit(flag(on), Some(KeyValue::new(names::GPU_CLOCK_THROTTLE_REASON, reason)));
+                emit(flag(on), reason.into());
             }
-        },
+        }),
     )),
     AnyInstrument::U64(instrument(
         Kind::Gauge,
         names::GPU_MEMORY_REMAPPED_ROWS,
         names::UNIT_ROWS,
         "GPU memory rows remapped, by the kind of error that caused it",
-        &[names::GPU_MEMORY_ERROR_CAUSE],
-        |d, emit| {
-            let rows = d.remapped_rows;
-            let values = [
-                (rows.map(|r| r.correctable), names::memory_cause::CORRECTABLE),
-                (rows.map(|r| r.uncorrectable), names::memory_cause::UNCORRECTABLE),
-            ];
-            by(names::GPU_MEMORY_ERROR_CAUSE, values, emit);
-        },
+        By(
+            names::GPU_MEMORY_ERROR_CAUSE,
+            &[
+                (names::memory_cause::CORRECTABLE, |d| d.remapped_rows.map(|r| r.correctable)),
+                (names::memory_cause::UNCORRECTABLE, |d| d.remapped_rows.map(|r| r.uncorrectable)),
+            ],
+        ),
     )),
     AnyInstrument::I64(instrument(
         Kind::UpDown,
         names::GPU_MEMORY_ROW_REMAP_PENDING,
         names::UNIT_RATIO,
         "1 while a GPU memory row remapping waits for a GPU reset",
-        &[],
-        |d, emit| one(d.remapped_rows.map(|r| flag(r.pending)), emit),
+        One(|d| d.remapped_rows.map(|r| flag(r.pending))),
     )),
     AnyInstrument::I64(instrument(
         Kind::UpDown,
         names::GPU_MEMORY_ROW_REMAP_FAILURE,
         names::UNIT_RATIO,
         "1 when a GPU memory row remapping failed",
-        &[],
-        |d, emit| one(d.remapped_rows.map(|r| flag(r.failure)), emit),
+        One(|d| d.remapped_rows.map(|r| flag(r.failure))),
     )),
     AnyInstrument::U64(instrument(
         Kind::Gauge,
         names::GPU_MEMORY_RETIRED_PAGES,
         names::UNIT_PAGES,
         "GPU memory pages retired, by the kind of ECC error that caused it",
-        &[names::GPU_MEMORY_ERROR_CAUSE],
-        |d, emit| {
-            let values = [
-                (d.retired_pages.single_bit, names::memory_cause::SINGLE_BIT),
-                (d.retired_pages.double_bit, names::memory_cause::DOUBLE_BIT),
-            ];
-            by(names::GPU_MEMORY_ERROR_CAUSE, values, emit);
-        },
+        By(
+            names::GPU_MEMORY_ERROR_CAUSE,
+            &[
+                (names::memory_cause::SINGLE_BIT, |d| d.retired_pages.single_bit),
+                (names::memory_cause::DOUBLE_BIT, |d| d.retired_pages.double_bit),
+            ],
+        ),
     )),
     AnyInstrument::I64(instrument(
         Kind::UpDown,
         names::GPU_MEMORY_RETIRED_PAGES_PENDING,
         names::UNIT_RATIO,
         "1 while GPU memory page retirements wait for a reboot",
-        &[],
-        |d, emit| one(d.retired_pages.pending.map(flag), emit),
+        One(|d| d.retired_pages.pending.map(flag)),
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
         names::GPU_PCIE_THROUGHPUT,
         names::UNIT_BYTES_PER_SECOND,
         "GPU PCIe throughput over the driver's 20 ms window",
-        &[names::NETWORK_IO_DIRECTION],
-        |d, emit| {
-            let values = [
-                (d.pcie_tx_bytes_per_second, names::direction::TRANSMIT),
-                (d.pcie_rx_bytes_per_second, names::direction::RECEIVE),
-            ];
-            by(names::NETWORK_IO_DIRECTION, values, emit);
-        },
+        By(
+            names::NETWORK_IO_DIRECTION,
+            &[
+                (names::direction::TRANSMIT, |d| d.pcie_tx_bytes_per_second),
+                (names::direction::RECEIVE, |d| d.pcie_rx_bytes_per_second),
+            ],
+        ),
     )),
     AnyInstrument::U64(instrument(
         Kind::Gauge,
         names::GPU_PROCESS_MEMORY_USAGE,
         names::UNIT_BYTES,
         "GPU memory used by this process and its descendants",
-        &[],
-        |d, emit| one(d.process_memory_bytes, emit),
+        One(|d| d.process_memory_bytes),
     )),
 ];
 
@@ -433,14 +432,14 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
 /// `builder` with the unit, description and callback of `spec`.
 fn configure<'a, I, T: 'static>(
     builder: AsyncInstrumentBuilder<'a, I, T>,
-    spec: &Instrument<T>,
+    spec: &'static Instrument<T>,
     reader: &SampleReader,
 ) -> AsyncInstrumentBuilder<'a, I, T> {
-    let (reader, each) = (reader.clone(), spec.each);
+    let (reader, values) = (reader.clone(), &spec.values);
     builder
         .with_unit(spec.unit)
         .with_description(spec.description)
-        .with_callback(move |obs| observe_devices(&reader, obs, each))
+        .with_callback(move |obs| observe_devices(&reader, obs, values))
 }
 
 fn with_extra(d: &DeviceSample, extra: Option<KeyValue>) -> Vec<KeyValue> {
@@ -451,12 +450,12 @@ fn with_extra(d: &DeviceSample, extra: Option<KeyValue>) -> Vec<KeyValue> {
     attrs
 }
 
-/// Calls `each` for every answering device of the latest sample.
-fn observe_devices<T>(reader: &SampleReader, obs: &dyn AsyncInstrument<T>, each: Emitter<T>) {
+/// Observes `values` of every answering device of the latest sample.
+fn observe_devices<T>(reader: &SampleReader, obs: &dyn AsyncInstrument<T>, values: &Values<T>) {
     let Some(sample) = reader.latest() else {
         return;
     };
     for d in sample.devices.iter().filter(|d| d.status == DeviceStatus::Ok) {
-        each(d, &mut |value, extra| obs.observe(value, &with_extra(d, extra)));
+        values.emit(d, &mut |value, extra| obs.observe(value, &with_extra(d, extra)));
     }
 }

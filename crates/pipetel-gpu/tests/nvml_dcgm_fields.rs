@@ -72,8 +72,8 @@ fn dcgm_fields_follow_the_driver() -> TestResult {
     assert_eq!(kinds(names::GPU_POWER_LIMIT), Some(("W", "gauge")));
 
     // The driver changes: throttling stops, a row remap fails.
-    h.update(&DCGM_DEVICE.replace("0.throttle=0xc", "0.throttle=0x1").replace("0.remap=3,1,1,0", "0.remap=3,2,0,1"))?;
-    let points = h.collect()?;
+    let points =
+        h.poll(&DCGM_DEVICE.replace("0.throttle=0xc", "0.throttle=0x1").replace("0.remap=3,1,1,0", "0.remap=3,2,0,1"))?;
     let throttle = |reason| value(&points, names::GPU_CLOCK_THROTTLE, 0, &[(names::GPU_CLOCK_THROTTLE_REASON, reason)]);
     assert_close(throttle("gpu_idle")?, 1.0);
     assert_close(throttle("sw_power_cap")?, 0.0);
@@ -87,14 +87,12 @@ fn an_xid_injected_mid_run_increments_its_counter() -> TestResult {
     // XIDs that happened before telemetry started are not counted.
     let h = Harness::start(&state.replace("0.xids=", "0.xids=48"), |c| c)?;
     assert!(find(&h.collect()?, names::GPU_XID_ERRORS, 0, &[]).is_empty(), "no XID since start");
-    h.update(&state.replace("0.xids=", "0.xids=48,79"))?;
-    let points = h.collect()?;
+    let points = h.poll(&state.replace("0.xids=", "0.xids=48,79"))?;
     assert_close(value(&points, names::GPU_XID_ERRORS, 0, &[(names::GPU_XID, "79")])?, 1.0);
     assert!(find(&points, names::GPU_XID_ERRORS, 0, &[(names::GPU_XID, "48")]).is_empty());
     let kind = points.iter().find(|p| p.name == names::GPU_XID_ERRORS).map(|p| (p.unit.as_str(), p.kind));
     assert_eq!(kind, Some(("{error}", "counter")));
-    h.update(&state.replace("0.xids=", "0.xids=48,79,79,13"))?;
-    let points = h.collect()?;
+    let points = h.poll(&state.replace("0.xids=", "0.xids=48,79,79,13"))?;
     assert_close(value(&points, names::GPU_XID_ERRORS, 0, &[(names::GPU_XID, "79")])?, 2.0);
     assert_close(value(&points, names::GPU_XID_ERRORS, 0, &[(names::GPU_XID, "13")])?, 1.0);
     // The queue is read without waiting: every wait asked for a zero timeout, and a poll
@@ -112,8 +110,7 @@ fn fields_the_device_cannot_report_have_no_series_and_are_asked_once() -> TestRe
     // the CUDA version call fails too.
     let state = "count=1\nlog_calls=1\nerr.nvmlSystemGetCudaDriverVersion_v2=3\n0.uuid=GPU-x\n0.name=X\n0.temp=50\n";
     let h = Harness::start(state, |c| c)?;
-    h.update(state)?;
-    let points = h.collect()?;
+    let points = h.poll(state)?;
     for absent in [
         names::GPU_POWER_LIMIT,
         names::GPU_CLOCK_THROTTLE,
@@ -160,8 +157,7 @@ fn one_device_refusing_xid_events_leaves_the_others_registered() -> TestResult {
     let state = "count=2\n0.uuid=GPU-a\n0.name=A\n0.xids=\n1.uuid=GPU-b\n1.name=B\n1.xids=\n\
                  1.err.nvmlDeviceRegisterEvents=3\n";
     let h = Harness::start(state, |c| c)?;
-    h.update(&state.replace("0.xids=\n", "0.xids=31\n").replace("1.xids=\n", "1.xids=31\n"))?;
-    let points = h.collect()?;
+    let points = h.poll(&state.replace("0.xids=\n", "0.xids=31\n").replace("1.xids=\n", "1.xids=31\n"))?;
     assert_close(value(&points, names::GPU_XID_ERRORS, 0, &[(names::GPU_XID, "31")])?, 1.0);
     assert!(find(&points, names::GPU_XID_ERRORS, 1, &[]).is_empty(), "{points:#?}");
     Ok(())

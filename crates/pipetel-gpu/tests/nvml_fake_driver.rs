@@ -7,8 +7,8 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::{
-    assert_close, assert_identity, assert_only_memory_and_temperature, assert_units_and_kinds, collect, find,
-    in_memory, off_in_auto_and_error_in_on, value, TestResult, WAIT,
+    assert_close, assert_identity, assert_only_memory_and_temperature, assert_units_and_kinds, assert_values, collect,
+    find, in_memory, off_in_auto_and_error_in_on, value, TestResult, WAIT,
 };
 use opentelemetry::metrics::MeterProvider as _;
 use pipetel_gpu::test_support::{FakeNvml, Nvml};
@@ -47,25 +47,31 @@ fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
     assert_units_and_kinds(&points);
 
     // Values, converted from NVML's units.
-    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.42);
-    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "encoder")])?, 0.05);
-    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "decoder")])?, 0.07);
-    assert_close(value(&points, names::GPU_MEMORY_USAGE, 0, &[])?, 21_474_836_480.0);
-    assert_close(value(&points, names::GPU_MEMORY_LIMIT, 0, &[])?, 85_899_345_920.0);
-    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.25);
-    assert_close(value(&points, names::POWER, 0, &[])?, 312.5);
-    assert_close(value(&points, names::ENERGY, 0, &[])?, 123_456.789);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 61.0);
-    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "corrected")])?, 3.0);
-    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "uncorrected")])?, 0.0);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "graphics")])?, 1.755e9);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "sm")])?, 1.755e9);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "memory")])?, 2.619e9);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "video")])?, 1.53e9);
-    assert_close(value(&points, names::FAN_SPEED_RATIO, 0, &[(names::GPU_FAN_INDEX, "0")])?, 0.30);
-    assert_close(value(&points, names::FAN_SPEED_RATIO, 0, &[(names::GPU_FAN_INDEX, "1")])?, 0.45);
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
-    assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 0.0);
+    assert_values(
+        &points,
+        0,
+        &[
+            (names::GPU_UTILIZATION, &[(names::GPU_TASK, "general")], 0.42),
+            (names::GPU_UTILIZATION, &[(names::GPU_TASK, "encoder")], 0.05),
+            (names::GPU_UTILIZATION, &[(names::GPU_TASK, "decoder")], 0.07),
+            (names::GPU_MEMORY_USAGE, &[], 21_474_836_480.0),
+            (names::GPU_MEMORY_LIMIT, &[], 85_899_345_920.0),
+            (names::GPU_MEMORY_UTILIZATION, &[], 0.25),
+            (names::POWER, &[], 312.5),
+            (names::ENERGY, &[], 123_456.789),
+            (names::TEMPERATURE, &[], 61.0),
+            (names::ERRORS, &[(names::ERROR_TYPE, "corrected")], 3.0),
+            (names::ERRORS, &[(names::ERROR_TYPE, "uncorrected")], 0.0),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "graphics")], 1.755e9),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "sm")], 1.755e9),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "memory")], 2.619e9),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "video")], 1.53e9),
+            (names::FAN_SPEED_RATIO, &[(names::GPU_FAN_INDEX, "0")], 0.30),
+            (names::FAN_SPEED_RATIO, &[(names::GPU_FAN_INDEX, "1")], 0.45),
+            (names::STATUS, &[(names::HW_STATE, "ok")], 1.0),
+            (names::STATUS, &[(names::HW_STATE, "failed")], 0.0),
+        ],
+    )?;
     // Opt-in series stay away unless asked for.
     assert!(find(&points, names::GPU_PCIE_THROUGHPUT, 0, &[]).is_empty());
     assert!(find(&points, names::GPU_PROCESS_MEMORY_USAGE, 0, &[]).is_empty());
@@ -77,14 +83,19 @@ fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
         .replace("power=312500", "power=650250")
         .replace("energy=123456789", "energy=223456789")
         .replace("temp=61", "temp=79");
-    h.update(&format!("count=1\n{next}"))?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.97);
-    assert_close(value(&points, names::GPU_MEMORY_USAGE, 0, &[])?, 42_949_672_960.0);
-    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.5);
-    assert_close(value(&points, names::POWER, 0, &[])?, 650.25);
-    assert_close(value(&points, names::ENERGY, 0, &[])?, 223_456.789);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 79.0);
+    let points = h.poll(&format!("count=1\n{next}"))?;
+    assert_values(
+        &points,
+        0,
+        &[
+            (names::GPU_UTILIZATION, &[(names::GPU_TASK, "general")], 0.97),
+            (names::GPU_MEMORY_USAGE, &[], 42_949_672_960.0),
+            (names::GPU_MEMORY_UTILIZATION, &[], 0.5),
+            (names::POWER, &[], 650.25),
+            (names::ENERGY, &[], 223_456.789),
+            (names::TEMPERATURE, &[], 79.0),
+        ],
+    )?;
     Ok(())
 }
 
@@ -104,8 +115,7 @@ fn unsupported_fields_yield_no_series_and_are_not_asked_again() -> TestResult {
     // A field that worked and then reports NO_PERMISSION (4) vanishes for good.
     let denied = format!("{state}0.err.nvmlDeviceGetTemperature=4\n");
     h.update(&denied)?;
-    h.update(state)?;
-    let points = h.collect()?;
+    let points = h.poll(state)?;
     assert!(find(&points, names::TEMPERATURE, 0, &[]).is_empty(), "{points:#?}");
     assert_eq!(h.fake.call_count(0, "nvmlDeviceGetTemperature"), 4);
     Ok(())
@@ -155,10 +165,8 @@ fn two_devices_with_different_capabilities() -> TestResult {
 
 #[test]
 fn lost_gpu_reports_failed_status_and_nothing_else() -> TestResult {
-    let state = format!("count=1\n{FULL_DEVICE}");
-    let h = Harness::start(&state, |c| c)?;
     // NVML_ERROR_GPU_IS_LOST (15) in the middle of a poll; then back on the bus.
-    h.assert_lost_then_back(&state, &format!("{state}0.err.nvmlDeviceGetTemperature=15\n"), 61.0)
+    Harness::assert_lost_then_back(FULL_DEVICE, "0.err.nvmlDeviceGetTemperature=15", 61.0)
 }
 
 #[test]

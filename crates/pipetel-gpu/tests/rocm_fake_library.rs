@@ -7,7 +7,7 @@
 mod common;
 
 use common::{
-    assert_close, assert_identity, assert_only_memory_and_temperature, assert_units_and_kinds, find,
+    assert_close, assert_identity, assert_only_memory_and_temperature, assert_units_and_kinds, assert_values, find,
     off_in_auto_and_error_in_on, value, TestResult, WAIT,
 };
 use pipetel_gpu::test_support::{FakeNvml, FakeRocmSmi, RocmSmi};
@@ -50,20 +50,26 @@ fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
     assert_units_and_kinds(&points);
 
     // Values, converted from ROCm SMI's units.
-    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.42);
-    assert_close(value(&points, names::GPU_MEMORY_USAGE, 0, &[])?, 17_175_674_880.0);
-    assert_close(value(&points, names::GPU_MEMORY_LIMIT, 0, &[])?, 68_702_699_520.0);
-    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.25);
-    assert_close(value(&points, names::POWER, 0, &[])?, 312.5);
-    // 8e6 ticks of 15.5 µJ.
-    assert_close(value(&points, names::ENERGY, 0, &[])?, 124.0);
-    // The edge sensor, not the junction.
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 61.0);
-    // Summed over the enabled RAS blocks.
-    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "corrected")])?, 5.0);
-    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "uncorrected")])?, 1.0);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "graphics")])?, 1.7e9);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "memory")])?, 1.6e9);
+    assert_values(
+        &points,
+        0,
+        &[
+            (names::GPU_UTILIZATION, &[(names::GPU_TASK, "general")], 0.42),
+            (names::GPU_MEMORY_USAGE, &[], 17_175_674_880.0),
+            (names::GPU_MEMORY_LIMIT, &[], 68_702_699_520.0),
+            (names::GPU_MEMORY_UTILIZATION, &[], 0.25),
+            (names::POWER, &[], 312.5),
+            // 8e6 ticks of 15.5 µJ.
+            (names::ENERGY, &[], 124.0),
+            // The edge sensor, not the junction.
+            (names::TEMPERATURE, &[], 61.0),
+            // Summed over the enabled RAS blocks.
+            (names::ERRORS, &[(names::ERROR_TYPE, "corrected")], 5.0),
+            (names::ERRORS, &[(names::ERROR_TYPE, "uncorrected")], 1.0),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "graphics")], 1.7e9),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "memory")], 1.6e9),
+        ],
+    )?;
     // ROCm SMI has no SM, video, encoder or decoder readings: no series rather than zeros.
     assert!(find(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "sm")]).is_empty());
     assert!(find(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "video")]).is_empty());
@@ -81,15 +87,20 @@ fn values_follow_semantic_conventions_and_change_between_polls() -> TestResult {
         .replace("temp.edge=61000", "temp.edge=79500")
         .replace("0.ecc.1.corrected=3", "0.ecc.1.corrected=13")
         .replace("clk.sys.current=2", "clk.sys.current=0");
-    h.update(&format!("count=1\n{next}"))?;
-    let points = h.collect()?;
-    assert_close(value(&points, names::GPU_UTILIZATION, 0, &[(names::GPU_TASK, "general")])?, 0.97);
-    assert_close(value(&points, names::GPU_MEMORY_UTILIZATION, 0, &[])?, 0.5);
-    assert_close(value(&points, names::POWER, 0, &[])?, 550.25);
-    assert_close(value(&points, names::ENERGY, 0, &[])?, 139.5);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 79.5);
-    assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "corrected")])?, 15.0);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "graphics")])?, 5e8);
+    let points = h.poll(&format!("count=1\n{next}"))?;
+    assert_values(
+        &points,
+        0,
+        &[
+            (names::GPU_UTILIZATION, &[(names::GPU_TASK, "general")], 0.97),
+            (names::GPU_MEMORY_UTILIZATION, &[], 0.5),
+            (names::POWER, &[], 550.25),
+            (names::ENERGY, &[], 139.5),
+            (names::TEMPERATURE, &[], 79.5),
+            (names::ERRORS, &[(names::ERROR_TYPE, "corrected")], 15.0),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "graphics")], 5e8),
+        ],
+    )?;
     Ok(())
 }
 
@@ -112,10 +123,16 @@ layout=6
     let points = h.collect()?;
     let ids: Vec<_> = points.iter().filter_map(|p| p.attrs.get(names::HW_ID)).collect();
     assert!(!ids.is_empty() && ids.iter().all(|id| *id == "0000:03:00.0"), "{ids:?}");
-    assert_close(value(&points, names::POWER, 0, &[])?, 745.0);
-    assert_close(value(&points, names::TEMPERATURE, 0, &[])?, 55.0);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "graphics")])?, 2.1e9);
-    assert_close(value(&points, names::GPU_CLOCK, 0, &[(names::GPU_CLOCK_TYPE, "memory")])?, 1.3e9);
+    assert_values(
+        &points,
+        0,
+        &[
+            (names::POWER, &[], 745.0),
+            (names::TEMPERATURE, &[], 55.0),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "graphics")], 2.1e9),
+            (names::GPU_CLOCK, &[(names::GPU_CLOCK_TYPE, "memory")], 1.3e9),
+        ],
+    )?;
     Ok(())
 }
 
@@ -139,8 +156,7 @@ fn unsupported_fields_yield_no_series_and_are_not_asked_again() -> TestResult {
 
     // A field that worked and then reports RSMI_STATUS_PERMISSION (4) vanishes for good.
     h.update(&format!("{state}0.err.rsmi_dev_memory_usage_get=4\n"))?;
-    h.update(state)?;
-    let points = h.collect()?;
+    let points = h.poll(state)?;
     assert!(find(&points, names::GPU_MEMORY_USAGE, 0, &[]).is_empty(), "{points:#?}");
     assert!(find(&points, names::GPU_MEMORY_UTILIZATION, 0, &[]).is_empty(), "{points:#?}");
     assert_close(value(&points, names::GPU_MEMORY_LIMIT, 0, &[])?, 1000.0);
@@ -169,11 +185,9 @@ fn ecc_counts_never_go_backwards_on_a_partial_read() -> TestResult {
     assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "corrected")])?, 10.0);
     assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "uncorrected")])?, 1.0);
     // One block busy: no errors series this poll rather than a smaller sum.
-    h.update(&format!("{state}0.err.rsmi_dev_ecc_count_get=16\n"))?;
-    let points = h.collect()?;
+    let points = h.poll(&format!("{state}0.err.rsmi_dev_ecc_count_get=16\n"))?;
     assert!(find(&points, names::ERRORS, 0, &[]).is_empty(), "{points:#?}");
-    h.update(state)?;
-    let points = h.collect()?;
+    let points = h.poll(state)?;
     assert_close(value(&points, names::ERRORS, 0, &[(names::ERROR_TYPE, "corrected")])?, 10.0);
     // First poll: three blocks; after it two per poll, busy or not: the unsupported block
     // is not asked again.
@@ -183,10 +197,8 @@ fn ecc_counts_never_go_backwards_on_a_partial_read() -> TestResult {
 
 #[test]
 fn lost_gpu_reports_failed_status_and_nothing_else() -> TestResult {
-    let state = format!("count=1\n{FULL_DEVICE}");
-    let h = Harness::start(&state, |c| c)?;
     // RSMI_STATUS_INIT_ERROR in the middle of a poll: the library lost the device.
-    h.assert_lost_then_back(&state, &format!("{state}0.err.rsmi_dev_temp_metric_get=8\n"), 61.0)
+    Harness::assert_lost_then_back(FULL_DEVICE, "0.err.rsmi_dev_temp_metric_get=8", 61.0)
 }
 
 #[test]

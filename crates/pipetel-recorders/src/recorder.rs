@@ -81,6 +81,19 @@ impl Recorder {
         }
     }
 
+    /// [`Recorder::with_series`] for a `value` that must be finite and at least `min`.
+    #[inline]
+    fn record(
+        &self,
+        labels: &[&str],
+        value: f64,
+        min: f64,
+        f: impl FnOnce(&mut Store, usize),
+    ) -> Result<(), RecordError> {
+        self.check_value(value, min)?;
+        self.with_series(labels, f)
+    }
+
     /// Runs `f` on the store and the series of `labels`, created (zeroed) if new.
     #[inline]
     fn with_series<R>(&self, labels: &[&str], f: impl FnOnce(&mut Store, usize) -> R) -> Result<R, RecordError> {
@@ -148,10 +161,15 @@ impl Recorder {
     }
 }
 
-/// The methods every recorder type has, around its [`Recorder`]: `new` (checking the family's
-/// kind), `family`, `series_count` and `snapshot` (documented by `$snapshot`).
+/// A recorder type (documented by the doc comments given) around its [`Recorder`], with the
+/// methods every recorder type has: `new` (checking the family's kind), `family`,
+/// `series_count` and `snapshot` (documented by `$snapshot`).
 macro_rules! recorder_type {
-    ($ty:ident, $what:literal, $snapshot:literal) => {
+    ($(#[$doc:meta])* $ty:ident, $what:literal, $snapshot:literal) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $ty(Recorder);
+
         impl $ty {
             #[doc = concat!("A ", $what, " of `family`.")]
             ///
@@ -179,22 +197,23 @@ macro_rules! recorder_type {
     };
 }
 
-/// A monotonic counter per label values.
-///
-/// Not thread-safe by design: one recorder per thread ([`Send`], not [`Sync`]); merge the
-/// threads' snapshots.
-///
-/// ```compile_fail
-/// fn shared<T: Sync>(_: &T) {}
-/// let c = pipetel_recorders::Counter::new(
-///     pipetel_recorders::Family::counter("items", "", "", &[]).unwrap(),
-/// ).unwrap();
-/// shared(&c); // a Counter cannot be shared between threads
-/// ```
-#[derive(Debug)]
-pub struct Counter(Recorder);
-
-recorder_type!(Counter, "counter", "The cumulative totals of every series since this counter was created.");
+recorder_type!(
+    /// A monotonic counter per label values.
+    ///
+    /// Not thread-safe by design: one recorder per thread ([`Send`], not [`Sync`]); merge the
+    /// threads' snapshots.
+    ///
+    /// ```compile_fail
+    /// fn shared<T: Sync>(_: &T) {}
+    /// let c = pipetel_recorders::Counter::new(
+    ///     pipetel_recorders::Family::counter("items", "", "", &[]).unwrap(),
+    /// ).unwrap();
+    /// shared(&c); // a Counter cannot be shared between threads
+    /// ```
+    Counter,
+    "counter",
+    "The cumulative totals of every series since this counter was created."
+);
 
 impl Counter {
     /// Adds one to the series of `labels`.
@@ -214,18 +233,18 @@ impl Counter {
     /// value.
     #[inline]
     pub fn add(&self, labels: &[&str], value: f64) -> Result<(), RecordError> {
-        self.0.check_value(value, 0.0)?;
-        self.0.with_series(labels, |s, i| s.cells[i] += value)
+        self.0.record(labels, value, 0.0, |s, i| s.cells[i] += value)
     }
 }
 
-/// A value per label values that goes up and down.
-///
-/// Not thread-safe by design: one recorder per thread ([`Send`], not [`Sync`]).
-#[derive(Debug)]
-pub struct Gauge(Recorder);
-
-recorder_type!(Gauge, "gauge", "The current value of every series.");
+recorder_type!(
+    /// A value per label values that goes up and down.
+    ///
+    /// Not thread-safe by design: one recorder per thread ([`Send`], not [`Sync`]).
+    Gauge,
+    "gauge",
+    "The current value of every series."
+);
 
 impl Gauge {
     /// Sets the series of `labels` to `value`.
@@ -235,8 +254,7 @@ impl Gauge {
     /// [`RecordError::InvalidValue`] for NaN or an infinity.
     #[inline]
     pub fn set(&self, labels: &[&str], value: f64) -> Result<(), RecordError> {
-        self.0.check_value(value, f64::NEG_INFINITY)?;
-        self.0.with_series(labels, |s, i| s.cells[i] = value)
+        self.0.record(labels, value, f64::NEG_INFINITY, |s, i| s.cells[i] = value)
     }
 
     /// Adds `delta` (which may be negative) to the series of `labels`.
@@ -245,21 +263,21 @@ impl Gauge {
     /// As [`Gauge::set`].
     #[inline]
     pub fn add(&self, labels: &[&str], delta: f64) -> Result<(), RecordError> {
-        self.0.check_value(delta, f64::NEG_INFINITY)?;
-        self.0.with_series(labels, |s, i| s.cells[i] += delta)
+        self.0.record(labels, delta, f64::NEG_INFINITY, |s, i| s.cells[i] += delta)
     }
 }
 
-/// A distribution per label values over the family's fixed buckets.
-///
-/// `observe` bumps exactly one bucket (the first whose upper bound is at least the value, or
-/// `+Inf`) and adds to the sum; cumulative counts are built at snapshot time.
-///
-/// Not thread-safe by design: one recorder per thread ([`Send`], not [`Sync`]).
-#[derive(Debug)]
-pub struct Histogram(Recorder);
-
-recorder_type!(Histogram, "histogram", "Cumulative bucket counts (`+Inf` last = count) and sums of every series.");
+recorder_type!(
+    /// A distribution per label values over the family's fixed buckets.
+    ///
+    /// `observe` bumps exactly one bucket (the first whose upper bound is at least the value, or
+    /// `+Inf`) and adds to the sum; cumulative counts are built at snapshot time.
+    ///
+    /// Not thread-safe by design: one recorder per thread ([`Send`], not [`Sync`]).
+    Histogram,
+    "histogram",
+    "Cumulative bucket counts (`+Inf` last = count) and sums of every series."
+);
 
 impl Histogram {
     /// Records one observation of `value` in the series of `labels`.
@@ -269,11 +287,9 @@ impl Histogram {
     /// [`RecordError::InvalidValue`] for NaN or an infinity.
     #[inline]
     pub fn observe(&self, labels: &[&str], value: f64) -> Result<(), RecordError> {
-        self.0.check_value(value, f64::NEG_INFINITY)?;
-        let bounds = self.0.family.bounds();
-        let bucket = bounds.partition_point(|&b| b < value);
+        let bucket = self.0.family.bounds().partition_point(|&b| b < value);
         let b = self.0.family.buckets();
-        self.0.with_series(labels, |s, i| {
+        self.0.record(labels, value, f64::NEG_INFINITY, |s, i| {
             s.counts[i * b + bucket] += 1;
             s.sums[i] += value;
         })

@@ -54,6 +54,7 @@
 mod dir;
 mod paths;
 mod read;
+mod time;
 mod writer;
 
 pub use dir::{file_id, path_id, FileId};
@@ -62,4 +63,5 @@ pub use paths::{
     ROWS_DIR_VAR,
 };
 pub use read::{lines, read_since, read_store, store_files, stores_in, Line, Snapshot, StoreFile};
+pub use time::parse_utc;
 pub use writer::{Rotation, StoreWriter, DEFAULT_KEEP, DEFAULT_MAX_BYTES};

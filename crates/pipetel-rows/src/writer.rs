@@ -239,6 +239,20 @@ mod tests {
         dir
     }
 
+    /// The store `s.jsonl` in the new directory `temp(name)`, with its files written: `(0,
+    /// text)` the current file, `(n, text)` the `n`th rotated one. Returns the directory and
+    /// the store.
+    fn seeded(name: &str, files: &[(u32, &str)]) -> (PathBuf, PathBuf) {
+        let dir = temp(name);
+        let path = dir.join("s.jsonl");
+        std::fs::create_dir_all(&dir).expect("dir");
+        for &(n, text) in files {
+            let file = if n == 0 { path.clone() } else { crate::rotated(&path, n) };
+            std::fs::write(file, text).expect("write");
+        }
+        (dir, path)
+    }
+
     fn text(path: &Path) -> String {
         read_store(path).expect("read").iter().map(|f| String::from_utf8_lossy(&f.bytes).into_owned()).collect()
     }
@@ -263,14 +277,9 @@ mod tests {
 
     #[test]
     fn a_gap_left_by_a_cut_short_rotation_loses_nothing_and_a_smaller_keep_applies() {
-        let dir = temp("gap");
-        let path = dir.join("s.jsonl");
-        std::fs::create_dir_all(&dir).expect("dir");
         // A rotation killed after moving .1 to .3 but before moving the current file: .2 is missing.
-        std::fs::write(crate::rotated(&path, 4), "{\"n\":1}\n").expect("write");
-        std::fs::write(crate::rotated(&path, 3), "{\"n\":2}\n").expect("write");
-        std::fs::write(crate::rotated(&path, 1), "{\"n\":3}\n").expect("write");
-        std::fs::write(&path, "{\"n\":4}\n").expect("write");
+        let (dir, path) =
+            seeded("gap", &[(4, "{\"n\":1}\n"), (3, "{\"n\":2}\n"), (1, "{\"n\":3}\n"), (0, "{\"n\":4}\n")]);
         assert_eq!(text(&path), "{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n{\"n\":4}\n", "every file read, oldest first");
         let mut w = StoreWriter::open(&path, Rotation { max_bytes: 10, keep: 3 }).expect("open");
         w.append("{\"n\":5}").expect("append");
@@ -282,10 +291,7 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_isolated_by_the_next_writer() {
-        let dir = temp("torn");
-        let path = dir.join("s.jsonl");
-        std::fs::create_dir_all(&dir).expect("dir");
-        std::fs::write(&path, "{\"a\":1}\n{\"b\":").expect("write");
+        let (dir, path) = seeded("torn", &[(0, "{\"a\":1}\n{\"b\":")]);
         let mut w = StoreWriter::open(&path, Rotation::default()).expect("open");
         w.append("{\"c\":3}").expect("append");
         let text = std::fs::read_to_string(&path).expect("read");
@@ -319,10 +325,8 @@ mod tests {
 
     #[test]
     fn an_unwritable_path_is_an_error_naming_it() {
-        let dir = temp("bad");
-        std::fs::create_dir_all(&dir).expect("dir");
-        let blocker = dir.join("file");
-        std::fs::write(&blocker, "").expect("write");
+        // A file where a directory should be.
+        let (dir, blocker) = seeded("bad", &[(0, "")]);
         let e =
             StoreWriter::open(&blocker.join("sub").join("s.jsonl"), Rotation::default()).expect_err("a file is no dir");
         assert!(e.to_string().contains(&blocker.display().to_string()), "{e}");

@@ -3,12 +3,14 @@
 //! (Before the rotation lock, two processes rotating the same file renamed each other's files
 //! over one another and lines were lost.)
 
+mod support;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pipetel_rows::{read_store, Rotation, StoreWriter};
+use support::together::{run_together, wait_for_go};
 
 const CHILD: &str = "PIPETEL_ROWS_TEST_WRITER";
 const STORE: &str = "PIPETEL_ROWS_TEST_STORE";
@@ -19,12 +21,7 @@ const ROTATION: Rotation = Rotation { max_bytes: 600, keep: 100_000 };
 
 /// The child: waits for the go file (so the four overlap), then appends its lines.
 fn write(index: usize, store: &Path) {
-    let go = store.with_extension("go");
-    let t = Instant::now();
-    while !go.exists() {
-        assert!(t.elapsed() < Duration::from_secs(30), "no go file");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    wait_for_go(&store.with_extension("go"), Duration::from_secs(30));
     let mut w = StoreWriter::open(store, ROTATION).expect("open the store");
     for i in 0..LINES {
         // Lines of varying length, so rotations fall at different points in each process.
@@ -44,21 +41,9 @@ fn four_processes_rotating_one_store_lose_and_repeat_nothing() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("dir");
     let store = dir.join("svc.jsonl");
-    let children: Vec<_> = (0..PROCESSES)
-        .map(|i| {
-            Command::new(std::env::current_exe().expect("test binary"))
-                .args(["--exact", TEST, "--nocapture"])
-                .env(CHILD, i.to_string())
-                .env(STORE, &store)
-                .stdout(Stdio::null())
-                .spawn()
-                .expect("spawn a writer")
-        })
-        .collect();
-    std::fs::write(store.with_extension("go"), "").expect("go");
-    for mut c in children {
-        assert!(c.wait().expect("wait").success(), "a writer failed");
-    }
+    run_together(TEST, CHILD, PROCESSES, &store.with_extension("go"), |c| {
+        c.env(STORE, &store);
+    });
 
     let files = read_store(&store).expect("read the store");
     assert!(files.len() > 100, "the store rotated many times: {} files", files.len());

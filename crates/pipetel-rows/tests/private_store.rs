@@ -8,11 +8,39 @@ use std::path::{Path, PathBuf};
 
 use pipetel_rows::{lock_file, read_store, rotated, Rotation, StoreWriter};
 
-fn temp(name: &str) -> PathBuf {
+/// A scratch directory of the test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+/// A new scratch directory with the permissions `mode` (`None`: as created).
+fn temp(name: &str, mode: Option<u32>) -> Scratch {
     let dir = std::env::temp_dir().join(format!("pipetel-rows-private-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
+    if let Some(mode) = mode {
+        chmod(&dir, mode);
+    }
+    Scratch(dir)
+}
+
+/// The store `svc.jsonl` of `dir`, written with `text` and given the permissions `mode`.
+fn store_file(dir: &Path, text: &str, mode: u32) -> PathBuf {
+    let store = dir.join("svc.jsonl");
+    std::fs::write(&store, text).expect("write");
+    chmod(&store, mode);
+    store
 }
 
 fn mode(path: &Path) -> u32 {
@@ -34,7 +62,7 @@ fn euid() -> u32 {
 
 #[test]
 fn the_directory_is_created_0700_and_the_files_0600() {
-    let base = temp("modes");
+    let base = temp("modes", None);
     let dir = base.join("state").join("pipetel").join("rows");
     let store = dir.join("svc.jsonl");
     let mut w = StoreWriter::open(&store, Rotation { max_bytes: 30, keep: 5 }).expect("open");
@@ -47,25 +75,20 @@ fn the_directory_is_created_0700_and_the_files_0600() {
     for f in [store.clone(), rotated(&store, 1), lock_file(&store)] {
         assert_eq!(mode(&f), 0o600, "{}", f.display());
     }
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]
 fn a_file_an_older_version_left_readable_becomes_private() {
-    let dir = temp("narrowed");
-    chmod(&dir, 0o700);
-    let store = dir.join("svc.jsonl");
-    std::fs::write(&store, "{\"old\":1}\n").expect("write");
-    chmod(&store, 0o644);
+    let dir = temp("narrowed", Some(0o700));
+    let store = store_file(&dir, "{\"old\":1}\n", 0o644);
     StoreWriter::open(&store, Rotation::default()).expect("open").append("{\"new\":1}").expect("append");
     assert_eq!(mode(&store), 0o600);
     assert_eq!(std::fs::read_to_string(&store).expect("read"), "{\"old\":1}\n{\"new\":1}\n");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_directory_that_is_a_symbolic_link_is_refused() {
-    let base = temp("dirlink");
+    let base = temp("dirlink", None);
     // Another user's directory, reached through a link planted where the store would be.
     let elsewhere = base.join("elsewhere");
     std::fs::create_dir(&elsewhere).expect("dir");
@@ -75,28 +98,24 @@ fn a_directory_that_is_a_symbolic_link_is_refused() {
     let msg = e.to_string();
     assert!(msg.contains(&link.display().to_string()) && msg.contains("symbolic link"), "{msg}");
     assert_eq!(std::fs::read_dir(&elsewhere).expect("list").count(), 0, "nothing written through the link");
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]
 fn a_directory_writable_by_everyone_is_refused() {
-    let dir = temp("sticky");
-    chmod(&dir, 0o1777);
+    let dir = temp("sticky", Some(0o1777));
     let e = StoreWriter::open(&dir.join("svc.jsonl"), Rotation::default()).expect_err("a shared directory");
     assert!(e.to_string().contains("writable by every user"), "{e}");
     assert!(!dir.join("svc.jsonl").exists());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_directory_of_another_user_is_refused() {
     let me = euid();
-    let (dir, cleanup) = if me == 0 {
+    let (dir, _scratch) = if me == 0 {
         // Root can make one: a directory given to `nobody`.
-        let dir = temp("theirs");
-        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
-        chmod(&dir, 0o755);
-        (dir.clone(), Some(dir))
+        let dir = temp("theirs", Some(0o755));
+        std::os::unix::fs::chown(&*dir, Some(65534), Some(65534)).expect("chown");
+        (dir.to_path_buf(), Some(dir))
     } else {
         // Anyone else has one: the root directory.
         (PathBuf::from("/"), None)
@@ -104,9 +123,6 @@ fn a_directory_of_another_user_is_refused() {
     let e = StoreWriter::open(&dir.join("svc.jsonl"), Rotation::default()).expect_err("another user's directory");
     assert!(e.to_string().contains("not to this user"), "{e}");
     assert!(!dir.join("svc.jsonl").exists());
-    if let Some(d) = cleanup {
-        let _ = std::fs::remove_dir_all(d);
-    }
 }
 
 #[test]
@@ -116,22 +132,17 @@ fn a_store_file_of_another_user_is_refused() {
         eprintln!("skipped: needs root to create a file owned by another user");
         return;
     }
-    let dir = temp("theirfile");
-    chmod(&dir, 0o700);
-    let store = dir.join("svc.jsonl");
-    std::fs::write(&store, "").expect("write");
-    chmod(&store, 0o666);
+    let dir = temp("theirfile", Some(0o700));
+    let store = store_file(&dir, "", 0o666);
     std::os::unix::fs::chown(&store, Some(65534), Some(65534)).expect("chown");
     let e = StoreWriter::open(&store, Rotation::default()).expect_err("another user's file");
     assert!(e.to_string().contains("not to this user") && e.to_string().contains("svc.jsonl"), "{e}");
     assert_eq!(std::fs::read_to_string(&store).expect("read"), "");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn no_file_of_a_store_is_followed_through_a_symbolic_link() {
-    let dir = temp("filelink");
-    chmod(&dir, 0o700);
+    let dir = temp("filelink", Some(0o700));
     let victim = dir.join("victim");
     std::fs::write(&victim, "secret\n").expect("write");
     let store = dir.join("svc.jsonl");
@@ -156,17 +167,14 @@ fn no_file_of_a_store_is_followed_through_a_symbolic_link() {
     symlink(&victim, rotated(&store, 1)).expect("symlink");
     let e = read_store(&store).expect_err("a linked rotated file");
     assert!(e.to_string().contains("svc.jsonl.1") && e.to_string().contains("symbolic link"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn a_named_rows_file_lives_where_the_user_put_it() {
     // PIPETEL_ROWS_FILE's directory is the user's choice: it is used as it is, but must exist.
-    let dir = temp("named");
-    chmod(&dir, 0o777);
+    let dir = temp("named", Some(0o777));
     let file = dir.join("rows.jsonl");
     StoreWriter::open_file(&file, Rotation::default()).expect("open").append("{\"n\":1}").expect("append");
     assert_eq!(mode(&file), 0o600, "created private all the same");
     assert_eq!(mode(&dir), 0o777, "the directory is left as it was");
-    let _ = std::fs::remove_dir_all(&dir);
 }

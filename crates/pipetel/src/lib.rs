@@ -78,6 +78,7 @@ pub mod error;
 mod export;
 mod exposition;
 pub mod families;
+mod field_setters;
 mod fuzz_entry;
 pub use fuzz_entry::__fuzz;
 #[cfg(feature = "http")]

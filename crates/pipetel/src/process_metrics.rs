@@ -32,6 +32,7 @@ mod linux {
     use std::time::Instant;
 
     use crate::families::process as fam;
+    use crate::families::Family;
     use opentelemetry::metrics::Meter;
     use opentelemetry::KeyValue;
     use procfs::process::Process;
@@ -61,6 +62,9 @@ mod linux {
             threads: stat.num_threads,
         })
     }
+
+    /// One value of a [`Stat`].
+    type StatValue = fn(&Stat) -> i64;
 
     /// The CPU seconds and wall time of the previous utilization reading; the first is taken
     /// at registration, so the first value covers the time since `init`.
@@ -106,32 +110,22 @@ mod linux {
             })
             .build();
 
-        let _ = fam::MEMORY_USAGE
-            .describe(meter.i64_observable_up_down_counter(fam::MEMORY_USAGE.name))
-            .with_callback(|o| {
-                if let Some(s) = stat() {
-                    o.observe(s.resident, &[]);
-                }
-            })
-            .build();
-
-        let _ = fam::MEMORY_VIRTUAL
-            .describe(meter.i64_observable_up_down_counter(fam::MEMORY_VIRTUAL.name))
-            .with_callback(|o| {
-                if let Some(s) = stat() {
-                    o.observe(s.virtual_bytes, &[]);
-                }
-            })
-            .build();
-
-        let _ = fam::THREADS
-            .describe(meter.i64_observable_up_down_counter(fam::THREADS.name))
-            .with_callback(|o| {
-                if let Some(s) = stat() {
-                    o.observe(s.threads, &[]);
-                }
-            })
-            .build();
+        // The up-down counters read from the same `/proc/self/stat` line.
+        let gauges: [(&Family, StatValue); 3] = [
+            (&fam::MEMORY_USAGE, |s| s.resident),
+            (&fam::MEMORY_VIRTUAL, |s| s.virtual_bytes),
+            (&fam::THREADS, |s| s.threads),
+        ];
+        for (family, read) in gauges {
+            let _ = family
+                .describe(meter.i64_observable_up_down_counter(family.name))
+                .with_callback(move |o| {
+                    if let Some(s) = stat() {
+                        o.observe(read(&s), &[]);
+                    }
+                })
+                .build();
+        }
 
         let _ = fam::OPEN_FILE_DESCRIPTORS
             .describe(meter.i64_observable_up_down_counter(fam::OPEN_FILE_DESCRIPTORS.name))

@@ -185,64 +185,55 @@ impl ServiceMetrics {
     /// Counts a new task and returns its guard, which measures the queue wait (until
     /// [`Task::started`]) and the duration (until [`Task::completed`] or [`Task::failed`]).
     pub fn task_created(&self) -> Task {
-        if let Some(inner) = &self.inner {
-            inner.created.inc();
-        }
+        self.record(|inner| inner.created.inc());
         Task { inner: self.inner.clone(), created: Instant::now(), started: Cell::new(None), done: false }
     }
 
     /// Counts a task created, for callers that measure durations themselves (TeleFuser's
     /// `record_task_created`).
     pub fn record_task_created(&self) {
-        if let Some(inner) = &self.inner {
-            inner.created.inc();
-        }
+        self.record(|inner| inner.created.inc());
     }
 
     /// Counts a completed task and records its duration, measured elsewhere (TeleFuser's
     /// `record_task_completed(duration)`).
     pub fn record_task_completed(&self, duration: Duration) {
-        if let Some(inner) = &self.inner {
-            inner.completed.inc();
-            inner.duration.observe(duration.as_secs_f64());
-        }
+        self.record(|inner| inner.ended(Outcome::Completed, Some(duration)));
     }
 
     /// Counts a failed task (TeleFuser's `record_task_failed()`: no duration).
     pub fn record_task_failed(&self) {
-        if let Some(inner) = &self.inner {
-            inner.failed.inc();
-        }
+        self.record(|inner| inner.ended(Outcome::Failed, None));
     }
 
     /// Counts a failed task and records its duration, as [`Task::failed`] does.
     pub fn record_task_failed_after(&self, duration: Duration) {
-        if let Some(inner) = &self.inner {
-            inner.failed.inc();
-            inner.duration.observe(duration.as_secs_f64());
-        }
+        self.record(|inner| inner.ended(Outcome::Failed, Some(duration)));
     }
 
     /// Counts a cancelled task (no duration, as [`Task::cancelled`]).
     pub fn record_task_cancelled(&self) {
-        if let Some(inner) = &self.inner {
-            inner.cancelled.inc();
-        }
+        self.record(|inner| inner.ended(Outcome::Cancelled, None));
     }
 
     /// Records a queue wait measured elsewhere.
     pub fn record_queue_wait(&self, wait: Duration) {
-        if let Some(inner) = &self.inner {
-            inner.queue_wait.observe(wait.as_secs_f64());
-        }
+        self.record(|inner| inner.queue_wait.observe(wait.as_secs_f64()));
     }
 
     /// Sets the queue gauges, for callers that own the queue.
     pub fn update_queue_metrics(&self, size: usize, pending: usize, processing: usize) {
-        if let Some(inner) = &self.inner {
+        self.record(|inner| {
             inner.queue_size.set(size as f64);
             inner.queue_pending.set(pending as f64);
             inner.queue_processing.set(processing as f64);
+        });
+    }
+
+    /// Records into the metrics, unless the handle records nothing.
+    fn record(&self, record: impl FnOnce(&Inner)) {
+        if let Some(inner) = &self.inner {
+            record(inner);
         }
     }
 
@@ -359,15 +350,25 @@ impl Task {
         }
         let Some(inner) = &self.inner else { return };
         let since = self.started.get().unwrap_or(self.created);
+        let duration = match outcome {
+            Outcome::Cancelled => None,
+            Outcome::Completed | Outcome::Failed => Some(since.elapsed()),
+        };
+        inner.ended(outcome, duration);
+    }
+}
+
+impl Inner {
+    /// Counts a task that ended, and records its duration when it has one.
+    fn ended(&self, outcome: Outcome, duration: Option<Duration>) {
         match outcome {
-            Outcome::Completed => inner.completed.inc(),
-            Outcome::Failed => inner.failed.inc(),
-            Outcome::Cancelled => {
-                inner.cancelled.inc();
-                return;
-            }
+            Outcome::Completed => self.completed.inc(),
+            Outcome::Failed => self.failed.inc(),
+            Outcome::Cancelled => self.cancelled.inc(),
         }
-        inner.duration.observe(since.elapsed().as_secs_f64());
+        if let Some(duration) = duration {
+            self.duration.observe(duration.as_secs_f64());
+        }
     }
 }
 

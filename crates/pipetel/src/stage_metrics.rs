@@ -199,6 +199,14 @@ impl Entry {
         self.count.fetch_add(1, Ordering::Relaxed);
         self.sum_nanos.fetch_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
+
+    /// Moves the site's calls, errors and executions in flight by hand; nothing while the stage
+    /// is off.
+    fn adjust_by_hand(&self, calls: u64, errors: u64, in_flight: i64) {
+        if self.enabled.load(Ordering::Relaxed) {
+            self.site.adjust(calls, errors, in_flight);
+        }
+    }
 }
 
 /// A stage's execution or error count (read-only: the context records).
@@ -218,23 +226,13 @@ impl StageCounter {
             calls
         }
     }
-}
 
-impl StageCounter {
     /// Adds `n` by hand (TeleFuser's `context.total.inc()` / `context.errors.inc()`), for code
     /// that records executions itself; an error counts as `error.type=err`. Nothing while the
     /// stage is off.
     pub fn inc_by(&self, n: u64) {
-        if self.entry.enabled.load(Ordering::Relaxed) {
-            let (calls, errors) = if self.errors { (0, n) } else { (n, 0) };
-            self.entry.site.adjust(calls, errors, 0);
-        }
-    }
-}
-
-impl std::fmt::Debug for StageCounter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StageCounter").field("value", &self.value()).finish()
+        let (calls, errors) = if self.errors { (0, n) } else { (n, 0) };
+        self.entry.adjust_by_hand(calls, errors, 0);
     }
 }
 
@@ -249,23 +247,26 @@ impl StageGauge {
     pub fn value(&self) -> i64 {
         self.entry.site.counts().2
     }
-}
 
-impl StageGauge {
     /// Moves the executions in flight by `n` by hand (TeleFuser's `context.active.inc()` /
     /// `dec()`). Nothing while the stage is off.
     pub fn add(&self, n: i64) {
-        if self.entry.enabled.load(Ordering::Relaxed) {
-            self.entry.site.adjust(0, 0, n);
-        }
+        self.entry.adjust_by_hand(0, 0, n);
     }
 }
 
-impl std::fmt::Debug for StageGauge {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StageGauge").field("value", &self.value()).finish()
-    }
+/// `Debug` of the handles that show their value.
+macro_rules! debug_value {
+    ($($handle:ident),+) => {$(
+        impl std::fmt::Debug for $handle {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($handle)).field("value", &self.value()).finish()
+            }
+        }
+    )+};
 }
+
+debug_value!(StageCounter, StageGauge);
 
 /// A stage's recorded durations: count, sum and average (the buckets are exported, see the
 /// [module docs](self)).
@@ -290,9 +291,7 @@ impl StageDuration {
         let count = self.count();
         (count > 0).then(|| self.sum() / u32::try_from(count).unwrap_or(u32::MAX))
     }
-}
 
-impl StageDuration {
     /// Records one duration by hand, without counting an execution (TeleFuser's
     /// `context.duration.observe(seconds)`). Nothing while the stage is off.
     pub fn observe(&self, duration: Duration) {

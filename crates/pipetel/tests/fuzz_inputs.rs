@@ -26,8 +26,13 @@ fn seeds(target: &str) -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Runs `check` on every seed and its mutations; returns how many inputs ran.
-fn replay(target: &str, cap: usize, random: usize, check: impl Fn(&[u8])) -> usize {
+/// The seeds of `target` that must be accepted (named `valid-*`).
+fn valid_seeds(target: &str) -> impl Iterator<Item = (String, Vec<u8>)> {
+    seeds(target).into_iter().filter(|(name, _)| name.starts_with("valid-"))
+}
+
+/// Runs `check` on every seed and its mutations, and asserts that more than `least` inputs ran.
+fn replay(target: &str, cap: usize, random: usize, least: usize, check: impl Fn(&[u8])) {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut cases = 0;
     for (_, seed) in seeds(target) {
@@ -37,7 +42,7 @@ fn replay(target: &str, cap: usize, random: usize, check: impl Fn(&[u8])) -> usi
             check(input);
         });
     }
-    cases
+    assert!(cases > least, "{target}: {cases} inputs");
 }
 
 fn text(bytes: &[u8]) -> &str {
@@ -116,47 +121,38 @@ fn hub_frames() {
         let committed = std::fs::read(dir.join(name)).unwrap_or_default();
         assert_eq!(committed, bytes, "seed {name} is stale: PIPETEL_REGENERATE_CORPUS=1 rewrites it");
     }
-    for (name, bytes) in seeds("hub_frames") {
-        if name.starts_with("valid-") {
-            let hub = pipetel::hub::SnapshotHub::with_meter(
-                pipetel::hub::HubConfig::default(),
-                pipetel::opentelemetry::global::meter("fuzz-test"),
-            );
-            let report = hub.read_stream(&bytes[..]);
-            assert!(report.refused == 0 && report.error.is_none() && report.accepted > 0, "{name}: {report:?}");
-        }
+    for (name, bytes) in valid_seeds("hub_frames") {
+        let hub = pipetel::hub::SnapshotHub::with_meter(
+            pipetel::hub::HubConfig::default(),
+            pipetel::opentelemetry::global::meter("fuzz-test"),
+        );
+        let report = hub.read_stream(&bytes[..]);
+        assert!(report.refused == 0 && report.error.is_none() && report.accepted > 0, "{name}: {report:?}");
     }
-    let cases = replay("hub_frames", 400, 400, checks::hub_frames);
-    assert!(cases > 3000, "{cases} inputs");
+    replay("hub_frames", 400, 400, 3000, checks::hub_frames);
 }
 
 #[test]
 fn config_env() {
-    for (name, bytes) in seeds("config_env") {
-        if name.starts_with("valid-") {
-            let lines: Vec<(String, String)> = text(&bytes)
-                .lines()
-                .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-                .collect();
-            let config = pipetel::Config::from_lookup(|n| lines.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()));
-            assert!(config.is_ok(), "{name}: {config:?}");
-        }
+    for (name, bytes) in valid_seeds("config_env") {
+        let lines: Vec<(String, String)> = text(&bytes)
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
+        let config = pipetel::Config::from_lookup(|n| lines.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()));
+        assert!(config.is_ok(), "{name}: {config:?}");
     }
     // Each input is read by every variable alone: fewer mutations, the same coverage.
-    let cases = replay("config_env", 24, 40, |b| checks::config_env(text(b)));
-    assert!(cases > 500, "{cases} inputs");
+    replay("config_env", 24, 40, 500, |b| checks::config_env(text(b)));
 }
 
 #[test]
 fn config_file() {
-    for (name, bytes) in seeds("config_file") {
-        if name.starts_with("valid-") {
-            let config = pipetel::Config::from_toml_str(text(&bytes), Path::new(&name));
-            assert!(config.is_ok(), "{name}: {config:?}");
-        }
+    for (name, bytes) in valid_seeds("config_file") {
+        let config = pipetel::Config::from_toml_str(text(&bytes), Path::new(&name));
+        assert!(config.is_ok(), "{name}: {config:?}");
     }
-    let cases = replay("config_file", 300, 400, |b| checks::config_file(text(b)));
-    assert!(cases > 3000, "{cases} inputs");
+    replay("config_file", 300, 400, 3000, |b| checks::config_file(text(b)));
 }
 
 #[test]
@@ -167,8 +163,7 @@ fn otlp_headers() {
         });
         assert_eq!(config.is_ok(), name.starts_with("valid-"), "{name}: {config:?}");
     }
-    let cases = replay("otlp_headers", 300, 600, |b| checks::otlp_headers(text(b)));
-    assert!(cases > 3000, "{cases} inputs");
+    replay("otlp_headers", 300, 600, 3000, |b| checks::otlp_headers(text(b)));
 }
 
 #[test]
@@ -181,6 +176,5 @@ fn exposition_lint() {
             assert!(refused.is_some(), "{name}: nothing refused, kept:\n{kept}");
         }
     }
-    let cases = replay("exposition_lint", 400, 800, |b| checks::exposition_lint(text(b)));
-    assert!(cases > 3000, "{cases} inputs");
+    replay("exposition_lint", 400, 800, 3000, |b| checks::exposition_lint(text(b)));
 }

@@ -11,7 +11,11 @@ mod support;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{collector_on_free_port, parent_with_peers, print_flush_and_shutdown, run_child, Peer};
+use support::otlp_json::spans_in;
+use support::{
+    collector_on_free_port, init_child, otlp_http_child_env, parent_with_peers, print_flush_and_shutdown, run_child,
+    Peer,
+};
 
 const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
 
@@ -19,10 +23,7 @@ const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
 /// inside the span `json.work` and a warning in its child `json.child`; flush and shut down.
 #[test]
 fn child_logs_inside_spans() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
-    let telemetry = pipetel::init(pipetel::Config::from_env().expect("configuration")).expect("init");
+    let Some((_, telemetry)) = init_child(CHILD) else { return };
     tracing::info!(answer = 42, "outside every span");
     {
         let span = tracing::info_span!("json.work", shard = 3);
@@ -46,34 +47,20 @@ fn line_with<'a>(lines: &'a [Value], message: &str) -> &'a Value {
 
 /// `(traceId, spanId)` of the span named `name` the collector received.
 fn exported_ids(text: &str, name: &str) -> Option<(String, String)> {
-    for line in text.lines() {
-        let Ok(doc) = serde_json::from_str::<Value>(line) else { continue };
-        for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
-            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                if let Some(span) = ss["spans"].as_array().into_iter().flatten().find(|s| s["name"] == name) {
-                    let id = |key: &str| span[key].as_str().unwrap_or_default().to_string();
-                    return Some((id("traceId"), id("spanId")));
-                }
-            }
-        }
-    }
-    None
+    spans_in(text).into_iter().find(|s| s.name == name).map(|s| (s.trace_id, s.span_id))
 }
 
 fn run(port: u16, format: Option<&str>) -> support::ChildRun {
-    let mut env: Vec<(String, String)> = [
-        (CHILD, "1"),
-        ("RUST_LOG", "info"),
-        ("OTEL_TRACES_EXPORTER", "otlp"),
-        ("OTEL_METRICS_EXPORTER", "none"),
-        ("OTEL_LOGS_EXPORTER", "none"),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", &format!("http://127.0.0.1:{port}")),
-        ("PIPETEL_GPU", "off"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
+    let mut env = otlp_http_child_env(
+        port,
+        &[
+            (CHILD, "1"),
+            ("RUST_LOG", "info"),
+            ("OTEL_TRACES_EXPORTER", "otlp"),
+            ("OTEL_METRICS_EXPORTER", "none"),
+            ("OTEL_LOGS_EXPORTER", "none"),
+        ],
+    );
     if let Some(format) = format {
         env.push(("PIPETEL_LOG_FORMAT".into(), format.into()));
     }

@@ -14,7 +14,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{collector, free_port, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
+use support::{collector, free_port, init_child, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
 
 const CHILD: &str = "PIPETEL_TEST_BACKPRESSURE_CASE";
 /// Spans (each with one log record) made in the hot loop: several full export batches (512).
@@ -26,8 +26,7 @@ const RECORDS: usize = 300_000;
 /// `SPANS` spans with a log record each, timing every call; flush; print what happened.
 #[test]
 fn child_records_while_the_collector_refuses() {
-    let Ok(case) = std::env::var(CHILD) else { return };
-    let telemetry = pipetel::init(pipetel::Config::from_env().expect("configuration")).expect("init");
+    let Some((case, telemetry)) = init_child(CHILD) else { return };
     let stage = pipetel::stage(format!("backpressure-{case}")).shards(1).start();
     let shard = stage.shard(0).start();
     let started = Instant::now();

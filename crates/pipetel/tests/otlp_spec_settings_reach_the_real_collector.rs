@@ -15,7 +15,7 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use support::{collector, free_port, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
+use support::{collector, free_port, init_child, peers_available, print_flush_and_shutdown, run_child, scratch, Peer};
 
 const CHILD: &str = "PIPETEL_TEST_SPEC_CASE";
 
@@ -23,8 +23,7 @@ const CHILD: &str = "PIPETEL_TEST_SPEC_CASE";
 /// exporting twice; print the pid; flush and shut down.
 #[test]
 fn child_exports_a_counter_and_a_histogram() {
-    let Ok(case) = std::env::var(CHILD) else { return };
-    let telemetry = pipetel::init(pipetel::Config::from_env().expect("configuration")).expect("init");
+    let Some((case, telemetry)) = init_child(CHILD) else { return };
     let meter = pipetel::meter();
     let counter = meter.u64_counter(format!("spec.{case}.requests")).build();
     let histogram = meter.f64_histogram(format!("spec.{case}.latency")).with_unit("s").build();

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{http, run_child};
+use support::{http, init_child, run_child};
 
 const CHILD: &str = "PIPETEL_TEST_PROCESS_METRICS";
 const BEGIN: &str = "----- scrape -----";
@@ -17,10 +17,7 @@ const BEGIN: &str = "----- scrape -----";
 /// `init`, some CPU work and two extra threads alive, then the scrape of the endpoint printed.
 #[test]
 fn child_scrapes_its_endpoint() {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
-    let telemetry = pipetel::init(pipetel::Config::from_env().expect("configuration")).expect("init");
+    let Some((_, telemetry)) = init_child(CHILD) else { return };
     // Busy until the process has used 300 ms of CPU (bounded by 20 s of wall time): on a loaded
     // machine the process gets its CPU later, not less of it.
     let started = Instant::now();

@@ -12,7 +12,10 @@ mod support;
 
 use std::time::Duration;
 
-use support::{collector_on_free_port, parent_with_peers, print_flush_and_shutdown, run_child, Peer};
+use support::otlp_json::{attributes, log_records_in, records, spans_in};
+use support::{
+    collector_on_free_port, otlp_http_child_env, parent_with_peers, print_flush_and_shutdown, run_child, Peer,
+};
 
 const CHILD: &str = "PIPETEL_TEST_FILTERS_CASE";
 const SPANS: usize = 20;
@@ -59,62 +62,26 @@ fn child_runs_the_scenario() {
 
 /// How many spans named `name` the collector received.
 fn spans_named(text: &str, name: &str) -> usize {
-    let mut n = 0;
-    for line in text.lines() {
-        let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        for rs in doc["resourceSpans"].as_array().into_iter().flatten() {
-            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                n += ss["spans"].as_array().into_iter().flatten().filter(|s| s["name"] == name).count();
-            }
-        }
-    }
-    n
+    spans_in(text).iter().filter(|s| s.name == name).count()
 }
 
 /// The largest count of `span.duration` for spans named `name` in any export (cumulative).
 fn span_duration_count(text: &str, name: &str) -> u64 {
-    let mut most = 0;
-    for line in text.lines() {
-        let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        for rm in doc["resourceMetrics"].as_array().into_iter().flatten() {
-            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
-                for metric in sm["metrics"].as_array().into_iter().flatten().filter(|m| m["name"] == "span.duration") {
-                    for point in metric["histogram"]["dataPoints"].as_array().into_iter().flatten() {
-                        let named = point["attributes"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .any(|a| a["key"] == "span.name" && a["value"]["stringValue"] == name);
-                        let count = point["count"]
-                            .as_str()
-                            .and_then(|c| c.parse().ok())
-                            .or_else(|| point["count"].as_u64())
-                            .unwrap_or(0);
-                        if named {
-                            most = most.max(count);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    most
+    let metrics = records(text, ["resourceMetrics", "scopeMetrics", "metrics"], |_, m| m.clone());
+    let durations = metrics.iter().filter(|m| m["name"] == "span.duration");
+    durations
+        .flat_map(|m| m["histogram"]["dataPoints"].as_array().into_iter().flatten())
+        .filter(|point| attributes(&point["attributes"]).get("span.name").is_some_and(|n| n == name))
+        .map(|point| {
+            point["count"].as_str().and_then(|c| c.parse().ok()).or_else(|| point["count"].as_u64()).unwrap_or(0)
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The bodies of the log records the collector received.
 fn log_bodies(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) else { continue };
-        for rl in doc["resourceLogs"].as_array().into_iter().flatten() {
-            for sl in rl["scopeLogs"].as_array().into_iter().flatten() {
-                for record in sl["logRecords"].as_array().into_iter().flatten() {
-                    out.push(record["body"]["stringValue"].as_str().unwrap_or_default().to_string());
-                }
-            }
-        }
-    }
-    out
+    log_records_in(text).iter().map(|r| r.body.as_str().unwrap_or_default().to_string()).collect()
 }
 
 #[test]
@@ -127,20 +94,17 @@ fn rust_log_warn_keeps_every_info_span_in_traces_and_span_metrics() {
         // not truncated between cases.
         let (collector, port, dir) =
             collector_on_free_port("all_signals.yaml", &format!("rust-log-console-only-{case}"));
-        let env: Vec<(String, String)> = [
-            (CHILD, case),
-            ("RUST_LOG", "warn"),
-            ("PIPETEL_TRACES_FILTER", "info,noisy=off"),
-            ("OTEL_TRACES_EXPORTER", "otlp"),
-            ("OTEL_METRICS_EXPORTER", "otlp"),
-            ("OTEL_LOGS_EXPORTER", "otlp"),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &format!("http://127.0.0.1:{port}")),
-            ("PIPETEL_GPU", "off"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+        let env = otlp_http_child_env(
+            port,
+            &[
+                (CHILD, case),
+                ("RUST_LOG", "warn"),
+                ("PIPETEL_TRACES_FILTER", "info,noisy=off"),
+                ("OTEL_TRACES_EXPORTER", "otlp"),
+                ("OTEL_METRICS_EXPORTER", "otlp"),
+                ("OTEL_LOGS_EXPORTER", "otlp"),
+            ],
+        );
         let run = run_child("child_runs_the_scenario", &env, Duration::from_secs(60));
         assert!(run.success && run.value("SHUTDOWN") == Some("ok"), "{case}: {}\n{}", run.stdout, run.stderr);
         let text = collector

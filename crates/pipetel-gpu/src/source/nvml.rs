@@ -59,63 +59,29 @@ impl NvmlOptions {
     }
 }
 
-/// One NVML query of a device; the unit of "this device cannot do that, stop asking".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Utilization,
-    Encoder,
-    Decoder,
-    Memory,
-    Power,
-    Energy,
-    Temperature,
-    EccCorrected,
-    EccUncorrected,
-    ClockGraphics,
-    ClockSm,
-    ClockMemory,
-    ClockVideo,
-    FanSpeed,
-    PcieTx,
-    PcieRx,
-    ComputeProcesses,
-    GraphicsProcesses,
-    PowerLimit,
-    Throttle,
-    RemappedRows,
-    RetiredSingleBit,
-    RetiredDoubleBit,
-    RetiredPending,
-}
-
-impl policy::Field for Field {
-    fn position(self) -> u32 {
-        self as u32
+policy::fields!(
+    /// One NVML query of a device; the unit of "this device cannot do that, stop asking".
+    Field {
+        Utilization => "nvmlDeviceGetUtilizationRates",
+        Encoder => "nvmlDeviceGetEncoderUtilization",
+        Decoder => "nvmlDeviceGetDecoderUtilization",
+        Memory => "nvmlDeviceGetMemoryInfo_v2",
+        Power => "nvmlDeviceGetPowerUsage",
+        Energy => "nvmlDeviceGetTotalEnergyConsumption",
+        Temperature => "nvmlDeviceGetTemperature",
+        EccCorrected | EccUncorrected => "nvmlDeviceGetTotalEccErrors",
+        ClockGraphics | ClockSm | ClockMemory | ClockVideo => "nvmlDeviceGetClockInfo",
+        FanSpeed => "nvmlDeviceGetFanSpeed_v2",
+        PcieTx | PcieRx => "nvmlDeviceGetPcieThroughput",
+        ComputeProcesses => "nvmlDeviceGetComputeRunningProcesses_v3",
+        GraphicsProcesses => "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        PowerLimit => "nvmlDeviceGetEnforcedPowerLimit",
+        Throttle => "nvmlDeviceGetCurrentClocksThrottleReasons",
+        RemappedRows => "nvmlDeviceGetRemappedRows",
+        RetiredSingleBit | RetiredDoubleBit => "nvmlDeviceGetRetiredPages_v2",
+        RetiredPending => "nvmlDeviceGetRetiredPagesPendingStatus",
     }
-
-    fn call(self) -> &'static str {
-        match self {
-            Self::Utilization => "nvmlDeviceGetUtilizationRates",
-            Self::Encoder => "nvmlDeviceGetEncoderUtilization",
-            Self::Decoder => "nvmlDeviceGetDecoderUtilization",
-            Self::Memory => "nvmlDeviceGetMemoryInfo_v2",
-            Self::Power => "nvmlDeviceGetPowerUsage",
-            Self::Energy => "nvmlDeviceGetTotalEnergyConsumption",
-            Self::Temperature => "nvmlDeviceGetTemperature",
-            Self::EccCorrected | Self::EccUncorrected => "nvmlDeviceGetTotalEccErrors",
-            Self::ClockGraphics | Self::ClockSm | Self::ClockMemory | Self::ClockVideo => "nvmlDeviceGetClockInfo",
-            Self::FanSpeed => "nvmlDeviceGetFanSpeed_v2",
-            Self::PcieTx | Self::PcieRx => "nvmlDeviceGetPcieThroughput",
-            Self::ComputeProcesses => "nvmlDeviceGetComputeRunningProcesses_v3",
-            Self::GraphicsProcesses => "nvmlDeviceGetGraphicsRunningProcesses_v3",
-            Self::PowerLimit => "nvmlDeviceGetEnforcedPowerLimit",
-            Self::Throttle => "nvmlDeviceGetCurrentClocksThrottleReasons",
-            Self::RemappedRows => "nvmlDeviceGetRemappedRows",
-            Self::RetiredSingleBit | Self::RetiredDoubleBit => "nvmlDeviceGetRetiredPages_v2",
-            Self::RetiredPending => "nvmlDeviceGetRetiredPagesPendingStatus",
-        }
-    }
-}
+);
 
 /// The one rule every NVML read (fans included) follows.
 impl ReadError for NvmlError {
@@ -150,21 +116,13 @@ struct DeviceState {
 ///
 /// Open it on the thread that will poll it ([`crate::GpuPoller`] does): `nvmlInit` can take
 /// seconds without persistence mode and some drivers hang in it.
+#[derive(Debug)]
 pub struct NvmlSource {
     library: Library,
     devices: Vec<DeviceState>,
     options: NvmlOptions,
     /// Whether a failed event read was already warned about.
     events_warned: bool,
-}
-
-impl std::fmt::Debug for NvmlSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NvmlSource")
-            .field("devices", &self.devices)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
-    }
 }
 
 impl NvmlSource {

@@ -49,6 +49,32 @@ pub(crate) trait Field: Copy {
     }
 }
 
+/// Declares a vendor's fieldless enum of queries and its [`Field`] implementation from one
+/// table: each variant, or `|`-joined variants read by one call, with the vendor function behind
+/// it. The variants' order is their [`Field::position`].
+macro_rules! fields {
+    ($(#[$doc:meta])* $name:ident { $($($variant:ident)|+ => $call:literal,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        enum $name {
+            $($($variant,)+)+
+        }
+
+        impl $crate::source::policy::Field for $name {
+            fn position(self) -> u32 {
+                self as u32
+            }
+
+            fn call(self) -> &'static str {
+                match self {
+                    $($(Self::$variant)|+ => $call,)+
+                }
+            }
+        }
+    };
+}
+pub(crate) use fields;
+
 /// What the policy remembers about one device between polls.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct DevicePolicy {
@@ -227,20 +253,7 @@ impl<'a> Poll<'a> {
 mod tests {
     use super::*;
 
-    #[derive(Debug, Clone, Copy)]
-    enum TestField {
-        A,
-        B,
-    }
-
-    impl Field for TestField {
-        fn position(self) -> u32 {
-            self as u32
-        }
-        fn call(self) -> &'static str {
-            "test_call"
-        }
-    }
+    fields!(TestField { A | B => "test_call", });
 
     struct TestError(ErrorClass);
 

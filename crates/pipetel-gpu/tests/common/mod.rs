@@ -58,17 +58,24 @@ impl<K: FakeKind> Harness<K> {
         collect(&self.exporter, &self.provider)
     }
 
-    /// `lost` makes the device lost mid-poll: only its failed status is reported; back on
-    /// `state`, values return (the temperature is `temperature` again).
-    pub(crate) fn assert_lost_then_back(&self, state: &str, lost: &str, temperature: f64) -> TestResult {
-        self.update(lost)?;
-        let points = self.collect()?;
+    /// [`Harness::update`] to `state`, then [`Harness::collect`].
+    pub(crate) fn poll(&self, state: &str) -> Result<Vec<Point>, Box<dyn Error>> {
+        self.update(state)?;
+        self.collect()
+    }
+
+    /// One device described by `device` (its temperature `temperature`), made lost mid-poll
+    /// by the state line `lost`: only its failed status is reported; back on its state, values
+    /// return.
+    pub(crate) fn assert_lost_then_back(device: &str, lost: &str, temperature: f64) -> TestResult {
+        let state = format!("count=1\n{device}");
+        let h = Self::start(&state, |c| c)?;
+        let points = h.poll(&format!("{state}{lost}\n"))?;
         assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "failed")])?, 1.0);
         assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 0.0);
         let others: Vec<_> = points.iter().filter(|p| p.name != names::STATUS).collect();
         assert!(others.is_empty(), "a lost GPU reports only its status: {others:#?}");
-        self.update(state)?;
-        let points = self.collect()?;
+        let points = h.poll(&state)?;
         assert_close(value(&points, names::STATUS, 0, &[(names::HW_STATE, "ok")])?, 1.0);
         assert_close(value(&points, names::TEMPERATURE, 0, &[])?, temperature);
         Ok(())
@@ -82,11 +89,9 @@ impl<K: FakeKind> Harness<K> {
         broken: &str,
         call: &str,
     ) -> TestResult {
-        self.update(broken)?;
-        let points = self.collect()?;
+        let points = self.poll(broken)?;
         assert!(find(&points, names::POWER, 0, &[]).is_empty(), "{points:#?}");
-        self.update(state)?;
-        let points = self.collect()?;
+        let points = self.poll(state)?;
         assert_close(value(&points, names::POWER, 0, &[])?, 100.0);
         assert_eq!(self.fake.call_count(0, call), 3);
         Ok(())
@@ -302,4 +307,16 @@ pub(crate) fn value(points: &[Point], name: &str, index: u32, extra: &[(&str, &s
 
 pub(crate) fn assert_close(actual: f64, expected: f64) {
     assert!((actual - expected).abs() < 1e-9, "{actual} != {expected}");
+}
+
+/// One expected value: the family, the extra attributes of its series, the value.
+pub(crate) type Expected<'a> = (&'a str, &'a [(&'a str, &'a str)], f64);
+
+/// Asserts that device `index` reports each expected value (to 1e-9), in order.
+pub(crate) fn assert_values(points: &[Point], index: u32, expected: &[Expected<'_>]) -> Result<(), String> {
+    for &(name, extra, want) in expected {
+        let got = value(points, name, index, extra)?;
+        assert!((got - want).abs() < 1e-9, "{name} gpu {index} {extra:?}: {got} != {want}");
+    }
+    Ok(())
 }

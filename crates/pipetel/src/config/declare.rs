@@ -3,8 +3,8 @@
 //! it on every path, its default in words and its meaning; `table.rs` holds the one invocation.
 //! Reading the environment (`env.rs`), reading the file (`file.rs`), checking every value
 //! (`Slots::check_all`) and the configuration reference (`reference.rs`) all iterate the
-//! entries it makes, so a new setting is one entry plus its use (a getter, a setter, a field of
-//! `Settings`).
+//! entries it makes, and the setters take each setting's rule from it (`Rules`), so a new
+//! setting is one entry plus its use (a getter, a setter, a field of `Settings`).
 //!
 //! An entry, after its doc comment (the meaning: the constant's documentation and the
 //! reference's text):
@@ -120,6 +120,17 @@ macro_rules! settings_table {
             )*
         }
 
+        /// Every setting's rule, by the name of its slot: what a value set in code answers to.
+        pub(crate) struct Rules;
+
+        #[allow(non_upper_case_globals)]
+        impl Rules {
+            $(
+                $(#[cfg($cfg)])?
+                pub(crate) const $field: &'static $crate::config::rule::Rule<$ty> = &$rule;
+            )*
+        }
+
         impl Slots {
             /// Runs every set value's check; the first refusal is an error naming its origin.
             pub(crate) fn check_all(&self) -> Result<(), $crate::config::error::ConfigError> {
@@ -141,9 +152,9 @@ macro_rules! settings_table {
                 default: $default,
                 meaning: concat!($($doc, "\n",)*),
                 redaction: $crate::config::declare::gated!(
-                    [$($cfg)?] $rule.redaction, $crate::config::rule::Redaction::None
+                    [$($cfg)?] Rules::$field.redaction, $crate::config::rule::Redaction::None
                 ),
-                read_env: $crate::config::declare::reader!(Slots, $field, $rule, [$($merge)?], [$($cfg)?]),
+                read_env: $crate::config::declare::reader!(Slots, $field, Rules::$field, [$($merge)?], [$($cfg)?]),
                 read_file: $crate::config::declare::reader!(
                     Slots, $field, $crate::config::declare::first!($($($krule,)?)? $rule,), [$($merge)?], [$($cfg)?]
                 ),

@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 use super::defaults::DEFAULT_SERVICE_PREFIX;
 use super::syntax;
+use super::values::named_values;
 
 /// Switches and names of the service metrics.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,28 +35,17 @@ impl Default for ServiceMetricsConfig {
     }
 }
 
-/// Which duration of a span the histogram records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SpanTime {
-    /// Creation to close, await points included (the default).
-    #[default]
-    Wall,
-    /// The sum of the intervals the span was entered.
-    Busy,
-}
-
-impl FromStr for SpanTime {
-    type Err = SpanMetricsError;
-
-    /// `wall` or `busy` (case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "wall" => Ok(SpanTime::Wall),
-            "busy" => Ok(SpanTime::Busy),
-            _ => Err(SpanMetricsError::InvalidTime(s.to_string())),
-        }
+named_values! {
+    /// Which duration of a span the histogram records.
+    #[derive(Default)]
+    pub enum SpanTime {
+        /// Creation to close, await points included (the default).
+        #[default]
+        Wall = "wall",
+        /// The sum of the intervals the span was entered.
+        Busy = "busy",
     }
+    else (SpanMetricsError) |s| SpanMetricsError::InvalidTime(s.to_string())
 }
 
 /// A bad span-metrics setting.
@@ -100,11 +90,17 @@ impl Default for SpanMetricsConfig {
 }
 
 impl SpanMetricsConfig {
-    /// Switches the layer on or off.
-    #[must_use]
-    pub fn with_enabled(mut self, enabled: bool) -> Self {
-        self.enabled = enabled;
-        self
+    crate::field_setters::field_setters! {
+        /// Switches the layer on or off.
+        #[must_use]
+        pub fn with_enabled(enabled: bool);
+        /// Sets the target/level filter (a [`Targets`](tracing_subscriber::filter::Targets)
+        /// directive).
+        #[must_use]
+        pub fn with_filter(filter: impl Into<String>) = filter.into();
+        /// Chooses wall or busy time.
+        #[must_use]
+        pub fn with_time(time: SpanTime);
     }
 
     /// Records only spans with these names.
@@ -115,21 +111,6 @@ impl SpanMetricsConfig {
         N: Into<String>,
     {
         self.allow = names.into_iter().map(Into::into).collect();
-        self
-    }
-
-    /// Sets the target/level filter (a [`Targets`](tracing_subscriber::filter::Targets)
-    /// directive).
-    #[must_use]
-    pub fn with_filter(mut self, directive: impl Into<String>) -> Self {
-        self.filter = directive.into();
-        self
-    }
-
-    /// Chooses wall or busy time.
-    #[must_use]
-    pub fn with_time(mut self, time: SpanTime) -> Self {
-        self.time = time;
         self
     }
 

@@ -8,7 +8,7 @@ use std::fmt;
 
 use super::defaults::{DEFAULT_OTLP_GRPC_ENDPOINT, DEFAULT_OTLP_HTTP_ENDPOINT, DEFAULT_OTLP_TIMEOUT};
 use super::error::{ConfigError, Sourced};
-use super::rule::{scope, PerSignal, Set, Show, Slot, REDACTED};
+use super::rule::{certificate_and_key, scope, PerSignal, Set, Show, Slot, REDACTED};
 use super::syntax::schemeless;
 use super::table::{Slots, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY};
 use super::values::{OtlpCompression, OtlpProtocol, Signal};
@@ -121,17 +121,12 @@ fn with_scheme(endpoint: &Set<String>, protocol: OtlpProtocol, insecure: bool) -
 /// error naming the one that was given.
 fn tls(s: &Slots, signal: Signal) -> Result<OtlpTls, ConfigError> {
     let certificate = pick(&s.otlp_certificate, signal)?.map(sourced);
-    let client = match (pick(&s.otlp_client_certificate, signal)?, pick(&s.otlp_client_key, signal)?) {
-        (Some(cert), Some(key)) => Some((sourced(cert), sourced(key))),
-        (Some(cert), None) => {
-            let reason = format!("an mTLS client certificate needs its key too ({OTEL_EXPORTER_OTLP_CLIENT_KEY} or otlp.client_key, or the signal's own)");
-            return Err(ConfigError::invalid(cert.origin.clone(), cert.value.display().to_string(), reason));
-        }
-        (None, Some(key)) => {
-            let reason = format!("an mTLS client key needs its certificate too ({OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE} or otlp.client_certificate, or the signal's own)");
-            return Err(ConfigError::invalid(key.origin.clone(), key.value.display().to_string(), reason));
-        }
-        (None, None) => None,
-    };
+    let client = certificate_and_key(
+        pick(&s.otlp_client_certificate, signal)?,
+        pick(&s.otlp_client_key, signal)?,
+        format!("an mTLS client certificate needs its key too ({OTEL_EXPORTER_OTLP_CLIENT_KEY} or otlp.client_key, or the signal's own)"),
+        format!("an mTLS client key needs its certificate too ({OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE} or otlp.client_certificate, or the signal's own)"),
+    )?
+    .map(|(certificate, key)| (sourced(certificate), sourced(key)));
     Ok(OtlpTls { certificate, client })
 }

@@ -122,6 +122,27 @@ impl<T: Show> fmt::Debug for Set<T> {
     }
 }
 
+/// A certificate file's setting and its key's.
+pub(crate) type CertificateAndKey<'a> = (&'a Set<PathBuf>, &'a Set<PathBuf>);
+
+/// A certificate file and its key's, both given or neither: one without the other is an error
+/// naming where it was given, with `needs_key` or `needs_certificate` as the reason.
+pub(crate) fn certificate_and_key<'a>(
+    certificate: Option<&'a Set<PathBuf>>,
+    key: Option<&'a Set<PathBuf>>,
+    needs_key: String,
+    needs_certificate: String,
+) -> Result<Option<CertificateAndKey<'a>>, ConfigError> {
+    let lone =
+        |set: &Set<PathBuf>, reason| ConfigError::invalid(set.origin.clone(), set.value.display().to_string(), reason);
+    match (certificate, key) {
+        (Some(certificate), Some(key)) => Ok(Some((certificate, key))),
+        (Some(certificate), None) => Err(lone(certificate, needs_key)),
+        (None, Some(key)) => Err(lone(key, needs_certificate)),
+        (None, None) => Ok(None),
+    }
+}
+
 /// A setting's slot: unset, or set with its origin.
 pub(crate) type One<T> = Option<Set<T>>;
 

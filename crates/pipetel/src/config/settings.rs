@@ -11,7 +11,7 @@ use super::defaults::{DEFAULT_COUNT_LIMIT, DEFAULT_MAX_QUEUE_SIZE};
 use super::error::{ConfigError, Sourced};
 use super::groups::{ServiceMetricsConfig, SpanMetricsConfig};
 use super::otlp::OtlpTarget;
-use super::rule::{One, Set, Slot, REDACTED};
+use super::rule::{certificate_and_key, One, Set, Slot, REDACTED};
 use super::syntax::{instance_id_template, IdPart};
 use super::table::{PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
 use super::values::{
@@ -237,20 +237,13 @@ impl Config {
     /// The first value that is refused, naming where it came from (setter, variable or file key).
     pub fn resolve(&self) -> Result<Settings, ConfigError> {
         self.slots.check_all()?;
-        let tls = match (&self.slots.prometheus_tls_cert, &self.slots.prometheus_tls_key) {
-            (Some(cert), Some(key)) => {
-                Some(Sourced { value: (cert.value.clone(), key.value.clone()), origin: cert.origin.clone() })
-            }
-            (Some(cert), None) => {
-                let reason = format!("needs a key too ({PIPETEL_PROMETHEUS_TLS_KEY} or prometheus.tls_key)");
-                return Err(ConfigError::invalid(cert.origin.clone(), cert.value.display().to_string(), reason));
-            }
-            (None, Some(key)) => {
-                let reason = format!("needs a certificate too ({PIPETEL_PROMETHEUS_TLS_CERT} or prometheus.tls_cert)");
-                return Err(ConfigError::invalid(key.origin.clone(), key.value.display().to_string(), reason));
-            }
-            (None, None) => None,
-        };
+        let tls = certificate_and_key(
+            self.slots.prometheus_tls_cert.as_ref(),
+            self.slots.prometheus_tls_key.as_ref(),
+            format!("needs a key too ({PIPETEL_PROMETHEUS_TLS_KEY} or prometheus.tls_key)"),
+            format!("needs a certificate too ({PIPETEL_PROMETHEUS_TLS_CERT} or prometheus.tls_cert)"),
+        )?
+        .map(|(cert, key)| Sourced { value: (cert.value.clone(), key.value.clone()), origin: cert.origin.clone() });
         let metrics_exporters = self.metrics_exporters();
         if let Some(set) = &self.slots.histogram_aggregation {
             if set.value == HistogramAggregation::Base2Exponential

@@ -10,6 +10,7 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use pipetel_recorders::duration::{self, BareUnit};
@@ -138,34 +139,31 @@ pub(crate) fn exporters<T: ExporterName>(v: &str) -> Result<Vec<T>, String>
 where
     T::Err: fmt::Display,
 {
+    none_or_list(v, |name| name == "none", "exporters")
+}
+
+/// A comma list of propagators (case-insensitive), or `none` alone (no propagator).
+pub(crate) fn propagators(v: &str) -> Result<Vec<Propagator>, String> {
+    none_or_list(v, |name| name.eq_ignore_ascii_case("none"), "propagators")
+}
+
+/// A comma list of values, the first of equal ones kept, or `none` alone (spelled as `is_none`
+/// accepts); `none` among other names is an error naming `what` the list holds.
+fn none_or_list<T: FromStr + PartialEq>(v: &str, is_none: fn(&str) -> bool, what: &str) -> Result<Vec<T>, String>
+where
+    T::Err: fmt::Display,
+{
     let mut out = Vec::new();
     let mut saw_none = false;
     for name in split_list(v) {
-        if name == "none" {
+        if is_none(name) {
             saw_none = true;
             continue;
         }
         out.push(name.parse::<T>().map_err(|e| e.to_string())?);
     }
     if saw_none && !out.is_empty() {
-        return Err("`none` cannot be combined with other exporters".into());
-    }
-    Ok(dedup(out))
-}
-
-/// A comma list of propagators (case-insensitive), or `none` alone (no propagator).
-pub(crate) fn propagators(v: &str) -> Result<Vec<Propagator>, String> {
-    let mut out = Vec::new();
-    let mut saw_none = false;
-    for name in split_list(v) {
-        if name.eq_ignore_ascii_case("none") {
-            saw_none = true;
-            continue;
-        }
-        out.push(name.parse::<Propagator>().map_err(|e| e.to_string())?);
-    }
-    if saw_none && !out.is_empty() {
-        return Err("`none` cannot be combined with other propagators".into());
+        return Err(format!("`none` cannot be combined with other {what}"));
     }
     Ok(dedup(out))
 }

@@ -16,6 +16,47 @@ impl ParseValueError {
     }
 }
 
+/// Declares a value type named by words (`Copy`, `Eq`, `Debug`, non-exhaustive), with its
+/// `FromStr`: the text, trimmed and in any case, is one of a variant's names (`Variant = "name" |
+/// "alias"`); any other text is the error after `else` (a message, or an error type and how it
+/// is made from the text).
+macro_rules! named_values {
+    (
+        $(#[$meta:meta])*
+        pub enum $ty:ident { $($(#[$vmeta:meta])* $variant:ident = $($name:literal)|+,)+ }
+        else $expected:literal
+    ) => {
+        $crate::config::values::named_values! {
+            $(#[$meta])*
+            pub enum $ty { $($(#[$vmeta])* $variant = $($name)|+,)+ }
+            else (ParseValueError) |text| ParseValueError::new($expected)
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub enum $ty:ident { $($(#[$vmeta:meta])* $variant:ident = $($name:literal)|+,)+ }
+        else ($err:ty) |$text:ident| $error:expr
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        #[non_exhaustive]
+        pub enum $ty { $($(#[$vmeta])* $variant,)+ }
+
+        impl FromStr for $ty {
+            type Err = $err;
+
+            /// One of the variants' names, in any case.
+            fn from_str($text: &str) -> Result<Self, Self::Err> {
+                match $text.trim().to_ascii_lowercase().as_str() {
+                    $($($name)|+ => Ok(Self::$variant),)+
+                    _ => Err($error),
+                }
+            }
+        }
+    };
+}
+pub(crate) use named_values;
+
 /// Wire protocol of an OTLP exporter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -246,174 +287,107 @@ impl FromStr for Signal {
     }
 }
 
-/// Which measurements may carry an exemplar (`OTEL_METRICS_EXEMPLAR_FILTER`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ExemplarFilter {
-    /// Every measurement of a histogram that keeps exemplars; those made inside a span carry its
-    /// trace and span ids, sampled or not.
-    AlwaysOn,
-    /// None: no exemplar is kept.
-    AlwaysOff,
-    /// Measurements made inside a sampled span (the default).
-    #[default]
-    TraceBased,
+named_values! {
+    /// Which measurements may carry an exemplar (`OTEL_METRICS_EXEMPLAR_FILTER`).
+    #[derive(Default)]
+    pub enum ExemplarFilter {
+        /// Every measurement of a histogram that keeps exemplars; those made inside a span carry its
+        /// trace and span ids, sampled or not.
+        AlwaysOn = "always_on",
+        /// None: no exemplar is kept.
+        AlwaysOff = "always_off",
+        /// Measurements made inside a sampled span (the default).
+        #[default]
+        TraceBased = "trace_based",
+    }
+    else "expected `always_on`, `always_off` or `trace_based`"
 }
 
-impl FromStr for ExemplarFilter {
-    type Err = ParseValueError;
+named_values! {
+    /// The aggregation temporality OTLP metric exporters ask for
+    /// (`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`). The pull endpoint is cumulative
+    /// whatever this says.
+    #[derive(Default)]
+    pub enum MetricTemporality {
+        /// Every instrument cumulative (the default): a lost export never loses a count downstream.
+        #[default]
+        Cumulative = "cumulative",
+        /// Counters, histograms and observable counters delta; up-down counters cumulative (the
+        /// spec's `delta` preference).
+        Delta = "delta",
+        /// Counters and histograms delta; observable counters and up-down counters cumulative.
+        LowMemory = "lowmemory",
+    }
+    else "expected `cumulative`, `delta` or `lowmemory`"
+}
 
-    /// `always_on`, `always_off` or `trace_based` (case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "always_on" => Ok(Self::AlwaysOn),
-            "always_off" => Ok(Self::AlwaysOff),
-            "trace_based" => Ok(Self::TraceBased),
-            _ => Err(ParseValueError::new("expected `always_on`, `always_off` or `trace_based`")),
-        }
+named_values! {
+    /// The aggregation of histogram instruments that give no other
+    /// (`OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION`).
+    #[derive(Default)]
+    pub enum HistogramAggregation {
+        /// Fixed bucket bounds (the instrument's own, or the SDK's default); the default.
+        #[default]
+        ExplicitBucket = "explicit_bucket_histogram",
+        /// Base-2 exponential buckets (160 buckets, scale up to 20). Not renderable by the pull
+        /// endpoint, so refused together with the `prometheus` exporter.
+        Base2Exponential = "base2_exponential_bucket_histogram",
+    }
+    else "expected `explicit_bucket_histogram` or `base2_exponential_bucket_histogram`"
+}
+
+named_values! {
+    /// A text-map propagator named in `OTEL_PROPAGATORS`.
+    pub enum Propagator {
+        /// W3C Trace Context (`traceparent`, `tracestate`).
+        TraceContext = "tracecontext",
+        /// W3C Baggage (`baggage`).
+        Baggage = "baggage",
+    }
+    else (ParseValueError) |text| unknown_propagator(text)
+}
+
+/// Why a name is no propagator: the other names of the spec (`b3`, `b3multi`, `jaeger`, `xray`,
+/// `ottrace`) are refused as not supported.
+fn unknown_propagator(text: &str) -> ParseValueError {
+    match text.trim().to_ascii_lowercase().as_str() {
+        other @ ("b3" | "b3multi" | "jaeger" | "xray" | "ottrace") => ParseValueError::new(format!(
+            "the `{other}` propagator is not supported; use `tracecontext`, `baggage` or `none`"
+        )),
+        other => ParseValueError::new(format!(
+            "unknown propagator `{other}`; expected a comma list of tracecontext, baggage, or `none`"
+        )),
     }
 }
 
-/// The aggregation temporality OTLP metric exporters ask for
-/// (`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`). The pull endpoint is cumulative
-/// whatever this says.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum MetricTemporality {
-    /// Every instrument cumulative (the default): a lost export never loses a count downstream.
-    #[default]
-    Cumulative,
-    /// Counters, histograms and observable counters delta; up-down counters cumulative (the
-    /// spec's `delta` preference).
-    Delta,
-    /// Counters and histograms delta; observable counters and up-down counters cumulative.
-    LowMemory,
-}
-
-impl FromStr for MetricTemporality {
-    type Err = ParseValueError;
-
-    /// `cumulative`, `delta` or `lowmemory`, in any case.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "cumulative" => Ok(Self::Cumulative),
-            "delta" => Ok(Self::Delta),
-            "lowmemory" => Ok(Self::LowMemory),
-            _ => Err(ParseValueError::new("expected `cumulative`, `delta` or `lowmemory`")),
-        }
+named_values! {
+    /// The live progress display on stderr (`PIPETEL_PROGRESS`): a line per running stage, and each
+    /// stage's summary line when it ends.
+    #[derive(Default)]
+    pub enum ProgressMode {
+        /// No display (the default).
+        #[default]
+        Off = "false" | "0" | "no" | "off",
+        /// On when stderr is a terminal, off otherwise (`true`, `1`, `yes`, `on`, `auto`).
+        Auto = "true" | "1" | "yes" | "on" | "auto",
+        /// On even when stderr is not a terminal (`always`): for terminals the check misses, and tests.
+        Always = "always",
     }
+    else "expected `true`, `false` or `always`"
 }
 
-/// The aggregation of histogram instruments that give no other
-/// (`OTEL_EXPORTER_OTLP_METRICS_DEFAULT_HISTOGRAM_AGGREGATION`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum HistogramAggregation {
-    /// Fixed bucket bounds (the instrument's own, or the SDK's default); the default.
-    #[default]
-    ExplicitBucket,
-    /// Base-2 exponential buckets (160 buckets, scale up to 20). Not renderable by the pull
-    /// endpoint, so refused together with the `prometheus` exporter.
-    Base2Exponential,
-}
-
-impl FromStr for HistogramAggregation {
-    type Err = ParseValueError;
-
-    /// `explicit_bucket_histogram` or `base2_exponential_bucket_histogram`, in any case.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "explicit_bucket_histogram" => Ok(Self::ExplicitBucket),
-            "base2_exponential_bucket_histogram" => Ok(Self::Base2Exponential),
-            _ => Err(ParseValueError::new(
-                "expected `explicit_bucket_histogram` or `base2_exponential_bucket_histogram`",
-            )),
-        }
+named_values! {
+    /// The console's line format (`PIPETEL_LOG_FORMAT`).
+    #[derive(Default)]
+    pub enum LogFormat {
+        /// One short line per event (the default).
+        #[default]
+        Compact = "compact",
+        /// Several lines per event, for reading by eye.
+        Pretty = "pretty",
+        /// One JSON object per line, carrying the current span's `trace_id` and `span_id`, for log
+        /// shippers.
+        Json = "json",
     }
-}
-
-/// A text-map propagator named in `OTEL_PROPAGATORS`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Propagator {
-    /// W3C Trace Context (`traceparent`, `tracestate`).
-    TraceContext,
-    /// W3C Baggage (`baggage`).
-    Baggage,
-}
-
-impl FromStr for Propagator {
-    type Err = ParseValueError;
-
-    /// `tracecontext` or `baggage` (case-insensitive); the other names of the spec (`b3`,
-    /// `b3multi`, `jaeger`, `xray`, `ottrace`) are refused as not supported.
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "tracecontext" => Ok(Self::TraceContext),
-            "baggage" => Ok(Self::Baggage),
-            other @ ("b3" | "b3multi" | "jaeger" | "xray" | "ottrace") => Err(ParseValueError::new(format!(
-                "the `{other}` propagator is not supported; use `tracecontext`, `baggage` or `none`"
-            ))),
-            other => Err(ParseValueError::new(format!(
-                "unknown propagator `{other}`; expected a comma list of tracecontext, baggage, or `none`"
-            ))),
-        }
-    }
-}
-
-/// The live progress display on stderr (`PIPETEL_PROGRESS`): a line per running stage, and each
-/// stage's summary line when it ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum ProgressMode {
-    /// No display (the default).
-    #[default]
-    Off,
-    /// On when stderr is a terminal, off otherwise (`true`, `1`, `yes`, `on`, `auto`).
-    Auto,
-    /// On even when stderr is not a terminal (`always`): for terminals the check misses, and tests.
-    Always,
-}
-
-impl FromStr for ProgressMode {
-    type Err = ParseValueError;
-
-    /// `true` / `1` / `yes` / `on` / `auto`, `false` / `0` / `no` / `off`, or `always`
-    /// (case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "true" | "1" | "yes" | "on" | "auto" => Ok(Self::Auto),
-            "false" | "0" | "no" | "off" => Ok(Self::Off),
-            "always" => Ok(Self::Always),
-            _ => Err(ParseValueError::new("expected `true`, `false` or `always`")),
-        }
-    }
-}
-
-/// The console's line format (`PIPETEL_LOG_FORMAT`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum LogFormat {
-    /// One short line per event (the default).
-    #[default]
-    Compact,
-    /// Several lines per event, for reading by eye.
-    Pretty,
-    /// One JSON object per line, carrying the current span's `trace_id` and `span_id`, for log
-    /// shippers.
-    Json,
-}
-
-impl FromStr for LogFormat {
-    type Err = ParseValueError;
-
-    /// `compact`, `pretty` or `json` (case-insensitive).
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "compact" => Ok(Self::Compact),
-            "pretty" => Ok(Self::Pretty),
-            "json" => Ok(Self::Json),
-            _ => Err(ParseValueError::new("expected `compact`, `pretty` or `json`")),
-        }
-    }
+    else "expected `compact`, `pretty` or `json`"
 }

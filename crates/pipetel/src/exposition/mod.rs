@@ -37,5 +37,7 @@ pub(crate) use lint::append_checked;
 pub(crate) use names::{label_key, prometheus_name, translate, unit_keeping_name, MetricType};
 pub(crate) use page::Page;
 pub(crate) use scope::{attribute_labels, scope_block, OwnFamily};
-pub(crate) use source::{add_exposition_source, join_sources, write_sources, EncodedFamily, ExpositionSource};
+pub(crate) use source::{
+    add_exposition_source, join_sources, write_sources, EncodedFamily, ExpositionSource, ListSource,
+};
 pub(crate) use text::{BoundsText, Format, LabelBlock, Number, Writer, CHUNK};

@@ -5,7 +5,7 @@
 //! (and `PrometheusRender::render`) calls [`join_sources`] on the encoder's families, then
 //! [`write_sources`] after them.
 
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 
 use super::page::Page;
 
@@ -46,6 +46,32 @@ pub(crate) fn add_exposition_source(source: &Arc<dyn ExpositionSource>) {
     let mut sources = crate::sync::write(&SOURCES);
     sources.retain(|s| s.strong_count() > 0);
     sources.push(Arc::downgrade(source));
+}
+
+/// A source for the life of the process: the items of a static list (measured functions' and
+/// span metrics' callsites), written by `write` at each render.
+pub(crate) struct ListSource<T: 'static> {
+    pub(crate) list: &'static Mutex<Vec<&'static T>>,
+    pub(crate) write: fn(&[&'static T], &mut Page<'_>),
+}
+
+impl<T: Sync> ListSource<T> {
+    /// Registers the source once, kept in `slot` for the life of the process; later calls with
+    /// the same `slot` do nothing.
+    pub(crate) fn add_once(self, slot: &'static OnceLock<Arc<dyn ExpositionSource>>) {
+        slot.get_or_init(|| {
+            let source: Arc<dyn ExpositionSource> = Arc::new(self);
+            add_exposition_source(&source);
+            source
+        });
+    }
+}
+
+impl<T: Sync> ExpositionSource for ListSource<T> {
+    fn write_exposition(&self, page: &mut Page<'_>) {
+        let items: Vec<&'static T> = crate::sync::lock(self.list).clone();
+        (self.write)(&items, page);
+    }
 }
 
 fn live() -> Vec<Arc<dyn ExpositionSource>> {

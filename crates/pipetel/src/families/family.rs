@@ -96,6 +96,31 @@ impl Family {
     }
 }
 
+/// Declares a table of families: a `pub const` per entry (`NAME = "otel.name", Instrument,
+/// "unit", attributes, "description";`) and `ALL`, every family in the order given (the
+/// reference's).
+macro_rules! families {
+    ($(
+        $(#[doc = $doc:literal])*
+        $name:ident = $otel:literal, $instrument:ident, $unit:literal, $attributes:expr, $description:literal;
+    )+) => {
+        $(
+            $(#[doc = $doc])*
+            pub const $name: $crate::families::Family = $crate::families::Family::new(
+                $otel,
+                $crate::families::Instrument::$instrument,
+                $unit,
+                $description,
+                $attributes,
+            );
+        )+
+
+        /// Every family of the table, in the reference's order.
+        pub const ALL: &[$crate::families::Family] = &[$($name),+];
+    };
+}
+pub(crate) use families;
+
 /// An OTel instrument builder the family's unit and description can be set on.
 pub(crate) trait Describe: Sized {
     fn describe(self, unit: &'static str, description: &'static str) -> Self;

@@ -1,6 +1,6 @@
 //! The HTTP server families, as the OTel HTTP semantic conventions name them.
 
-use super::family::{Family, Instrument::*};
+use super::family::families;
 
 const REQUEST: &[&str] = &[
     "http.request.method",
@@ -11,23 +11,17 @@ const REQUEST: &[&str] = &[
     "network.protocol.version",
 ];
 
-/// Duration of finished requests.
-pub const REQUEST_DURATION: Family =
-    Family::new("http.server.request.duration", Histogram, "s", "Duration of HTTP server requests.", REQUEST);
-/// Requests being served now.
-pub const ACTIVE_REQUESTS: Family = Family::new(
-    "http.server.active_requests",
-    UpDownCounter,
-    "{request}",
-    "Number of active HTTP server requests.",
-    &["http.request.method", "url.scheme"],
-);
-/// Request body sizes (from `Content-Length`).
-pub const REQUEST_BODY_SIZE: Family =
-    Family::new("http.server.request.body.size", Histogram, "By", "Size of HTTP server request bodies.", REQUEST);
-/// Response body sizes (when the body's length is known).
-pub const RESPONSE_BODY_SIZE: Family =
-    Family::new("http.server.response.body.size", Histogram, "By", "Size of HTTP server response bodies.", REQUEST);
-
-/// Every family of the table, in the reference's order.
-pub const ALL: &[Family] = &[REQUEST_DURATION, ACTIVE_REQUESTS, REQUEST_BODY_SIZE, RESPONSE_BODY_SIZE];
+families! {
+    /// Duration of finished requests.
+    REQUEST_DURATION = "http.server.request.duration", Histogram, "s", REQUEST,
+        "Duration of HTTP server requests.";
+    /// Requests being served now.
+    ACTIVE_REQUESTS = "http.server.active_requests", UpDownCounter, "{request}", &["http.request.method", "url.scheme"],
+        "Number of active HTTP server requests.";
+    /// Request body sizes (from `Content-Length`).
+    REQUEST_BODY_SIZE = "http.server.request.body.size", Histogram, "By", REQUEST,
+        "Size of HTTP server request bodies.";
+    /// Response body sizes (when the body's length is known).
+    RESPONSE_BODY_SIZE = "http.server.response.body.size", Histogram, "By", REQUEST,
+        "Size of HTTP server response bodies.";
+}

@@ -1,7 +1,7 @@
 //! The stage and worker families: read from the stage table at each collection (or written
 //! by the pull endpoint straight from it), plus the two recorded when a stage row is emitted.
 
-use super::family::{Family, Instrument::*};
+use super::family::families;
 
 const STAGE: &[&str] = &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id"];
 const RUN: &[&str] = &["pipeline.namespace", "pipeline.stage.name", "pipeline.status"];
@@ -11,123 +11,62 @@ const COUNTER: &[&str] =
     &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id", "pipeline.counter.name"];
 const WORKER: &[&str] = &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id", "pipeline.shard.index"];
 
-/// Items processed by a stage's shards.
-pub const STAGE_ITEMS: Family =
-    Family::new("pipeline.stage.items", Counter, "{item}", "Items processed by a stage's shards", STAGE);
-/// Bytes processed by a stage's shards.
-pub const STAGE_BYTES: Family =
-    Family::new("pipeline.stage.bytes", Counter, "By", "Bytes processed by a stage's shards", STAGE);
-/// Wall time of finished stages (recorded with each stage row).
-pub const STAGE_DURATION: Family =
-    Family::new("pipeline.stage.duration", Histogram, "s", "Wall time of finished stages", RUN);
-/// 1 while the stage runs, 0 once it ended.
-pub const STAGE_ACTIVE: Family =
-    Family::new("pipeline.stage.active", UpDownCounter, "{stage}", "1 while the stage runs, 0 once it ended", STAGE);
-/// Finished stage runs by status (recorded with each stage row).
-pub const STAGE_RUNS: Family =
-    Family::new("pipeline.stage.runs", Counter, "{run}", "Finished stage runs by status", RUN);
-/// Shards of a stage by state.
-pub const STAGE_SHARDS: Family = Family::new(
-    "pipeline.stage.shards",
-    Gauge,
-    "{shard}",
-    "Shards of a stage by state (pending, running, done, failed)",
-    SHARD_STATE,
-);
-/// Failed shards and failed stages.
-pub const STAGE_ERRORS: Family =
-    Family::new("pipeline.stage.errors", Counter, "{error}", "Failed shards and failed stages", STAGE);
-/// Shard attempts that were retries (a shard index started again).
-pub const STAGE_RETRIES: Family = Family::new(
-    "pipeline.stage.retries",
-    Counter,
-    "{attempt}",
-    "Shard attempts that retried a shard index already started",
-    STAGE,
-);
-/// Mean of the shards' average CPU utilization.
-pub const STAGE_CPU_UTILIZATION: Family = Family::new(
-    "pipeline.stage.cpu.utilization",
-    Gauge,
-    "1",
-    "Mean over the stage's shards of their average CPU utilization (1 = one core)",
-    STAGE,
-);
-/// Items processed by a shard.
-pub const WORKER_ITEMS: Family =
-    Family::new("pipeline.worker.items", Counter, "{item}", "Items processed by a shard", WORKER);
-/// Bytes processed by a shard.
-pub const WORKER_BYTES: Family =
-    Family::new("pipeline.worker.bytes", Counter, "By", "Bytes processed by a shard", WORKER);
-/// CPU time of the shard's thread.
-pub const WORKER_CPU_TIME: Family =
-    Family::new("pipeline.worker.cpu.time", Counter, "s", "CPU time of the shard's thread since it started", WORKER);
-/// CPU utilization of the shard's thread at the last sample.
-pub const WORKER_CPU_UTILIZATION: Family = Family::new(
-    "pipeline.worker.cpu.utilization",
-    Gauge,
-    "1",
-    "CPU utilization of the shard's thread at the last sample (1 = one core)",
-    WORKER,
-);
-/// Resident memory at the shard's last sample.
-pub const WORKER_MEMORY_USAGE: Family = Family::new(
-    "pipeline.worker.memory.usage",
-    Gauge,
-    "By",
-    "Resident memory of the process at the shard's last sample",
-    WORKER,
-);
-/// Mean resident memory over the shard's samples.
-pub const WORKER_MEMORY_AVERAGE: Family =
-    Family::new("pipeline.worker.memory.average", Gauge, "By", "Mean resident memory over the shard's samples", WORKER);
-/// Peak resident memory over the shard's samples.
-pub const WORKER_MEMORY_PEAK: Family =
-    Family::new("pipeline.worker.memory.peak", Gauge, "By", "Peak resident memory over the shard's samples", WORKER);
-/// Time of the shard's last sample (`time() - x` shows stalls).
-pub const WORKER_HEARTBEAT: Family = Family::new(
-    "pipeline.worker.heartbeat",
-    Gauge,
-    "s",
-    "Time of the shard's last sample, seconds since the epoch",
-    WORKER,
-);
-/// A stage's user counter summed over its shards (`PIPETEL_STAGE_COUNTER_METRICS`).
-pub const STAGE_COUNTERS: Family = Family::new(
-    "pipeline.stage.counters",
-    Gauge,
-    "{value}",
-    "A stage's user counter summed over its shards, by pipeline.counter.name",
-    COUNTER,
-);
-/// Rows that missed the rows store; always registered.
-pub const ROWS_LOST: Family = Family::new(
-    "pipeline.rows.lost",
-    Counter,
-    "{row}",
-    "Rows that did not reach the rows store (store failing, or emitted before init)",
-    &[],
-);
-
-/// Every family of the table, in the reference's order.
-pub const ALL: &[Family] = &[
-    STAGE_ITEMS,
-    STAGE_BYTES,
-    STAGE_DURATION,
-    STAGE_ACTIVE,
-    STAGE_RUNS,
-    STAGE_SHARDS,
-    STAGE_ERRORS,
-    STAGE_RETRIES,
-    STAGE_CPU_UTILIZATION,
-    WORKER_ITEMS,
-    WORKER_BYTES,
-    WORKER_CPU_TIME,
-    WORKER_CPU_UTILIZATION,
-    WORKER_MEMORY_USAGE,
-    WORKER_MEMORY_AVERAGE,
-    WORKER_MEMORY_PEAK,
-    WORKER_HEARTBEAT,
-    STAGE_COUNTERS,
-    ROWS_LOST,
-];
+families! {
+    /// Items processed by a stage's shards.
+    STAGE_ITEMS = "pipeline.stage.items", Counter, "{item}", STAGE,
+        "Items processed by a stage's shards";
+    /// Bytes processed by a stage's shards.
+    STAGE_BYTES = "pipeline.stage.bytes", Counter, "By", STAGE,
+        "Bytes processed by a stage's shards";
+    /// Wall time of finished stages (recorded with each stage row).
+    STAGE_DURATION = "pipeline.stage.duration", Histogram, "s", RUN,
+        "Wall time of finished stages";
+    /// 1 while the stage runs, 0 once it ended.
+    STAGE_ACTIVE = "pipeline.stage.active", UpDownCounter, "{stage}", STAGE,
+        "1 while the stage runs, 0 once it ended";
+    /// Finished stage runs by status (recorded with each stage row).
+    STAGE_RUNS = "pipeline.stage.runs", Counter, "{run}", RUN,
+        "Finished stage runs by status";
+    /// Shards of a stage by state.
+    STAGE_SHARDS = "pipeline.stage.shards", Gauge, "{shard}", SHARD_STATE,
+        "Shards of a stage by state (pending, running, done, failed)";
+    /// Failed shards and failed stages.
+    STAGE_ERRORS = "pipeline.stage.errors", Counter, "{error}", STAGE,
+        "Failed shards and failed stages";
+    /// Shard attempts that were retries (a shard index started again).
+    STAGE_RETRIES = "pipeline.stage.retries", Counter, "{attempt}", STAGE,
+        "Shard attempts that retried a shard index already started";
+    /// Mean of the shards' average CPU utilization.
+    STAGE_CPU_UTILIZATION = "pipeline.stage.cpu.utilization", Gauge, "1", STAGE,
+        "Mean over the stage's shards of their average CPU utilization (1 = one core)";
+    /// Items processed by a shard.
+    WORKER_ITEMS = "pipeline.worker.items", Counter, "{item}", WORKER,
+        "Items processed by a shard";
+    /// Bytes processed by a shard.
+    WORKER_BYTES = "pipeline.worker.bytes", Counter, "By", WORKER,
+        "Bytes processed by a shard";
+    /// CPU time of the shard's thread.
+    WORKER_CPU_TIME = "pipeline.worker.cpu.time", Counter, "s", WORKER,
+        "CPU time of the shard's thread since it started";
+    /// CPU utilization of the shard's thread at the last sample.
+    WORKER_CPU_UTILIZATION = "pipeline.worker.cpu.utilization", Gauge, "1", WORKER,
+        "CPU utilization of the shard's thread at the last sample (1 = one core)";
+    /// Resident memory at the shard's last sample.
+    WORKER_MEMORY_USAGE = "pipeline.worker.memory.usage", Gauge, "By", WORKER,
+        "Resident memory of the process at the shard's last sample";
+    /// Mean resident memory over the shard's samples.
+    WORKER_MEMORY_AVERAGE = "pipeline.worker.memory.average", Gauge, "By", WORKER,
+        "Mean resident memory over the shard's samples";
+    /// Peak resident memory over the shard's samples.
+    WORKER_MEMORY_PEAK = "pipeline.worker.memory.peak", Gauge, "By", WORKER,
+        "Peak resident memory over the shard's samples";
+    /// Time of the shard's last sample (`time() - x` shows stalls).
+    WORKER_HEARTBEAT = "pipeline.worker.heartbeat", Gauge, "s", WORKER,
+        "Time of the shard's last sample, seconds since the epoch";
+    /// A stage's user counter summed over its shards (`PIPETEL_STAGE_COUNTER_METRICS`).
+    STAGE_COUNTERS = "pipeline.stage.counters", Gauge, "{value}", COUNTER,
+        "A stage's user counter summed over its shards, by pipeline.counter.name";
+    /// Rows that missed the rows store; always registered.
+    ROWS_LOST = "pipeline.rows.lost", Counter, "{row}", &[],
+        "Rows that did not reach the rows store (store failing, or emitted before init)";
+}

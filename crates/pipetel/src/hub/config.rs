@@ -52,27 +52,14 @@ impl Default for HubConfig {
 }
 
 impl HubConfig {
-    /// Sets [`HubConfig::stale_after`].
-    pub fn with_stale_after(mut self, stale_after: Duration) -> Self {
-        self.stale_after = stale_after;
-        self
-    }
-
-    /// Sets [`HubConfig::histograms`].
-    pub fn with_histograms(mut self, histograms: HistogramExport) -> Self {
-        self.histograms = histograms;
-        self
-    }
-
-    /// Sets [`HubConfig::max_sources`].
-    pub fn with_max_sources(mut self, max_sources: usize) -> Self {
-        self.max_sources = max_sources;
-        self
-    }
-
-    /// Sets [`HubConfig::max_families`].
-    pub fn with_max_families(mut self, max_families: usize) -> Self {
-        self.max_families = max_families;
-        self
+    crate::field_setters::field_setters! {
+        /// Sets [`HubConfig::stale_after`].
+        pub fn with_stale_after(stale_after: Duration);
+        /// Sets [`HubConfig::histograms`].
+        pub fn with_histograms(histograms: HistogramExport);
+        /// Sets [`HubConfig::max_sources`].
+        pub fn with_max_sources(max_sources: usize);
+        /// Sets [`HubConfig::max_families`].
+        pub fn with_max_families(max_families: usize);
     }
 }

@@ -67,22 +67,24 @@ impl Instruments {
         let help = family.help().to_owned();
         let unit = family.unit().to_owned();
         let weak = self.state.clone();
+        // An observable instrument whose callback reads the family's current view.
+        macro_rules! observable {
+            ($meter:expr, $builder:ident($instrument:expr), $description:expr, $unit:expr, |$o:ident, $view:ident| $read:expr) => {{
+                let (n, w) = (name.clone(), weak.clone());
+                $meter
+                    .$builder($instrument)
+                    .with_description($description)
+                    .with_unit($unit)
+                    .with_callback(move |$o| observe(&w, &n, |$view| $read))
+                    .build();
+            }};
+        }
         match family.kind() {
             Kind::Counter => {
-                meter
-                    .f64_observable_counter(name.clone())
-                    .with_description(help)
-                    .with_unit(unit)
-                    .with_callback(move |o| observe(&weak, &name, |view| view.observe_values(o)))
-                    .build();
+                observable!(meter, f64_observable_counter(name.clone()), help, unit, |o, view| view.observe_values(o))
             }
             Kind::Gauge => {
-                meter
-                    .f64_observable_gauge(name.clone())
-                    .with_description(help)
-                    .with_unit(unit)
-                    .with_callback(move |o| observe(&weak, &name, |view| view.observe_values(o)))
-                    .build();
+                observable!(meter, f64_observable_gauge(name.clone()), help, unit, |o, view| view.observe_values(o))
             }
             Kind::Histogram if self.histograms == HistogramExport::Counters => {
                 let Some(push_meter) = push_meter else { return };
@@ -96,29 +98,21 @@ impl Instruments {
                     let u = unit_keeping_name(&n, unit, MetricType::UpDownSum).to_owned();
                     (n, u)
                 };
-                let (n, w) = (name.clone(), weak.clone());
                 let (bucket, bucket_unit) = series("bucket", "{observation}");
-                push_meter
-                    .i64_observable_up_down_counter(bucket)
-                    .with_description(format!("{help} (cumulative count per bucket upper bound `le`)"))
-                    .with_unit(bucket_unit)
-                    .with_callback(move |o| observe(&w, &n, |view| view.observe_buckets(&AsI64(o))))
-                    .build();
-                let (n, w) = (name.clone(), weak.clone());
+                let bucket_help = format!("{help} (cumulative count per bucket upper bound `le`)");
+                observable!(push_meter, i64_observable_up_down_counter(bucket), bucket_help, bucket_unit, |o, view| {
+                    view.observe_buckets(&AsI64(o))
+                });
                 let (count, count_unit) = series("count", "{observation}");
-                push_meter
-                    .i64_observable_up_down_counter(count)
-                    .with_description(format!("{help} (count of observations)"))
-                    .with_unit(count_unit)
-                    .with_callback(move |o| observe(&w, &n, |view| view.observe_counts(&AsI64(o))))
-                    .build();
+                let count_help = format!("{help} (count of observations)");
+                observable!(push_meter, i64_observable_up_down_counter(count), count_help, count_unit, |o, view| {
+                    view.observe_counts(&AsI64(o))
+                });
                 let (sum, sum_unit) = series("sum", &unit);
-                push_meter
-                    .f64_observable_up_down_counter(sum)
-                    .with_description(format!("{help} (sum of observations)"))
-                    .with_unit(sum_unit)
-                    .with_callback(move |o| observe(&weak, &name, |view| view.observe_sums(o)))
-                    .build();
+                let sum_help = format!("{help} (sum of observations)");
+                observable!(push_meter, f64_observable_up_down_counter(sum), sum_help, sum_unit, |o, view| {
+                    view.observe_sums(o)
+                });
             }
             Kind::Histogram => {}
         }

@@ -65,6 +65,35 @@ fn items(source: &str, sequence: u64, total: f64) -> Envelope {
     Envelope::new(source, sequence, vec![c.snapshot()])
 }
 
+/// A hub (default configuration) that has accepted the [`items`] envelopes `(source,
+/// sequence, total)`, in order.
+fn fed(envelopes: &[(&str, u64, f64)]) -> Harness {
+    let h = Harness::new(HubConfig::default());
+    for &(source, sequence, total) in envelopes {
+        assert_eq!(h.hub.ingest(items(source, sequence, total)), Ok(Ingested::Accepted), "{source} {sequence}");
+    }
+    h
+}
+
+/// Envelope `(source, sequence, total)` of [`items`], what ingesting it must answer, and the
+/// exported total after it.
+type Step<'a> = ((&'a str, u64, f64), Ingested, f64);
+
+impl Harness {
+    /// Ingests each step's envelope in order, asserting its answer and the exported total.
+    fn assert_steps(&self, steps: &[Step<'_>]) {
+        for &((source, sequence, total), answer, exported) in steps {
+            assert_eq!(self.hub.ingest(items(source, sequence, total)), Ok(answer), "{source} {sequence}");
+            assert_eq!(self.exported_items(), Some(exported), "after {source} {sequence}");
+        }
+    }
+}
+
+/// A hub (default configuration) on the global meter, for tests that read only the hub.
+fn unexported_hub() -> SnapshotHub {
+    SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"))
+}
+
 fn hub_value(hub: &SnapshotHub, family: &str) -> Option<f64> {
     hub.snapshot().iter().find(|s| s.name() == family).and_then(|s| s.series().next().map(|s| s.value))
 }
@@ -85,17 +114,14 @@ fn sums_sources_and_exports_under_the_family_name_unit_and_description() {
 
 #[test]
 fn a_late_envelope_is_ignored() {
-    let h = Harness::new(HubConfig::default());
-    h.hub.ingest(items("a", 2, 20.0)).expect("ingest");
-    assert_eq!(h.hub.ingest(items("a", 1, 10.0)), Ok(Ingested::Superseded));
-    assert_eq!(h.exported_items(), Some(20.0));
+    let h = fed(&[("a", 2, 20.0)]);
+    h.assert_steps(&[(("a", 1, 10.0), Ingested::Superseded, 20.0)]);
     assert_eq!(h.hub.sources()[0].sequence, 2);
 }
 
 #[test]
 fn a_repeated_envelope_is_counted_once() {
-    let h = Harness::new(HubConfig::default());
-    h.hub.ingest(items("a", 1, 10.0)).expect("ingest");
+    let h = fed(&[("a", 1, 10.0)]);
     assert_eq!(h.hub.ingest(items("a", 1, 10.0)), Ok(Ingested::Duplicate));
     assert_eq!(h.hub.ingest_bytes(&items("a", 1, 10.0).encode()), Ok(Ingested::Duplicate));
     assert_eq!(h.exported_items(), Some(10.0));
@@ -103,22 +129,15 @@ fn a_repeated_envelope_is_counted_once() {
 
 #[test]
 fn a_lost_envelope_is_superseded_by_the_next() {
-    let h = Harness::new(HubConfig::default());
-    h.hub.ingest(items("a", 1, 10.0)).expect("ingest");
+    let h = fed(&[("a", 1, 10.0)]);
     // Sequence 2 (total 20) never arrives.
-    assert_eq!(h.hub.ingest(items("a", 3, 30.0)), Ok(Ingested::Accepted));
-    assert_eq!(h.exported_items(), Some(30.0));
+    h.assert_steps(&[(("a", 3, 30.0), Ingested::Accepted, 30.0)]);
 }
 
 #[test]
 fn a_restart_with_a_higher_sequence_carries_the_previous_total() {
-    let h = Harness::new(HubConfig::default());
-    h.hub.ingest(items("a", 5, 50.0)).expect("ingest");
-    h.hub.ingest(items("b", 1, 7.0)).expect("ingest");
-    assert_eq!(h.hub.ingest(items("a", 6, 3.0)), Ok(Ingested::Restarted));
-    assert_eq!(h.exported_items(), Some(60.0));
-    assert_eq!(h.hub.ingest(items("a", 7, 10.0)), Ok(Ingested::Accepted));
-    assert_eq!(h.exported_items(), Some(67.0));
+    let h = fed(&[("a", 5, 50.0), ("b", 1, 7.0)]);
+    h.assert_steps(&[(("a", 6, 3.0), Ingested::Restarted, 60.0), (("a", 7, 10.0), Ingested::Accepted, 67.0)]);
     // A second restart stacks on the first.
     assert_eq!(h.hub.ingest(items("a", 8, 1.0)), Ok(Ingested::Restarted));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(68.0));
@@ -128,8 +147,7 @@ fn a_restart_with_a_higher_sequence_carries_the_previous_total() {
 
 #[test]
 fn a_restart_whose_sequence_starts_again_is_recognised_on_a_new_stream() {
-    let h = Harness::new(HubConfig::default());
-    h.hub.ingest(items("a", 10, 100.0)).expect("ingest");
+    let h = fed(&[("a", 10, 100.0)]);
     // Without the new-stream hint a lower sequence is a late message.
     assert_eq!(h.hub.ingest(items("a", 1, 2.0)), Ok(Ingested::Superseded));
     assert_eq!(hub_value(&h.hub, "pipeline.stage.items"), Some(100.0));
@@ -141,7 +159,7 @@ fn a_restart_whose_sequence_starts_again_is_recognised_on_a_new_stream() {
 
 #[test]
 fn a_new_stream_without_regression_is_not_a_restart() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     hub.ingest(items("a", 10, 100.0)).expect("ingest");
     assert_eq!(hub.ingest_on_new_stream(items("a", 9, 100.0)), Ok(Ingested::Superseded));
     assert_eq!(hub.ingest_on_new_stream(items("a", 10, 100.0)), Ok(Ingested::Duplicate));
@@ -150,7 +168,7 @@ fn a_new_stream_without_regression_is_not_a_restart() {
 
 #[test]
 fn an_undetected_restart_is_recognised_once_its_sequence_passes_the_old_one() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     for seq in 1..=5 {
         hub.ingest(items("a", seq, seq as f64 * 10.0)).expect("ingest");
     }
@@ -159,14 +177,16 @@ fn an_undetected_restart_is_recognised_once_its_sequence_passes_the_old_one() {
         assert_eq!(hub.ingest(items("a", seq, seq as f64)), Ok(Ingested::Superseded), "seq {seq}");
         assert_eq!(hub_value(&hub, "pipeline.stage.items"), Some(50.0));
     }
-    assert_eq!(hub.ingest(items("a", 5, 5.0)), Ok(Ingested::Duplicate));
-    assert_eq!(hub.ingest(items("a", 6, 6.0)), Ok(Ingested::Restarted));
+    // Its sequence meets the old one (a repeat), then passes it: a restart.
+    for (seq, answer) in [(5, Ingested::Duplicate), (6, Ingested::Restarted)] {
+        assert_eq!(hub.ingest(items("a", seq, seq as f64)), Ok(answer), "seq {seq}");
+    }
     assert_eq!(hub_value(&hub, "pipeline.stage.items"), Some(56.0));
 }
 
 #[test]
 fn the_reader_treats_each_stream_as_new() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     let stream = |envelopes: &[Envelope]| {
         let mut w = FrameWriter::new(Vec::new());
         for e in envelopes {
@@ -189,7 +209,7 @@ fn the_reader_treats_each_stream_as_new() {
 
 #[test]
 fn a_broken_stream_ends_the_reader_with_its_error() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     let mut w = FrameWriter::new(Vec::new());
     w.send(&items("a", 1, 1.0)).expect("send");
     w.write_frame(b"not an envelope").expect("frame");
@@ -271,7 +291,7 @@ fn snapshot_only_histograms_register_no_instruments() {
 
 #[test]
 fn a_family_missing_from_a_newer_envelope_keeps_its_last_snapshot() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     let bytes = Family::counter("bytes", "", "By", &[]).expect("family");
     let c = Counter::new(bytes).expect("counter");
     c.add(&[], 4096.0).expect("add");
@@ -285,7 +305,7 @@ fn a_family_missing_from_a_newer_envelope_keeps_its_last_snapshot() {
 
 #[test]
 fn bad_bytes_are_errors_not_panics() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     assert!(matches!(hub.ingest_bytes(b""), Err(HubError::Decode(_))));
     assert!(matches!(hub.ingest_bytes(b"garbage garbage garbage"), Err(HubError::Decode(_))));
     let good = items("a", 1, 1.0).encode();
@@ -303,7 +323,7 @@ fn bad_bytes_are_errors_not_panics() {
 
 #[test]
 fn a_family_that_clashes_with_a_known_one_is_refused_by_name() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     hub.ingest(items("a", 1, 1.0)).expect("ingest");
     // Same name, other kind.
     let gauge = Gauge::new(Family::gauge("pipeline.stage.items", "", "{item}", &["stage"]).expect("f")).expect("g");
@@ -346,7 +366,7 @@ fn limits_bound_sources_and_families() {
 
 #[test]
 fn the_channel_pump_ingests_what_is_queued() {
-    let hub = SnapshotHub::with_meter(HubConfig::default(), opentelemetry::global::meter("noop"));
+    let hub = unexported_hub();
     let (tx, rx) = channel(8);
     for (seq, total) in [(1, 1.0), (3, 3.0), (2, 2.0), (3, 3.0)] {
         tx.send(items("t", seq, total)).expect("send");
@@ -373,8 +393,7 @@ fn exported_counters_never_fall_by_float_rounding() {
 
 #[test]
 fn a_dropped_hub_leaves_callbacks_that_observe_nothing() {
-    let h = Harness::new(HubConfig::default());
-    h.hub.ingest(items("a", 1, 1.0)).expect("ingest");
+    let h = fed(&[("a", 1, 1.0)]);
     let Harness { hub, otel } = h;
     drop(hub);
     let h = Harness { hub: SnapshotHub::with_meter(HubConfig::default(), otel.provider.meter("other")), otel };

@@ -8,7 +8,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use super::ledgers::Ledgers;
-use crate::config::{LogExporter, LogsSettings};
+use crate::config::LogsSettings;
 use crate::error::InitError;
 
 /// The logger provider, absent when no log exporter is configured.
@@ -20,17 +20,8 @@ pub(super) fn build(
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Option<SdkLoggerProvider>, InitError> {
-    if settings.exporters.is_empty() {
-        return Ok(None);
-    }
-    let mut lp = SdkLoggerProvider::builder().with_resource(resource.clone());
-    for exporter in &settings.exporters {
-        lp = match exporter {
-            LogExporter::Otlp => with_otlp(lp, &settings.otlp, &settings.batch, ledgers)?,
-            LogExporter::Console => with_console(lp, &settings.batch)?,
-        };
-    }
-    Ok(Some(lp.build()))
+    let lp = SdkLoggerProvider::builder().with_resource(resource.clone());
+    provider(lp, &settings.exporters, &settings.otlp, &settings.batch, ledgers)
 }
 
 batch_exporters!(
@@ -42,7 +33,9 @@ batch_exporters!(
     logs,
     BatchLogProcessor,
     LogExporter,
-    with_log_processor
+    with_log_processor,
+    SdkLoggerProvider,
+    LogExporter
 );
 
 /// The layer turning `tracing` events into log records of `lp`: those `filter` (the logs

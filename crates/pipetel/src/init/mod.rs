@@ -18,12 +18,37 @@
 //! part of [`Settings`]; [`subscriber`] composes the `tracing` side; [`guard`] is what `init`
 //! returns, with the OTLP delivery [`ledgers`]; [`crate::installed`] is the leaf the rest of the crate registers with.
 
-/// The two batch exporters a span or log provider builder takes, each a function with a body
-/// for builds with its feature and one that says the feature is off: `with_otlp` (tracked by a
-/// delivery ledger) and `with_console`. Each is wrapped in the signal's batch processor, built
+/// The provider of a span or log provider builder with its exporters (`provider`), and the two
+/// batch exporters it takes, each a function with a body for builds with its feature and one
+/// that says the feature is off: `with_otlp` (tracked by a delivery ledger) and `with_console`. Each is wrapped in the signal's batch processor, built
 /// with the configured batch settings (`OTEL_BSP_*` / `OTEL_BLRP_*`, or the file's `batch.*`).
 macro_rules! batch_exporters {
-    ($builder:ty, $otlp:path, $signal:literal, $items:literal, $console:ty, $sdk:ident, $processor:ident, $exporter:ident, $add:ident) => {
+    ($builder:ty, $otlp:path, $signal:literal, $items:literal, $console:ty, $sdk:ident, $processor:ident, $exporter:ident, $add:ident, $provider:ty, $kinds:ident) => {
+        /// The provider of `builder` with each of `exporters` behind the batch processor; absent
+        /// when there is none.
+        ///
+        /// # Errors
+        /// An exporter that cannot be built or is not compiled in.
+        fn provider(
+            builder: $builder,
+            exporters: &[crate::config::$kinds],
+            otlp: &crate::config::OtlpTarget,
+            batch: &crate::config::BatchSettings,
+            ledgers: &mut super::ledgers::Ledgers,
+        ) -> Result<Option<$provider>, crate::error::InitError> {
+            if exporters.is_empty() {
+                return Ok(None);
+            }
+            let mut b = builder;
+            for exporter in exporters {
+                b = match exporter {
+                    crate::config::$kinds::Otlp => with_otlp(b, otlp, batch, ledgers)?,
+                    crate::config::$kinds::Console => with_console(b, batch)?,
+                };
+            }
+            Ok(Some(b.build()))
+        }
+
         /// `exporter` behind the signal's batch processor with `batch` applied over the SDK's
         /// defaults.
         #[cfg(any(feature = "otlp", feature = "console"))]
@@ -44,38 +69,34 @@ macro_rules! batch_exporters {
             opentelemetry_sdk::$sdk::$processor::builder(exporter).with_batch_config(config.build()).build()
         }
 
-        #[cfg(feature = "otlp")]
         fn with_otlp(
             b: $builder,
             target: &crate::config::OtlpTarget,
             batch: &crate::config::BatchSettings,
             ledgers: &mut super::ledgers::Ledgers,
         ) -> Result<$builder, crate::error::InitError> {
-            let exporter = $otlp(target)?;
-            Ok(b.$add(batched(ledgers.track(exporter, $signal, $items, target), batch)))
+            #[cfg(feature = "otlp")]
+            let added = Ok(b.$add(batched(ledgers.track($otlp(target)?, $signal, $items, target), batch)));
+            #[cfg(not(feature = "otlp"))]
+            let added = {
+                let _ = (b, target, batch, ledgers);
+                Err(crate::error::InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
+            };
+            added
         }
 
-        #[cfg(not(feature = "otlp"))]
-        fn with_otlp(
-            _: $builder,
-            _: &crate::config::OtlpTarget,
-            _: &crate::config::BatchSettings,
-            _: &mut super::ledgers::Ledgers,
-        ) -> Result<$builder, crate::error::InitError> {
-            Err(crate::error::InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
-        }
-
-        #[cfg(feature = "console")]
         fn with_console(
             b: $builder,
             batch: &crate::config::BatchSettings,
         ) -> Result<$builder, crate::error::InitError> {
-            Ok(b.$add(batched(<$console>::default(), batch)))
-        }
-
-        #[cfg(not(feature = "console"))]
-        fn with_console(_: $builder, _: &crate::config::BatchSettings) -> Result<$builder, crate::error::InitError> {
-            Err(crate::error::InitError::FeatureDisabled { exporter: "console", feature: "console" })
+            #[cfg(feature = "console")]
+            let added = Ok(b.$add(batched(<$console>::default(), batch)));
+            #[cfg(not(feature = "console"))]
+            let added = {
+                let _ = (b, batch);
+                Err(crate::error::InitError::FeatureDisabled { exporter: "console", feature: "console" })
+            };
+            added
         }
     };
 }
@@ -124,21 +145,16 @@ impl InitOptions {
         Self::default()
     }
 
-    /// Whether `init` installs its own global `tracing` subscriber (default `true`). Without
-    /// it, spans and events reach pipetel only through layers added to the application's own
-    /// subscriber: use [`layers`] for those.
-    pub fn install_subscriber(mut self, install: bool) -> Self {
-        self.subscriber = install;
-        self
-    }
-
-    /// Whether `init` sets the OTel global meter and tracer providers and the global text-map
-    /// propagator of `OTEL_PROPAGATORS` (default `true`). Without them, pipetel's own instruments (registries, hubs,
-    /// measured functions, stages, span metrics, [`crate::meter`]) still export through the
-    /// providers `init` built, and the application's own OTel code keeps the globals it set.
-    pub fn install_global_providers(mut self, install: bool) -> Self {
-        self.global_providers = install;
-        self
+    crate::field_setters::field_setters! {
+        /// Whether `init` installs its own global `tracing` subscriber (default `true`). Without
+        /// it, spans and events reach pipetel only through layers added to the application's own
+        /// subscriber: use [`layers`] for those.
+        pub fn install_subscriber(subscriber: bool);
+        /// Whether `init` sets the OTel global meter and tracer providers and the global text-map
+        /// propagator of `OTEL_PROPAGATORS` (default `true`). Without them, pipetel's own instruments (registries, hubs,
+        /// measured functions, stages, span metrics, [`crate::meter`]) still export through the
+        /// providers `init` built, and the application's own OTel code keeps the globals it set.
+        pub fn install_global_providers(global_providers: bool);
     }
 }
 

@@ -8,7 +8,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 use super::ledgers::Ledgers;
-use crate::config::{SamplerConfig, TraceExporter, TracesSettings};
+use crate::config::{SamplerConfig, TracesSettings};
 use crate::error::InitError;
 use crate::installed::SCOPE_NAME;
 use crate::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
@@ -22,11 +22,8 @@ pub(super) fn build(
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Option<SdkTracerProvider>, InitError> {
-    if settings.exporters.is_empty() {
-        return Ok(None);
-    }
     let limits = &settings.limits;
-    let mut tp = SdkTracerProvider::builder()
+    let tp = SdkTracerProvider::builder()
         .with_resource(resource.clone())
         .with_sampler(sampler(settings.sampler))
         // Random ids, except the trace id the sampling gate drew for a root it kept.
@@ -36,13 +33,7 @@ pub(super) fn build(
         .with_max_links_per_span(limits.links_per_span)
         .with_max_attributes_per_event(limits.attributes_per_event)
         .with_max_attributes_per_link(limits.attributes_per_link);
-    for exporter in &settings.exporters {
-        tp = match exporter {
-            TraceExporter::Otlp => with_otlp(tp, &settings.otlp, &settings.batch, ledgers)?,
-            TraceExporter::Console => with_console(tp, &settings.batch)?,
-        };
-    }
-    Ok(Some(tp.build()))
+    provider(tp, &settings.exporters, &settings.otlp, &settings.batch, ledgers)
 }
 
 fn sampler(s: SamplerConfig) -> Sampler {
@@ -66,7 +57,9 @@ batch_exporters!(
     trace,
     BatchSpanProcessor,
     SpanExporter,
-    with_span_processor
+    with_span_processor,
+    SdkTracerProvider,
+    TraceExporter
 );
 
 /// What the bridge layer is made of, before it is typed for a subscriber.

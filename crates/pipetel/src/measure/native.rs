@@ -3,22 +3,12 @@
 use std::sync::{Arc, OnceLock};
 
 use super::site::{Site, SITES};
-use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
+use crate::exposition::{BoundsText, ExpositionSource, ListSource, MetricType, OwnFamily, Page};
 use crate::families::{function as fam, Family};
 
 /// The families the pull endpoint renders from the sites' native histograms, in the order
 /// of [`NativeSet`](super::site::NativeSet).
 const NATIVE_FAMILIES: [&Family; 3] = [&fam::DURATION, &fam::INPUT_SIZE, &fam::OUTPUT_SIZE];
-
-/// Renders every site's native histograms on the pull endpoint.
-struct NativeSource;
-
-impl ExpositionSource for NativeSource {
-    fn write_exposition(&self, page: &mut Page<'_>) {
-        let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
-        write_native(&sites, page);
-    }
-}
 
 /// Writes the native histograms of `sites`, one family per [`NATIVE_FAMILIES`] entry that
 /// has a series with an observation.
@@ -50,12 +40,9 @@ pub(super) fn write_native(sites: &[&'static Site], page: &mut Page<'_>) {
     }
 }
 
-/// Registers [`NativeSource`] once, for the life of the process.
+/// Registers the sites' native histograms ([`write_native`]) as an exposition source once, for
+/// the life of the process.
 pub(super) fn add_native_source() {
     static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
-    SOURCE.get_or_init(|| {
-        let source: Arc<dyn ExpositionSource> = Arc::new(NativeSource);
-        crate::exposition::add_exposition_source(&source);
-        source
-    });
+    ListSource { list: &SITES, write: write_native }.add_once(&SOURCE);
 }

@@ -157,32 +157,20 @@ impl Observable {
     /// the provider's lifetime).
     fn register(self, meter: &Meter) {
         let (family, name) = (self.family, self.family.name);
+        // One registration, on the instrument builder of each kind of values.
+        macro_rules! observe_with {
+            ($builder:ident, $values:expr) => {{
+                let values = $values;
+                let _ =
+                    described(family, meter.$builder(name)).with_callback(move |o| values(&mut observer(o))).build();
+            }};
+        }
         match self.values {
-            Values::CounterU64(f) => {
-                let _ = described(family, meter.u64_observable_counter(name))
-                    .with_callback(move |o| f(&mut observer(o)))
-                    .build();
-            }
-            Values::CounterF64(f) => {
-                let _ = described(family, meter.f64_observable_counter(name))
-                    .with_callback(move |o| f(&mut observer(o)))
-                    .build();
-            }
-            Values::UpDownI64(f) => {
-                let _ = described(family, meter.i64_observable_up_down_counter(name))
-                    .with_callback(move |o| f(&mut observer(o)))
-                    .build();
-            }
-            Values::GaugeU64(f) => {
-                let _ = described(family, meter.u64_observable_gauge(name))
-                    .with_callback(move |o| f(&mut observer(o)))
-                    .build();
-            }
-            Values::GaugeF64(f) => {
-                let _ = described(family, meter.f64_observable_gauge(name))
-                    .with_callback(move |o| f(&mut observer(o)))
-                    .build();
-            }
+            Values::CounterU64(f) => observe_with!(u64_observable_counter, f),
+            Values::CounterF64(f) => observe_with!(f64_observable_counter, f),
+            Values::UpDownI64(f) => observe_with!(i64_observable_up_down_counter, f),
+            Values::GaugeU64(f) => observe_with!(u64_observable_gauge, f),
+            Values::GaugeF64(f) => observe_with!(f64_observable_gauge, f),
         }
     }
 }

@@ -102,9 +102,7 @@ impl Shard {
     /// collection time.
     #[inline]
     pub fn record(&self, items: u64, bytes: u64) {
-        let cells = &self.inner.cells;
-        cells.items.fetch_add(items, Ordering::Relaxed);
-        cells.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.inner.cells.record(items, bytes);
     }
 
     /// A handle that records into this shard from wherever it is moved or cloned to (a binding
@@ -225,9 +223,7 @@ impl ShardRecorder {
     /// [`Shard::record`]: two relaxed atomic adds on the shard's own cache line.
     #[inline]
     pub fn record(&self, items: u64, bytes: u64) {
-        let cells = &self.inner.cells;
-        cells.items.fetch_add(items, Ordering::Relaxed);
-        cells.bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.inner.cells.record(items, bytes);
     }
 }
 

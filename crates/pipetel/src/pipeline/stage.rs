@@ -48,16 +48,11 @@ pub struct StageBuilder {
 }
 
 impl StageBuilder {
-    /// The execution id (one run of the stage); a UUID is generated when not given.
-    pub fn execution_id(mut self, id: impl Into<String>) -> Self {
-        self.execution_id = Some(id.into());
-        self
-    }
-
-    /// The total number of shards (for progress: pending = total − started).
-    pub fn shards(mut self, total: u32) -> Self {
-        self.shards = total;
-        self
+    crate::field_setters::field_setters! {
+        /// The execution id (one run of the stage); a UUID is generated when not given.
+        pub fn execution_id(execution_id: impl Into<String>) = Some(execution_id.into());
+        /// The total number of shards (for progress: pending = total − started).
+        pub fn shards(shards: u32);
     }
 
     /// Declares a user counter that shards add to with [`Shard::add`](super::Shard::add).

@@ -1,18 +1,11 @@
 //! Counters: values that only go up.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
-use opentelemetry::metrics::Meter;
-
-use super::error::RegistryError;
-use super::family::{Cell, Family};
-use super::handle::{metric_handle, Handle, MetricVec};
-use super::kind::Kind;
+use super::family::Cell;
+use super::handle::metric_handle;
 use super::meta::Meta;
-use super::opts::Opts;
-use super::values::{bind_values, observing, write_values, write_values_pull};
-use crate::exposition::{MetricType, Page};
+use super::values::value_cell;
 use crate::sync::{add_f64, load_f64};
 
 /// Whole increments go to an integer cell (one `fetch_add`); fractional ones to an `f64` cell.
@@ -44,12 +37,7 @@ impl CounterCell {
 }
 
 impl Cell for CounterCell {
-    const KIND: Kind = Kind::Counter;
-    type Spec = ();
-    fn spec(_: &str, _: &Opts, _: &Arc<[f64]>) -> Result<(), RegistryError> {
-        Ok(())
-    }
-    type Shared = ();
+    value_cell!(Counter, "counter", f64_observable_counter);
     fn new(_: &()) -> Self {
         CounterCell { whole: AtomicU64::new(0), frac: AtomicU64::new(0f64.to_bits()) }
     }
@@ -57,31 +45,19 @@ impl Cell for CounterCell {
         self.whole.store(0, Ordering::Relaxed);
         self.frac.store(0f64.to_bits(), Ordering::Relaxed);
     }
-    fn write(f: &Family<Self>, out: &mut String) {
-        write_values(f, &f.meta.exposed_name(), "counter", CounterCell::value, out);
-    }
-    fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
-        write_values_pull(f, MetricType::Counter, CounterCell::value, page);
-    }
-    fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>) {
-        bind_values(family, meter, push_only, |family, meter| {
-            let builder = meter.f64_observable_counter(family.meta.otel_name.clone());
-            let _ = observing(family, builder, CounterCell::value).build();
-        });
-    }
 }
 
-/// A counter: one series of a value that only goes up. Cheap to clone; clones are the same
-/// series. `inc` is a single relaxed atomic add.
-///
-/// From [`Registry::counter`](super::Registry::counter), or per label set from a
-/// [`CounterVec`].
-#[derive(Clone)]
-pub struct Counter(pub(crate) Handle<CounterCell>);
-
-/// Counters by label values, from [`Registry::counter_vec`](super::Registry::counter_vec):
-/// [`CounterVec::with`](MetricVec::with) gives the [`Counter`] of one label set.
-pub type CounterVec = MetricVec<Counter>;
+metric_handle! {
+    /// A counter: one series of a value that only goes up. Cheap to clone; clones are the same
+    /// series. `inc` is a single relaxed atomic add.
+    ///
+    /// From [`Registry::counter`](super::Registry::counter), or per label set from a
+    /// [`CounterVec`].
+    pub struct Counter(CounterCell);
+    /// Counters by label values, from [`Registry::counter_vec`](super::Registry::counter_vec):
+    /// [`CounterVec::with`](super::MetricVec::with) gives the [`Counter`] of one label set.
+    pub type CounterVec;
+}
 
 impl Counter {
     /// Adds 1: one relaxed atomic add.
@@ -106,5 +82,3 @@ impl Counter {
         self.0.series.cell.reset();
     }
 }
-
-metric_handle!(Counter);

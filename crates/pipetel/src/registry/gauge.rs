@@ -1,47 +1,23 @@
 //! Gauges: values that go up and down.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use opentelemetry::metrics::Meter;
-
-use super::error::RegistryError;
-use super::family::{Cell, Family};
-use super::handle::{metric_handle, Handle, MetricVec};
-use super::kind::Kind;
-use super::opts::Opts;
-use super::values::{bind_values, observing, write_values, write_values_pull};
-use crate::exposition::{MetricType, Page};
+use super::family::Cell;
+use super::handle::metric_handle;
+use super::values::value_cell;
 use crate::sync::{add_f64, load_f64};
 
 /// The value's `f64` bits.
 pub(crate) struct GaugeCell(AtomicU64);
 
 impl Cell for GaugeCell {
-    const KIND: Kind = Kind::Gauge;
-    type Spec = ();
-    fn spec(_: &str, _: &Opts, _: &Arc<[f64]>) -> Result<(), RegistryError> {
-        Ok(())
-    }
-    type Shared = ();
+    value_cell!(Gauge, "gauge", f64_observable_gauge);
     fn new(_: &()) -> Self {
         GaugeCell(AtomicU64::new(0f64.to_bits()))
     }
     fn reset(&self) {
         self.0.store(0f64.to_bits(), Ordering::Relaxed);
-    }
-    fn write(f: &Family<Self>, out: &mut String) {
-        write_values(f, &f.meta.name, "gauge", GaugeCell::value, out);
-    }
-    fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
-        write_values_pull(f, MetricType::Gauge, GaugeCell::value, page);
-    }
-    fn bind(family: Arc<Family<Self>>, meter: &Meter, push_only: Option<&Meter>) {
-        bind_values(family, meter, push_only, |family, meter| {
-            let builder = meter.f64_observable_gauge(family.meta.otel_name.clone());
-            let _ = observing(family, builder, GaugeCell::value).build();
-        });
     }
 }
 
@@ -51,16 +27,16 @@ impl GaugeCell {
     }
 }
 
-/// A gauge: one series of a value that goes up and down. Cheap to clone; clones are the same
-/// series.
-///
-/// From [`Registry::gauge`](super::Registry::gauge), or per label set from a [`GaugeVec`].
-#[derive(Clone)]
-pub struct Gauge(pub(crate) Handle<GaugeCell>);
-
-/// Gauges by label values, from [`Registry::gauge_vec`](super::Registry::gauge_vec):
-/// [`GaugeVec::with`](MetricVec::with) gives the [`Gauge`] of one label set.
-pub type GaugeVec = MetricVec<Gauge>;
+metric_handle! {
+    /// A gauge: one series of a value that goes up and down. Cheap to clone; clones are the same
+    /// series.
+    ///
+    /// From [`Registry::gauge`](super::Registry::gauge), or per label set from a [`GaugeVec`].
+    pub struct Gauge(GaugeCell);
+    /// Gauges by label values, from [`Registry::gauge_vec`](super::Registry::gauge_vec):
+    /// [`GaugeVec::with`](super::MetricVec::with) gives the [`Gauge`] of one label set.
+    pub type GaugeVec;
+}
 
 impl Gauge {
     /// Sets the value (any `f64`, NaN and infinities included, as Prometheus allows).
@@ -112,5 +88,3 @@ impl Gauge {
         self.0.series.cell.reset();
     }
 }
-
-metric_handle!(Gauge);

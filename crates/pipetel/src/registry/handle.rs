@@ -66,10 +66,23 @@ pub(crate) mod sealed {
     }
 }
 
-/// What every metric handle type ([`super::Counter`], ...) shares: `name()`, `Debug`, and
+/// Declares a metric handle type ([`super::Counter`], ...), a series of a `Cell` kind, and its
+/// [`MetricVec`] type, with what every handle shares: `Clone`, `name()`, `Debug`, and
 /// [`Metric`], through which a [`MetricVec`] makes it.
 macro_rules! metric_handle {
-    ($ty:ident) => {
+    (
+        $(#[$meta:meta])*
+        pub struct $ty:ident($cell:ident);
+        $(#[$vec_meta:meta])*
+        pub type $vec:ident;
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone)]
+        pub struct $ty(pub(crate) super::handle::Handle<$cell>);
+
+        $(#[$vec_meta])*
+        pub type $vec = super::handle::MetricVec<$ty>;
+
         impl $ty {
             /// The name in the Prometheus exposition (with `_total` for counters).
             pub fn name(&self) -> String {

@@ -9,7 +9,7 @@ use opentelemetry::KeyValue;
 
 use super::error::{invalid_option, RegistryError};
 use super::family::{Cell, Family};
-use super::handle::{metric_handle, Handle, MetricVec};
+use super::handle::{metric_handle, Handle};
 use super::kind::Kind;
 use super::opts::Opts;
 use super::series::Series;
@@ -199,23 +199,23 @@ impl HistogramValue {
     }
 }
 
-/// A histogram with fixed buckets: one series. Cheap to clone; clones are the same series.
-///
-/// From [`Registry::histogram`](super::Registry::histogram), or per label set from a
-/// [`HistogramVec`]. Each observation goes to the registry's atomics, which
-/// [`Histogram::value`], `prometheus_text()` and the pull endpoint read (the latter renders them
-/// natively, as `_bucket{le}`, `_sum` and `_count`). Push exporters (OTLP, console) read an OTel
-/// histogram with the same buckets that observations feed too, for a registry on the global
-/// meter provider only once `init` installed a push metric exporter: with the pull endpoint
-/// alone (the default) an observation is a bucket increment and a sum update. `reset()` clears
-/// the atomics only: an OTel cumulative stream cannot be reset.
-#[derive(Clone)]
-pub struct Histogram(pub(crate) Handle<HistogramCell>);
-
-/// Histograms by label values, from
-/// [`Registry::histogram_vec`](super::Registry::histogram_vec):
-/// [`HistogramVec::with`](MetricVec::with) gives the [`Histogram`] of one label set.
-pub type HistogramVec = MetricVec<Histogram>;
+metric_handle! {
+    /// A histogram with fixed buckets: one series. Cheap to clone; clones are the same series.
+    ///
+    /// From [`Registry::histogram`](super::Registry::histogram), or per label set from a
+    /// [`HistogramVec`]. Each observation goes to the registry's atomics, which
+    /// [`Histogram::value`], `prometheus_text()` and the pull endpoint read (the latter renders them
+    /// natively, as `_bucket{le}`, `_sum` and `_count`). Push exporters (OTLP, console) read an OTel
+    /// histogram with the same buckets that observations feed too, for a registry on the global
+    /// meter provider only once `init` installed a push metric exporter: with the pull endpoint
+    /// alone (the default) an observation is a bucket increment and a sum update. `reset()` clears
+    /// the atomics only: an OTel cumulative stream cannot be reset.
+    pub struct Histogram(HistogramCell);
+    /// Histograms by label values, from
+    /// [`Registry::histogram_vec`](super::Registry::histogram_vec):
+    /// [`HistogramVec::with`](super::MetricVec::with) gives the [`Histogram`] of one label set.
+    pub type HistogramVec;
+}
 
 impl Histogram {
     /// Records one observation. NaN is refused (logged once).
@@ -273,5 +273,3 @@ impl Histogram {
         self.0.family.shared.get().is_some()
     }
 }
-
-metric_handle!(Histogram);

@@ -18,31 +18,18 @@ impl Opts {
         Self::default()
     }
 
-    /// Histogram bucket upper bounds: finite, strictly increasing, at least one (`+Inf` is
-    /// implied). Default: the registry's default buckets ([`crate::buckets::SECONDS_BUCKETS`] unless
-    /// [`Registry::set_default_buckets`](super::Registry::set_default_buckets) changed them).
-    pub fn buckets(mut self, bounds: impl Into<Vec<f64>>) -> Self {
-        self.buckets = Some(bounds.into());
-        self
-    }
-
-    /// Summary quantiles, each in `[0, 1]`. Default [`DEFAULT_QUANTILES`](super::DEFAULT_QUANTILES).
-    pub fn quantiles(mut self, quantiles: impl Into<Vec<f64>>) -> Self {
-        self.quantiles = Some(quantiles.into());
-        self
-    }
-
-    /// Summary window length. Default [`DEFAULT_MAX_AGE`](super::DEFAULT_MAX_AGE).
-    pub fn max_age(mut self, max_age: Duration) -> Self {
-        self.max_age = Some(max_age);
-        self
-    }
-
-    /// Slices the summary window slides by (1 to 60). Default
-    /// [`DEFAULT_AGE_BUCKETS`](super::DEFAULT_AGE_BUCKETS).
-    pub fn age_buckets(mut self, n: u32) -> Self {
-        self.age_buckets = Some(n);
-        self
+    crate::field_setters::field_setters! {
+        /// Histogram bucket upper bounds: finite, strictly increasing, at least one (`+Inf` is
+        /// implied). Default: the registry's default buckets ([`crate::buckets::SECONDS_BUCKETS`] unless
+        /// [`Registry::set_default_buckets`](super::Registry::set_default_buckets) changed them).
+        pub fn buckets(buckets: impl Into<Vec<f64>>) = Some(buckets.into());
+        /// Summary quantiles, each in `[0, 1]`. Default [`DEFAULT_QUANTILES`](super::DEFAULT_QUANTILES).
+        pub fn quantiles(quantiles: impl Into<Vec<f64>>) = Some(quantiles.into());
+        /// Summary window length. Default [`DEFAULT_MAX_AGE`](super::DEFAULT_MAX_AGE).
+        pub fn max_age(max_age: Duration) = Some(max_age);
+        /// Slices the summary window slides by (1 to 60). Default
+        /// [`DEFAULT_AGE_BUCKETS`](super::DEFAULT_AGE_BUCKETS).
+        pub fn age_buckets(age_buckets: u32) = Some(age_buckets);
     }
 
     /// An OTel instrument name and unit other than the exposition name (for pipetel's own

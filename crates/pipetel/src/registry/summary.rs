@@ -26,7 +26,7 @@ use opentelemetry::KeyValue;
 
 use super::error::{invalid_option, RegistryError};
 use super::family::{observe_live, Cell, Family};
-use super::handle::{metric_handle, Handle, MetricVec};
+use super::handle::metric_handle;
 use super::kind::Kind;
 use super::opts::Opts;
 use super::series::Series;
@@ -221,36 +221,36 @@ pub struct SummaryValue {
     pub sum: f64,
 }
 
-/// A summary: quantiles over a sliding time window, plus a running count and sum; one series.
-/// Cheap to clone; clones are the same series.
-///
-/// # Quantiles
-/// The quantile `q` of the `n` observations in the window is the observation of rank `⌈q·n⌉`
-/// (1-based, at least 1) in increasing order: the smallest observation with at least a fraction
-/// `q` of them at or below it (the nearest-rank rule, which the Prometheus Go client's summaries
-/// follow while their buffer holds every observation). Quantile 0 is the smallest observation,
-/// 1 the largest; of three observations, 0.5 is the middle one and 0.9, 0.95 and 0.99 the
-/// largest. A quantile of an empty window is `None` (`NaN` in the exposition).
-///
-/// Quantiles are exact while no slice of the window received more than
-/// [`EXACT_OBSERVATIONS`](super::EXACT_OBSERVATIONS) observations (so at least while the window
-/// holds that many); past that, the slice's observations go into a relative-error sketch and a
-/// quantile is within [`RELATIVE_ERROR`](super::RELATIVE_ERROR) (1 %, relative) of the exact
-/// value. The slice's room for exact values is allocated with the series: an observation never
-/// allocates for it.
-///
-/// From [`Registry::summary`](super::Registry::summary), or per label set from a
-/// [`SummaryVec`]. An observation takes a short lock (the sketch is not atomic) and, on Linux,
-/// reads the recent time a background thread keeps rather than the clock (see the
-/// [registry docs](super)); the pull endpoint renders summaries natively, push exporters get
-/// `<name>_sum` / `<name>_count` counters and a `<name>` gauge with a `quantile` attribute (for
-/// a registry on the global meter provider, once `init` installed a push metric exporter).
-#[derive(Clone)]
-pub struct Summary(pub(crate) Handle<SummaryCell>);
-
-/// Summaries by label values, from [`Registry::summary_vec`](super::Registry::summary_vec):
-/// [`SummaryVec::with`](MetricVec::with) gives the [`Summary`] of one label set.
-pub type SummaryVec = MetricVec<Summary>;
+metric_handle! {
+    /// A summary: quantiles over a sliding time window, plus a running count and sum; one series.
+    /// Cheap to clone; clones are the same series.
+    ///
+    /// # Quantiles
+    /// The quantile `q` of the `n` observations in the window is the observation of rank `⌈q·n⌉`
+    /// (1-based, at least 1) in increasing order: the smallest observation with at least a fraction
+    /// `q` of them at or below it (the nearest-rank rule, which the Prometheus Go client's summaries
+    /// follow while their buffer holds every observation). Quantile 0 is the smallest observation,
+    /// 1 the largest; of three observations, 0.5 is the middle one and 0.9, 0.95 and 0.99 the
+    /// largest. A quantile of an empty window is `None` (`NaN` in the exposition).
+    ///
+    /// Quantiles are exact while no slice of the window received more than
+    /// [`EXACT_OBSERVATIONS`](super::EXACT_OBSERVATIONS) observations (so at least while the window
+    /// holds that many); past that, the slice's observations go into a relative-error sketch and a
+    /// quantile is within [`RELATIVE_ERROR`](super::RELATIVE_ERROR) (1 %, relative) of the exact
+    /// value. The slice's room for exact values is allocated with the series: an observation never
+    /// allocates for it.
+    ///
+    /// From [`Registry::summary`](super::Registry::summary), or per label set from a
+    /// [`SummaryVec`]. An observation takes a short lock (the sketch is not atomic) and, on Linux,
+    /// reads the recent time a background thread keeps rather than the clock (see the
+    /// [registry docs](super)); the pull endpoint renders summaries natively, push exporters get
+    /// `<name>_sum` / `<name>_count` counters and a `<name>` gauge with a `quantile` attribute (for
+    /// a registry on the global meter provider, once `init` installed a push metric exporter).
+    pub struct Summary(SummaryCell);
+    /// Summaries by label values, from [`Registry::summary_vec`](super::Registry::summary_vec):
+    /// [`SummaryVec::with`](super::MetricVec::with) gives the [`Summary`] of one label set.
+    pub type SummaryVec;
+}
 
 impl Summary {
     /// Records one observation. A non-finite value is refused (logged once).
@@ -278,8 +278,6 @@ impl Summary {
         self.0.series.cell.reset();
     }
 }
-
-metric_handle!(Summary);
 
 /// A ring of sketches sliding over time.
 struct Window {

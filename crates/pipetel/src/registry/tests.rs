@@ -389,13 +389,20 @@ fn the_exposition_is_exact_and_escaped() {
     );
 }
 
-#[test]
-fn reset_all_and_clear() {
-    let r = Registry::new("t_clear").expect("registry");
+/// A registry under `namespace` with a counter `a`, a gauge `b`, a histogram `c_seconds` and a
+/// summary `d_seconds`.
+fn one_of_each(namespace: &str) -> (Registry, Counter, Gauge, Histogram, Summary) {
+    let r = Registry::new(namespace).expect("registry");
     let c = r.counter("a", "").expect("c");
     let g = r.gauge("b", "").expect("g");
     let h = r.histogram("c_seconds", "").expect("h");
     let s = r.summary("d_seconds", "").expect("s");
+    (r, c, g, h, s)
+}
+
+#[test]
+fn reset_all_and_clear() {
+    let (r, c, g, h, s) = one_of_each("t_clear");
     c.inc();
     g.set(2.0);
     h.observe(1.0);
@@ -614,10 +621,7 @@ fn histograms_feed_otel_only_when_something_pushes() {
 
 #[test]
 fn handles_record_from_many_threads() {
-    let r = Registry::new("t_threads").expect("registry");
-    let c = r.counter("n", "").expect("c");
-    let h = r.histogram("v_seconds", "").expect("h");
-    let q = r.summary("q_seconds", "").expect("s");
+    let (_r, c, _, h, q) = one_of_each("t_threads");
     std::thread::scope(|s| {
         for _ in 0..4 {
             let (c, h, q) = (c.clone(), h.clone(), q.clone());

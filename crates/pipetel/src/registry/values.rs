@@ -66,3 +66,34 @@ pub(crate) fn observing<'a, C: Cell, I>(
         }
     })
 }
+
+/// The `Cell` items of a kind of one number per series (counters, gauges): no options, no
+/// state per family, written and bound with the functions above, every series read by the
+/// cell's `value`. The kind's `new` and `reset` follow it in the `impl`.
+macro_rules! value_cell {
+    ($kind:ident, $type_name:literal, $builder:ident) => {
+        const KIND: super::kind::Kind = super::kind::Kind::$kind;
+        type Spec = ();
+        fn spec(_: &str, _: &super::opts::Opts, _: &std::sync::Arc<[f64]>) -> Result<(), super::error::RegistryError> {
+            Ok(())
+        }
+        type Shared = ();
+        fn write(f: &super::family::Family<Self>, out: &mut String) {
+            super::values::write_values(f, &f.meta.exposed_name(), $type_name, Self::value, out);
+        }
+        fn write_pull(f: &super::family::Family<Self>, page: &mut crate::exposition::Page<'_>) {
+            super::values::write_values_pull(f, crate::exposition::MetricType::$kind, Self::value, page);
+        }
+        fn bind(
+            family: std::sync::Arc<super::family::Family<Self>>,
+            meter: &opentelemetry::metrics::Meter,
+            push_only: Option<&opentelemetry::metrics::Meter>,
+        ) {
+            super::values::bind_values(family, meter, push_only, |family, meter| {
+                let builder = meter.$builder(family.meta.otel_name.clone());
+                let _ = super::values::observing(family, builder, Self::value).build();
+            });
+        }
+    };
+}
+pub(crate) use value_cell;

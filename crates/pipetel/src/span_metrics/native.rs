@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::site::{Series, Site};
-use crate::exposition::{BoundsText, ExpositionSource, MetricType, OwnFamily, Page};
+use crate::exposition::{BoundsText, ExpositionSource, ListSource, MetricType, OwnFamily, Page};
 use crate::families::span::DURATION;
 
 /// Every native callsite resolved so far, in resolution order.
@@ -15,21 +15,8 @@ pub(super) fn add(site: &'static Site) {
         return;
     }
     static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
-    SOURCE.get_or_init(|| {
-        let source: Arc<dyn ExpositionSource> = Arc::new(Source);
-        crate::exposition::add_exposition_source(&source);
-        source
-    });
+    ListSource { list: &SITES, write }.add_once(&SOURCE);
     crate::sync::lock(&SITES).push(site);
-}
-
-struct Source;
-
-impl ExpositionSource for Source {
-    fn write_exposition(&self, page: &mut Page<'_>) {
-        let sites: Vec<&'static Site> = crate::sync::lock(&SITES).clone();
-        write(&sites, page);
-    }
 }
 
 /// Writes `span.duration` for `sites` as the pull endpoint's encoder writes the OTel

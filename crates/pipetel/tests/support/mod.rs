@@ -59,6 +59,25 @@ pub fn collector_on_free_port(config: &str, name: &str) -> (Otelcol, u16, PathBu
     (collector(config, &dir, &[("PIPETEL_TEST_HTTP_PORT".into(), port.to_string())]), port, dir)
 }
 
+/// The environment of a child exporting over OTLP/HTTP to the collector receiving on `port`,
+/// GPU telemetry off: `vars` (the child's variable, the exporters, ...), then the endpoint.
+pub fn otlp_http_child_env(port: u16, vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let otlp = [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("PIPETEL_GPU", "off"),
+    ];
+    vars.iter().chain(&otlp).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// In the child a test re-runs with `child_var` set: the variable's value and `init` from the
+/// environment. `None` in the parent.
+pub fn init_child(child_var: &str) -> Option<(String, pipetel::Telemetry)> {
+    let value = std::env::var(child_var).ok()?;
+    Some((value, pipetel::init(pipetel::Config::from_env().expect("configuration")).expect("init")))
+}
+
 /// Whether this test process is the parent that runs a test (not the child the test re-runs
 /// with `child_var` set) and every peer it needs is there (see [`peers_available`]).
 pub fn parent_with_peers(child_var: &str, peers: &[Peer]) -> bool {

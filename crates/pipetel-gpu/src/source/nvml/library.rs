@@ -16,6 +16,7 @@ const MAX_EVENTS_PER_POLL: usize = 1024;
 /// NVML and its XID event set in one owner. The event set borrows the library
 /// (`EventSet<'nvml>`); keeping both here, the library boxed so it never moves, lets the
 /// source own them together.
+#[derive(Debug)]
 pub(super) struct Library {
     // Declared before `nvml`: fields drop in order, so the set is freed while the library
     // it borrows is still initialised.

@@ -112,6 +112,7 @@ fn out<F: Copy, T: Default>(
 ///
 /// Every function pointer stays valid while `_library` is loaded: the struct owns the
 /// library and is dropped (after `rsmi_shut_down`) as one.
+#[derive(Debug)]
 pub(super) struct Api {
     init: InitFn,
     shut_down: ShutDownFn,

@@ -68,43 +68,21 @@ impl ReadError for Failure<'_> {
     }
 }
 
-/// One ROCm SMI query of a device; the unit of "this device cannot do that, stop asking".
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Field {
-    Busy,
-    MemoryTotal,
-    MemoryUsed,
-    PowerAverage,
-    PowerSocket,
-    Energy,
-    TemperatureEdge,
-    TemperatureJunction,
-    Ecc,
-    ClockGraphics,
-    ClockMemory,
-    Fan,
-}
-
-impl policy::Field for Field {
-    fn position(self) -> u32 {
-        self as u32
+policy::fields!(
+    /// One ROCm SMI query of a device; the unit of "this device cannot do that, stop asking".
+    Field {
+        Busy => "rsmi_dev_busy_percent_get",
+        MemoryTotal => "rsmi_dev_memory_total_get",
+        MemoryUsed => "rsmi_dev_memory_usage_get",
+        PowerAverage => "rsmi_dev_power_ave_get",
+        PowerSocket => "rsmi_dev_current_socket_power_get",
+        Energy => "rsmi_dev_energy_count_get",
+        TemperatureEdge | TemperatureJunction => "rsmi_dev_temp_metric_get",
+        Ecc => "rsmi_dev_ecc_count_get",
+        ClockGraphics | ClockMemory => "rsmi_dev_gpu_clk_freq_get",
+        Fan => "rsmi_dev_fan_speed_get",
     }
-
-    fn call(self) -> &'static str {
-        match self {
-            Self::Busy => "rsmi_dev_busy_percent_get",
-            Self::MemoryTotal => "rsmi_dev_memory_total_get",
-            Self::MemoryUsed => "rsmi_dev_memory_usage_get",
-            Self::PowerAverage => "rsmi_dev_power_ave_get",
-            Self::PowerSocket => "rsmi_dev_current_socket_power_get",
-            Self::Energy => "rsmi_dev_energy_count_get",
-            Self::TemperatureEdge | Self::TemperatureJunction => "rsmi_dev_temp_metric_get",
-            Self::Ecc => "rsmi_dev_ecc_count_get",
-            Self::ClockGraphics | Self::ClockMemory => "rsmi_dev_gpu_clk_freq_get",
-            Self::Fan => "rsmi_dev_fan_speed_get",
-        }
-    }
-}
+);
 
 /// What the source remembers about one device between polls.
 #[derive(Debug)]
@@ -120,19 +98,11 @@ struct DeviceState {
 ///
 /// Open it on the thread that will poll it ([`crate::GpuPoller`] does): `rsmi_init` scans
 /// every device in sysfs. Dropping it calls `rsmi_shut_down` and unloads the library.
+#[derive(Debug)]
 pub struct AmdSource {
     api: Api,
     library: String,
     devices: Vec<DeviceState>,
-}
-
-impl std::fmt::Debug for AmdSource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AmdSource")
-            .field("library", &self.library)
-            .field("devices", &self.devices)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Drop for AmdSource {

@@ -15,6 +15,19 @@ use super::render::wants_openmetrics;
 use super::{PrometheusRender, PullReader};
 use crate::span_metrics::{SpanMetricsConfig, SpanMetricsLayer};
 
+/// Runs `f` inside a sampled remote span context with these ids.
+fn in_sampled_span(trace_id: [u8; 16], span_id: [u8; 8], f: impl FnOnce()) {
+    let sampled = SpanContext::new(
+        TraceId::from_bytes(trace_id),
+        SpanId::from_bytes(span_id),
+        TraceFlags::SAMPLED,
+        false,
+        TraceState::default(),
+    );
+    let _attached = Context::new().with_remote_span_context(sampled).attach();
+    f();
+}
+
 /// The `_bucket` lines of `text` that carry `label` and an exemplar.
 fn exemplar_lines<'a>(text: &'a str, metric: &str, label: &str) -> Vec<&'a str> {
     text.lines().filter(|l| l.starts_with(metric) && l.contains(label) && l.contains(" # {")).collect()
@@ -91,17 +104,7 @@ fn a_registry_histogram_observed_in_a_sampled_context_keeps_an_exemplar() {
     let h =
         r.histogram_with("wait_seconds", "Wait", crate::registry::Opts::new().buckets([0.1, 1.0])).expect("histogram");
     r.counter("jobs", "Jobs \"done\"").expect("counter").inc();
-    let sampled = SpanContext::new(
-        TraceId::from_bytes([0xab; 16]),
-        SpanId::from_bytes([0xcd; 8]),
-        TraceFlags::SAMPLED,
-        false,
-        TraceState::default(),
-    );
-    {
-        let _attached = Context::new().with_remote_span_context(sampled).attach();
-        h.observe(0.5);
-    }
+    in_sampled_span([0xab; 16], [0xcd; 8], || h.observe(0.5));
     // Outside any span: counted, no exemplar (the default filter is `trace_based`).
     h.observe(0.05);
     let render = PrometheusRender::new(reader);
@@ -162,17 +165,7 @@ fn the_sdk_keeps_no_exemplars_so_otlp_carries_none() {
     let reader = PullReader::new();
     let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
     let h = provider.meter("sdk-exemplars").f64_histogram("sdk.latency").build();
-    let sampled = SpanContext::new(
-        TraceId::from_bytes([0x11; 16]),
-        SpanId::from_bytes([0x22; 8]),
-        TraceFlags::SAMPLED,
-        false,
-        TraceState::default(),
-    );
-    {
-        let _attached = Context::new().with_remote_span_context(sampled).attach();
-        h.record(0.25, &[]);
-    }
+    in_sampled_span([0x11; 16], [0x22; 8], || h.record(0.25, &[]));
     let mut rm = ResourceMetrics::default();
     reader.collect(&mut rm).expect("collect");
     let mut points = 0;

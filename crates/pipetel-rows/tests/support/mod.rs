@@ -1,0 +1,3 @@
+//! Helpers of this crate's integration tests.
+
+pub(crate) mod together;
