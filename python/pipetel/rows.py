@@ -30,30 +30,14 @@ import urllib.parse
 import urllib.request
 from typing import Any, Dict, List, Optional, Set
 
+from ._pipetel import _ROW_FLOAT_FIELDS, _ROW_TEXT_FIELDS
+
 __all__ = ["query", "logsql", "RowsQueryError"]
 
-# Row fields that are text; the other known fields are numbers.
-_TEXT_FIELDS = frozenset(
-    [
-        "pipeline.namespace",
-        "pipeline.stage.name",
-        "pipeline.execution.id",
-        "pipeline.status",
-        "pipeline.shard.state",
-        "pipeline.failure.reason",
-    ]
-)
-# Row fields that are floating point numbers (the other known numbers are integers).
-_FLOAT_FIELDS = frozenset(
-    [
-        "pipeline.elapsed_seconds",
-        "pipeline.item_rate",
-        "pipeline.byte_rate",
-        "pipeline.cpu.time_seconds",
-        "pipeline.cpu.percent",
-        "pipeline.cpu.percent_avg",
-    ]
-)
+# The standard row fields whose values are text, and those that are floats (the other numbers
+# are integers): the store's own declaration.
+_TEXT_FIELDS = frozenset(_ROW_TEXT_FIELDS)
+_FLOAT_FIELDS = frozenset(_ROW_FLOAT_FIELDS)
 
 
 class RowsQueryError(Exception):

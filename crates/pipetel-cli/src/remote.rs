@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, BufRead, BufReader, Write};
 use std::time::Duration;
 
+use pipetel_rows::{FLOAT_FIELDS, TEXT_FIELDS};
 use serde_json::{Map, Number, Value};
 
 use crate::args::{Mode, RowsArgs};
@@ -35,26 +36,6 @@ const POLL: Duration = Duration::from_secs(1);
 /// How far back each `--follow` poll looks: a row stored later than this after its own time
 /// (a gateway's retries after a long outage) is not shown by `--follow`; a plain query shows it.
 const FOLLOW_WINDOW_MS: u64 = 120_000;
-
-/// Row fields that are text.
-const TEXT_FIELDS: [&str; 6] = [
-    "pipeline.namespace",
-    "pipeline.stage.name",
-    "pipeline.execution.id",
-    "pipeline.status",
-    "pipeline.shard.state",
-    "pipeline.failure.reason",
-];
-
-/// Row fields that are floating point numbers (the other known ones are integers).
-const FLOAT_FIELDS: [&str; 6] = [
-    "pipeline.elapsed_seconds",
-    "pipeline.item_rate",
-    "pipeline.byte_rate",
-    "pipeline.cpu.time_seconds",
-    "pipeline.cpu.percent",
-    "pipeline.cpu.percent_avg",
-];
 
 fn error(kind: io::ErrorKind, msg: String) -> io::Error {
     io::Error::new(kind, msg)

@@ -52,12 +52,14 @@
 #![warn(missing_docs)]
 
 mod dir;
+mod fields;
 mod paths;
 mod read;
 mod time;
 mod writer;
 
 pub use dir::{file_id, path_id, FileId};
+pub use fields::{FLOAT_FIELDS, TEXT_FIELDS};
 pub use paths::{
     default_dir, default_dir_from, default_file, file_stem, lock_file, rotated, NoStoreDir, EXTENSION, LOCK_SUFFIX,
     ROWS_DIR_VAR,

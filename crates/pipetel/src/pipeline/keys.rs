@@ -356,4 +356,10 @@ mod tests {
         }
         assert_eq!(CounterValue::from(78.3).checked("k"), Ok(CounterValue::Float(78.3)));
     }
+
+    #[test]
+    fn the_stores_typed_fields_are_these_keys() {
+        assert_eq!(pipetel_rows::TEXT_FIELDS, [NAMESPACE, STAGE_NAME, EXECUTION_ID, STATUS, SHARD_STATE, REASON]);
+        assert_eq!(pipetel_rows::FLOAT_FIELDS, [ELAPSED, ITEM_RATE, BYTE_RATE, CPU_TIME, CPU_PERCENT, CPU_PERCENT_AVG]);
+    }
 }
