@@ -1,12 +1,14 @@
 //! The command-line plumbing the examples share (each one's `mod cli;`): an option with a
-//! default, a switch, `--linger-seconds`, and the exit status of a run. Each example uses the
-//! parts it needs.
+//! default, a switch, `--linger-seconds`, `--interval-ms`, and the exit status of a run. Each
+//! example uses the parts it needs.
 #![allow(dead_code)]
 
 use std::time::Duration;
 
 /// The option of every example that serves metrics: how long it keeps serving after its work.
 const LINGER: &str = "linger-seconds";
+/// The option of the examples that record batches in a loop: the pause between two.
+const INTERVAL: &str = "interval-ms";
 
 /// A `--name N` option with a default.
 pub(crate) fn number(name: &'static str, help: &'static str, default: &'static str) -> clap::Arg {
@@ -27,6 +29,16 @@ pub(crate) fn linger(help: &'static str) -> clap::Arg {
 /// The `--linger-seconds` given (to a command with [`linger`]).
 pub(crate) fn linger_of(m: &clap::ArgMatches) -> Duration {
     Duration::from_secs(m.get_one(LINGER).copied().unwrap_or(0))
+}
+
+/// `--interval-ms N` (default 500): the pause between two batches.
+pub(crate) fn interval() -> clap::Arg {
+    number(INTERVAL, "Milliseconds between batches", "500").value_parser(clap::value_parser!(u64))
+}
+
+/// The `--interval-ms` given (to a command with [`interval`]).
+pub(crate) fn interval_of(m: &clap::ArgMatches) -> Duration {
+    Duration::from_millis(m.get_one(INTERVAL).copied().unwrap_or(500))
 }
 
 /// Success, or the error printed and failure. Display, not Debug: the error names the culprit
