@@ -41,16 +41,13 @@ fn parse_args() -> Args {
     use clap::{value_parser, Command};
     let m = Command::new("graceful_shutdown")
         .about("Stopping on SIGTERM without losing telemetry: the signal sets a flag, the loop ends, the guard flushes")
-        .arg(cli::number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
+        .arg(cli::interval())
         .arg(
             cli::number("batches", "Stop by itself after N batches (0: run until SIGTERM or SIGINT)", "0")
                 .value_parser(value_parser!(u64)),
         )
         .get_matches();
-    Args {
-        interval: Duration::from_millis(m.get_one("interval-ms").copied().unwrap_or(500)),
-        batches: m.get_one("batches").copied().unwrap_or(0),
-    }
+    Args { interval: cli::interval_of(&m), batches: m.get_one("batches").copied().unwrap_or(0) }
 }
 
 fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {

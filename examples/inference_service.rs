@@ -60,7 +60,7 @@ struct Args {
     seconds: u64,
     tasks: usize,
     workers: usize,
-    linger: u64,
+    linger: Duration,
     http_port: Option<u16>,
     http_requests: usize,
 }
@@ -76,7 +76,7 @@ fn parse_args() -> Args {
         .arg(cli::number("seconds", "How long submitting the synthetic tasks takes, in seconds", "5").value_parser(value_parser!(u64)))
         .arg(cli::number("tasks", "Synthetic tasks to submit", "200").value_parser(value_parser!(usize)))
         .arg(cli::number("workers", "Worker threads (at least 1)", "4").value_parser(value_parser!(usize)))
-        .arg(cli::number("linger-seconds", "Keep serving metrics this long afterwards", "0").value_parser(value_parser!(u64)))
+        .arg(cli::linger("Keep serving metrics this long afterwards"))
         .arg(
             Arg::new("http-port")
                 .long("http-port")
@@ -100,7 +100,7 @@ fn parse_args() -> Args {
         seconds: m.get_one("seconds").copied().unwrap_or(5),
         tasks: m.get_one("tasks").copied().unwrap_or(200),
         workers: m.get_one("workers").copied().unwrap_or(4).max(1),
-        linger: m.get_one("linger-seconds").copied().unwrap_or(0),
+        linger: cli::linger_of(&m),
         http_port,
         http_requests,
     }
@@ -424,7 +424,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("tokens observed: {}", values.iter().map(u64::to_string).collect::<Vec<_>>().join(","));
     println!("done: created={created} completed={completed} failed={failed} cancelled={cancelled_counted}");
-    std::thread::sleep(Duration::from_secs(args.linger));
+    std::thread::sleep(args.linger);
     telemetry.shutdown()?;
     Ok(())
 }

@@ -31,7 +31,7 @@ const FAILING: (usize, u32) = (1, 3);
 struct Args {
     seconds: u64,
     shards: u32,
-    linger: u64,
+    linger: Duration,
     report_record_latency: bool,
 }
 
@@ -43,24 +43,22 @@ fn main() -> std::process::ExitCode {
 }
 
 fn parse_args() -> Args {
-    use clap::{value_parser, Arg, ArgAction, Command};
+    use clap::{value_parser, Command};
     let m = Command::new("pipeline")
         .about("The main job: a synthetic pipeline of 3 stages x N shards on threads, one shard failing on purpose")
         .after_help("Every pipetel variable applies: PIPETEL_SAMPLE_INTERVAL=1000, PIPETEL_ROWS_FILE=rows.jsonl, OTEL_EXPORTER_OTLP_ENDPOINT, ...")
         .arg(cli::number("seconds", "How long each stage runs, in seconds", "6").value_parser(value_parser!(u64)))
         .arg(cli::number("shards", "Shards per stage", "8").value_parser(value_parser!(u32)))
-        .arg(cli::number("linger-seconds", "Keep serving metrics this long after the run", "0").value_parser(value_parser!(u64)))
-        .arg(
-            Arg::new("report-record-latency")
-                .long("report-record-latency")
-                .action(ArgAction::SetTrue)
-                .help("Time every shard.record call; print the longest and the peak resident memory at the end"),
-        )
+        .arg(cli::linger("Keep serving metrics this long after the run"))
+        .arg(cli::flag(
+            "report-record-latency",
+            "Time every shard.record call; print the longest and the peak resident memory at the end",
+        ))
         .get_matches();
     Args {
         seconds: m.get_one("seconds").copied().unwrap_or(6),
         shards: m.get_one("shards").copied().unwrap_or(8),
-        linger: m.get_one("linger-seconds").copied().unwrap_or(0),
+        linger: cli::linger_of(&m),
         report_record_latency: m.get_flag("report-record-latency"),
     }
 }
@@ -95,7 +93,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let total: u64 = rows.iter().map(|r| r.items).sum();
     println!("done: stages={} items={total}", rows.len());
-    std::thread::sleep(Duration::from_secs(args.linger));
+    std::thread::sleep(args.linger);
     if let Err(e) = telemetry.shutdown() {
         eprintln!("shutdown: {e}");
     }

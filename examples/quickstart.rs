@@ -35,13 +35,13 @@ fn parse_args() -> Args {
         .about("The smallest pipetel program: one init, a counter, a histogram and nested spans; stops by itself")
         .after_help("Every pipetel variable applies, e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4317 OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
         .arg(cli::number("batches", "Batches to record", "20").value_parser(value_parser!(u64)))
-        .arg(cli::number("interval-ms", "Milliseconds between batches", "500").value_parser(value_parser!(u64)))
-        .arg(cli::number("linger-seconds", "Keep serving metrics this long after the last batch", "0").value_parser(value_parser!(u64)))
+        .arg(cli::interval())
+        .arg(cli::linger("Keep serving metrics this long after the last batch"))
         .get_matches();
     Args {
         batches: m.get_one("batches").copied().unwrap_or(20),
-        interval: Duration::from_millis(m.get_one("interval-ms").copied().unwrap_or(500)),
-        linger: Duration::from_secs(m.get_one("linger-seconds").copied().unwrap_or(0)),
+        interval: cli::interval_of(&m),
+        linger: cli::linger_of(&m),
     }
 }
 

@@ -79,11 +79,13 @@ fn kind_from_str(kind: &str) -> PyResult<rec::Kind> {
 pub struct PyFamily(pub(crate) rec::Family);
 
 /// The `#[pymethods]` block of `Family` (a class has one): a static constructor per kind
-/// listed, then the methods given. A constructor takes `name`, `help`, `unit` and `labels`, then
-/// the kind's own arguments, and passes `$buckets` as the bucket bounds.
+/// listed, a getter per text field listed (`text name;` reads the family's `name()`), then the
+/// methods given. A constructor takes `name`, `help`, `unit` and `labels`, then the kind's own
+/// arguments, and passes `$buckets` as the bucket bounds.
 macro_rules! family_methods {
     (
         $($(#[$doc:meta])* fn $kind:ident($($opt:ident: $opt_ty:ty),*) $text:literal, buckets $buckets:expr;)*
+        $(text $field:ident;)*
         { $($methods:tt)* }
     ) => {
         #[pymethods]
@@ -108,6 +110,13 @@ macro_rules! family_methods {
                 }
             )*
 
+            $(
+                #[getter]
+                fn $field(&self) -> &str {
+                    self.0.$field()
+                }
+            )*
+
             $($methods)*
         }
     };
@@ -122,6 +131,10 @@ family_methods! {
 
     /// A histogram family with the given finite, increasing bucket bounds.
     fn histogram(buckets: Vec<f64>) "(name, help=\"\", unit=\"\", labels=..., buckets=...)", buckets buckets;
+
+    text name;
+    text help;
+    text unit;
 
 {
     #[new]
@@ -145,18 +158,6 @@ family_methods! {
         })
     }
 
-    #[getter]
-    fn name(&self) -> &str {
-        self.0.name()
-    }
-    #[getter]
-    fn help(&self) -> &str {
-        self.0.help()
-    }
-    #[getter]
-    fn unit(&self) -> &str {
-        self.0.unit()
-    }
     #[getter]
     fn kind(&self) -> &'static str {
         self.0.kind().as_str()

@@ -89,24 +89,22 @@ series_handles! {
 }
 
 /// A handle class: the struct, its constructors, and one `#[pymethods]` block holding the
-/// methods given plus what every handle has (`name`, `description`, `labels`, `repr`, and
-/// `reset`, documented as given). A `one number` handle (a counter, a gauge) also has the
-/// `value` getter, and its `reset` sets 0.
+/// methods given, a getter per read listed (`reads { count: u64; }` returns the series'
+/// `count()`, documented as given), and what every handle has (`name`, `description`, `labels`,
+/// `repr`, and `reset`, documented as given). A `one number` handle (a counter, a gauge) also
+/// has the `value` getter, and its `reset` sets 0.
 macro_rules! handle {
     ($(#[$doc:meta])* $ty:ident, $rust:ty, $py_name:literal, one number, { $($methods:tt)* }) => {
         handle!($(#[$doc])* $ty, $rust, $py_name, reset: /// Resets this series to 0.
-        {
-            $($methods)*
-
+        reads {
             /// The current value.
-            #[getter]
-            fn value(&self) -> f64 {
-                self.inner.value()
-            }
-        });
+            value: f64;
+        }
+        { $($methods)* });
     };
     (
         $(#[$doc:meta])* $ty:ident, $rust:ty, $py_name:literal, reset: $(#[$reset_doc:meta])+
+        $(reads { $($(#[$read_doc:meta])* $read:ident: $read_ty:ty;)* })?
         { $($methods:tt)* }
     ) => {
         $(#[$doc])*
@@ -126,6 +124,14 @@ macro_rules! handle {
         #[pymethods]
         impl $ty {
             $($methods)*
+
+            $($(
+                $(#[$read_doc])*
+                #[getter]
+                fn $read(&self) -> $read_ty {
+                    self.inner.$read()
+                }
+            )*)?
 
             $(#[$reset_doc])+
             fn reset(&self) {
@@ -228,24 +234,18 @@ handle!(
 handle!(
     /// A histogram with fixed buckets: one series.
     PyHistogram, reg::Histogram, "HistogramSeries", reset: /// Resets buckets, count and sum.
+    reads {
+        /// Observations so far.
+        count: u64;
+        /// Sum of the observations.
+        sum: f64;
+    }
     {
     /// Records one observation (NaN refused).
     fn observe(&self, #[pyo3(from_py_with = arg::value)] value: f64) -> PyResult<()> {
         check_number(value, "value: an observation", &self.meta, true)?;
         self.inner.observe(value);
         Ok(())
-    }
-
-    /// Observations so far.
-    #[getter]
-    fn count(&self) -> u64 {
-        self.inner.count()
-    }
-
-    /// Sum of the observations.
-    #[getter]
-    fn sum(&self) -> f64 {
-        self.inner.sum()
     }
 
     /// Mean observation; 0.0 before the first (as TeleFuser).

@@ -25,6 +25,18 @@ macro_rules! getters {
     )*};
 }
 
+/// Getters of a group of settings: the group's default with each field whose setting was set
+/// replaced by that value (unchecked, as the other getters).
+macro_rules! group_getters {
+    ($( $(#[$attr:meta])* fn $name:ident() -> $group:ident { $($field:ident: $slot:ident,)+ } )*) => {$(
+        $(#[$attr])*
+        pub fn $name(&self) -> $group {
+            let default = $group::default();
+            $group { $($field: self.slots.$slot.value().cloned().unwrap_or(default.$field),)+ }
+        }
+    )*};
+}
+
 impl Config {
     /// `service.name` (default: the executable's name, as OTel's `unknown_service:<exe>`).
     pub fn service_name(&self) -> String {
@@ -163,24 +175,20 @@ impl Config {
     pub fn rows_dir(&self) -> Option<&Path> {
         self.slots.rows_dir.value().map(PathBuf::as_path)
     }
-    /// The service-metrics configuration ([`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config)).
-    pub fn service_metrics(&self) -> ServiceMetricsConfig {
-        let d = ServiceMetricsConfig::default();
-        ServiceMetricsConfig {
-            queue_metrics: self.slots.queue_metrics.value().copied().unwrap_or(d.queue_metrics),
-            http_metrics: self.slots.http_metrics.value().copied().unwrap_or(d.http_metrics),
-            prefix: self.slots.service_prefix.value().cloned().unwrap_or(d.prefix),
-            histogram_buckets: self.slots.histogram_buckets.value().cloned().unwrap_or(d.histogram_buckets),
+    group_getters! {
+        /// The service-metrics configuration ([`ServiceMetrics::from_config`](crate::service::ServiceMetrics::from_config)).
+        fn service_metrics() -> ServiceMetricsConfig {
+            queue_metrics: queue_metrics,
+            http_metrics: http_metrics,
+            prefix: service_prefix,
+            histogram_buckets: histogram_buckets,
         }
-    }
-    /// The span-metrics configuration.
-    pub fn span_metrics(&self) -> SpanMetricsConfig {
-        let d = SpanMetricsConfig::default();
-        SpanMetricsConfig {
-            enabled: self.slots.span_metrics_enabled.value().copied().unwrap_or(d.enabled),
-            allow: self.slots.span_metrics_allow.value().cloned().unwrap_or(d.allow),
-            filter: self.slots.span_metrics_filter.value().cloned().unwrap_or(d.filter),
-            time: self.slots.span_metrics_time.value().copied().unwrap_or(d.time),
+        /// The span-metrics configuration.
+        fn span_metrics() -> SpanMetricsConfig {
+            enabled: span_metrics_enabled,
+            allow: span_metrics_allow,
+            filter: span_metrics_filter,
+            time: span_metrics_time,
         }
     }
     /// Which measurements may carry an exemplar.

@@ -97,21 +97,24 @@ impl Family {
 }
 
 /// Declares a table of families: a `pub const` per entry (`NAME = "otel.name", Instrument,
-/// "unit", attributes, "description";`) and `ALL`, every family in the order given (the
-/// reference's).
+/// "unit", attributes, "description";`, the description on a line of its own when the entry does
+/// not fit on one) and `ALL`, every family in the order given (the reference's). A const's doc is
+/// the entry's `///` lines, or its description when it has none.
 macro_rules! families {
     ($(
         $(#[doc = $doc:literal])*
         $name:ident = $otel:literal, $instrument:ident, $unit:literal, $attributes:expr, $description:literal;
     )+) => {
         $(
-            $(#[doc = $doc])*
-            pub const $name: $crate::families::Family = $crate::families::Family::new(
-                $otel,
-                $crate::families::Instrument::$instrument,
-                $unit,
-                $description,
-                $attributes,
+            $crate::families::family::family_const!(
+                [$($doc)*] $description,
+                $name = $crate::families::Family::new(
+                    $otel,
+                    $crate::families::Instrument::$instrument,
+                    $unit,
+                    $description,
+                    $attributes,
+                )
             );
         )+
 
@@ -119,7 +122,20 @@ macro_rules! families {
         pub const ALL: &[$crate::families::Family] = &[$($name),+];
     };
 }
+
+/// One family's `pub const`, documented by its `///` lines or, without any, by its description.
+macro_rules! family_const {
+    ([] $description:literal, $name:ident = $family:expr) => {
+        #[doc = $description]
+        pub const $name: $crate::families::Family = $family;
+    };
+    ([$($doc:literal)+] $description:literal, $name:ident = $family:expr) => {
+        $(#[doc = $doc])+
+        pub const $name: $crate::families::Family = $family;
+    };
+}
 pub(crate) use families;
+pub(crate) use family_const;
 
 /// An OTel instrument builder the family's unit and description can be set on.
 pub(crate) trait Describe: Sized {

@@ -13,8 +13,7 @@ const REQUEST: &[&str] = &[
 
 families! {
     /// Duration of finished requests.
-    REQUEST_DURATION = "http.server.request.duration", Histogram, "s", REQUEST,
-        "Duration of HTTP server requests.";
+    REQUEST_DURATION = "http.server.request.duration", Histogram, "s", REQUEST, "Duration of HTTP server requests.";
     /// Requests being served now.
     ACTIVE_REQUESTS = "http.server.active_requests", UpDownCounter, "{request}", &["http.request.method", "url.scheme"],
         "Number of active HTTP server requests.";

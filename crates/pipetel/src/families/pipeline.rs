@@ -12,16 +12,13 @@ const COUNTER: &[&str] =
 const WORKER: &[&str] = &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id", "pipeline.shard.index"];
 
 families! {
-    /// Items processed by a stage's shards.
     STAGE_ITEMS = "pipeline.stage.items", Counter, "{item}", STAGE,
         "Items processed by a stage's shards";
-    /// Bytes processed by a stage's shards.
     STAGE_BYTES = "pipeline.stage.bytes", Counter, "By", STAGE,
         "Bytes processed by a stage's shards";
     /// Wall time of finished stages (recorded with each stage row).
     STAGE_DURATION = "pipeline.stage.duration", Histogram, "s", RUN,
         "Wall time of finished stages";
-    /// 1 while the stage runs, 0 once it ended.
     STAGE_ACTIVE = "pipeline.stage.active", UpDownCounter, "{stage}", STAGE,
         "1 while the stage runs, 0 once it ended";
     /// Finished stage runs by status (recorded with each stage row).
@@ -30,7 +27,6 @@ families! {
     /// Shards of a stage by state.
     STAGE_SHARDS = "pipeline.stage.shards", Gauge, "{shard}", SHARD_STATE,
         "Shards of a stage by state (pending, running, done, failed)";
-    /// Failed shards and failed stages.
     STAGE_ERRORS = "pipeline.stage.errors", Counter, "{error}", STAGE,
         "Failed shards and failed stages";
     /// Shard attempts that were retries (a shard index started again).
@@ -39,10 +35,8 @@ families! {
     /// Mean of the shards' average CPU utilization.
     STAGE_CPU_UTILIZATION = "pipeline.stage.cpu.utilization", Gauge, "1", STAGE,
         "Mean over the stage's shards of their average CPU utilization (1 = one core)";
-    /// Items processed by a shard.
     WORKER_ITEMS = "pipeline.worker.items", Counter, "{item}", WORKER,
         "Items processed by a shard";
-    /// Bytes processed by a shard.
     WORKER_BYTES = "pipeline.worker.bytes", Counter, "By", WORKER,
         "Bytes processed by a shard";
     /// CPU time of the shard's thread.
@@ -54,10 +48,8 @@ families! {
     /// Resident memory at the shard's last sample.
     WORKER_MEMORY_USAGE = "pipeline.worker.memory.usage", Gauge, "By", WORKER,
         "Resident memory of the process at the shard's last sample";
-    /// Mean resident memory over the shard's samples.
     WORKER_MEMORY_AVERAGE = "pipeline.worker.memory.average", Gauge, "By", WORKER,
         "Mean resident memory over the shard's samples";
-    /// Peak resident memory over the shard's samples.
     WORKER_MEMORY_PEAK = "pipeline.worker.memory.peak", Gauge, "By", WORKER,
         "Peak resident memory over the shard's samples";
     /// Time of the shard's last sample (`time() - x` shows stalls).

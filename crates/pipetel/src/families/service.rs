@@ -5,31 +5,13 @@
 use super::family::families;
 
 families! {
-    /// Tasks created (submitted to the queue).
-    TASKS_CREATED = "tasks.created", Counter, "{task}", &[],
-        "Tasks created (submitted to the queue)";
-    /// Tasks that completed successfully.
-    TASKS_COMPLETED = "tasks.completed", Counter, "{task}", &[],
-        "Tasks that completed successfully";
-    /// Tasks that failed.
-    TASKS_FAILED = "tasks.failed", Counter, "{task}", &[],
-        "Tasks that failed";
-    /// Tasks cancelled or dropped unfinished.
-    TASKS_CANCELLED = "tasks.cancelled", Counter, "{task}", &[],
-        "Tasks cancelled or dropped unfinished";
-    /// Time from a task's start to its completion or failure.
-    TASK_DURATION = "task.duration", Histogram, "s", &[],
-        "Time from a task's start to its completion or failure";
-    /// Time a task waited in the queue before it started.
-    TASK_QUEUE_WAIT = "task.queue.wait", Histogram, "s", &[],
-        "Time a task waited in the queue before it started";
-    /// Tasks in the queue, pending and processing.
-    QUEUE_SIZE = "queue.size", Gauge, "{task}", &[],
-        "Tasks in the queue, pending and processing";
-    /// Tasks waiting to start.
-    QUEUE_PENDING = "queue.pending", Gauge, "{task}", &[],
-        "Tasks waiting to start";
-    /// Tasks being processed.
-    QUEUE_PROCESSING = "queue.processing", Gauge, "{task}", &[],
-        "Tasks being processed";
+    TASKS_CREATED = "tasks.created", Counter, "{task}", &[], "Tasks created (submitted to the queue)";
+    TASKS_COMPLETED = "tasks.completed", Counter, "{task}", &[], "Tasks that completed successfully";
+    TASKS_FAILED = "tasks.failed", Counter, "{task}", &[], "Tasks that failed";
+    TASKS_CANCELLED = "tasks.cancelled", Counter, "{task}", &[], "Tasks cancelled or dropped unfinished";
+    TASK_DURATION = "task.duration", Histogram, "s", &[], "Time from a task's start to its completion or failure";
+    TASK_QUEUE_WAIT = "task.queue.wait", Histogram, "s", &[], "Time a task waited in the queue before it started";
+    QUEUE_SIZE = "queue.size", Gauge, "{task}", &[], "Tasks in the queue, pending and processing";
+    QUEUE_PENDING = "queue.pending", Gauge, "{task}", &[], "Tasks waiting to start";
+    QUEUE_PROCESSING = "queue.processing", Gauge, "{task}", &[], "Tasks being processed";
 }

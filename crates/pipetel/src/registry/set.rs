@@ -41,6 +41,48 @@ pub fn global() -> &'static Registry {
     GLOBAL.get_or_init(|| Registry::build(String::new(), Binding::Global))
 }
 
+/// The constructors of each kind whose metrics take options (a histogram's buckets, a summary's
+/// quantiles and window), each documented as given: `$one(name, help)` with the default options,
+/// `$with(name, help, opts)`, and `$vec(name, help, labels, opts)` for a labelled metric.
+macro_rules! option_kinds {
+    ($(
+        $(#[$one_doc:meta])* fn $one:ident;
+        $(#[$with_doc:meta])* fn $with:ident -> $handle:ident;
+        $(#[$vec_doc:meta])* fn $vec:ident -> $vec_ty:ident of $cell:ident;
+    )*) => {$(
+        $(#[$one_doc])*
+        pub fn $one(&self, name: &str, help: &str) -> Result<$handle, RegistryError> {
+            self.$with(name, help, Opts::new())
+        }
+
+        $(#[$with_doc])*
+        pub fn $with(&self, name: &str, help: &str, opts: Opts) -> Result<$handle, RegistryError> {
+            self.one(name, help, opts).map($handle)
+        }
+
+        $(#[$vec_doc])*
+        pub fn $vec(&self, name: &str, help: &str, labels: &[&str], opts: Opts) -> Result<$vec_ty, RegistryError> {
+            self.vec::<_, $cell>(name, help, labels, opts)
+        }
+    )*};
+}
+
+/// The registration of a metric of each kind listed whose samples a callback returns at
+/// collection time (documented as given): `$method(name, help, collect)`.
+macro_rules! callback_kinds {
+    ($($(#[$doc:meta])* fn $method:ident => $kind:ident;)*) => {$(
+        $(#[$doc])*
+        pub fn $method(
+            &self,
+            name: &str,
+            help: &str,
+            collect: impl Fn() -> Vec<Sample> + Send + Sync + 'static,
+        ) -> Result<(), RegistryError> {
+            self.register_fn(name, help, Kind::$kind, Arc::new(collect))
+        }
+    )*};
+}
+
 impl Registry {
     /// A registry whose metric names start with `prefix_` (an empty prefix adds nothing).
     /// Histograms registered without buckets of their own get the configured default buckets
@@ -140,81 +182,42 @@ impl Registry {
         self.vec::<_, GaugeCell>(name, help, labels, Opts::new())
     }
 
-    /// Registers (or finds) a histogram without labels, with the default buckets.
-    ///
-    /// # Errors
-    /// See [`Registry::histogram_with`].
-    pub fn histogram(&self, name: &str, help: &str) -> Result<Histogram, RegistryError> {
-        self.histogram_with(name, help, Opts::new())
-    }
+    option_kinds! {
+        /// Registers (or finds) a histogram without labels, with the default buckets.
+        ///
+        /// # Errors
+        /// See [`Registry::histogram_with`].
+        fn histogram;
+        /// Registers (or finds) a histogram without labels, with the buckets of `opts`.
+        ///
+        /// # Errors
+        /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for buckets that are
+        /// empty, not finite or not strictly increasing, or for summary options.
+        fn histogram_with -> Histogram;
+        /// Registers (or finds) a histogram with these label names and the buckets of `opts`
+        /// (`Opts::new()` for the default ones).
+        ///
+        /// # Errors
+        /// As [`Registry::histogram_with`], and [`RegistryError::InvalidLabelName`].
+        fn histogram_vec -> HistogramVec of HistogramCell;
 
-    /// Registers (or finds) a histogram without labels, with the buckets of `opts`.
-    ///
-    /// # Errors
-    /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for buckets that are
-    /// empty, not finite or not strictly increasing, or for summary options.
-    pub fn histogram_with(&self, name: &str, help: &str, opts: Opts) -> Result<Histogram, RegistryError> {
-        self.one(name, help, opts).map(Histogram)
-    }
-
-    /// Registers (or finds) a histogram with these label names and the buckets of `opts`
-    /// (`Opts::new()` for the default ones).
-    ///
-    /// # Errors
-    /// As [`Registry::histogram_with`], and [`RegistryError::InvalidLabelName`].
-    pub fn histogram_vec(
-        &self,
-        name: &str,
-        help: &str,
-        labels: &[&str],
-        opts: Opts,
-    ) -> Result<HistogramVec, RegistryError> {
-        self.vec::<_, HistogramCell>(name, help, labels, opts)
-    }
-
-    /// Registers (or finds) a summary without labels, with the default quantiles and window.
-    ///
-    /// # Errors
-    /// See [`Registry::summary_with`].
-    pub fn summary(&self, name: &str, help: &str) -> Result<Summary, RegistryError> {
-        self.summary_with(name, help, Opts::new())
-    }
-
-    /// Registers (or finds) a summary without labels, with the quantiles and window of `opts`.
-    ///
-    /// # Errors
-    /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for quantiles outside
-    /// `[0, 1]`, a zero window, `age_buckets` outside 1..=60, or buckets.
-    pub fn summary_with(&self, name: &str, help: &str, opts: Opts) -> Result<Summary, RegistryError> {
-        self.one(name, help, opts).map(Summary)
-    }
-
-    /// Registers (or finds) a summary with these label names and the quantiles and window of
-    /// `opts` (`Opts::new()` for the default ones).
-    ///
-    /// # Errors
-    /// As [`Registry::summary_with`], and [`RegistryError::InvalidLabelName`].
-    pub fn summary_vec(
-        &self,
-        name: &str,
-        help: &str,
-        labels: &[&str],
-        opts: Opts,
-    ) -> Result<SummaryVec, RegistryError> {
-        self.vec::<_, SummaryCell>(name, help, labels, opts)
-    }
-
-    /// The family of a kind (counters' names with or without `_total`).
-    fn family<C: Cell>(
-        &self,
-        name: &str,
-        help: &str,
-        labels: Box<[String]>,
-        opts: Opts,
-    ) -> Result<Arc<Family<C>>, RegistryError> {
-        let name = if C::KIND == Kind::Counter { name.strip_suffix("_total").unwrap_or(name) } else { name };
-        let default_buckets = read(&self.inner.default_buckets).clone();
-        self.register::<C>(name, help, labels, opts, |metric, opts| C::spec(metric, opts, &default_buckets))
+        /// Registers (or finds) a summary without labels, with the default quantiles and window.
+        ///
+        /// # Errors
+        /// See [`Registry::summary_with`].
+        fn summary;
+        /// Registers (or finds) a summary without labels, with the quantiles and window of `opts`.
+        ///
+        /// # Errors
+        /// As [`Registry::counter`], and [`RegistryError::InvalidOption`] for quantiles outside
+        /// `[0, 1]`, a zero window, `age_buckets` outside 1..=60, or buckets.
+        fn summary_with -> Summary;
+        /// Registers (or finds) a summary with these label names and the quantiles and window of
+        /// `opts` (`Opts::new()` for the default ones).
+        ///
+        /// # Errors
+        /// As [`Registry::summary_with`], and [`RegistryError::InvalidLabelName`].
+        fn summary_vec -> SummaryVec of SummaryCell;
     }
 
     /// The one series of an unlabelled metric.
@@ -247,35 +250,22 @@ impl Registry {
         Handle::of(self.family(name, help, names, opts)?, &labels)
     }
 
-    /// Registers a counter whose samples `collect` returns each time metrics are collected
-    /// (an OTel observable counter; also in [`Registry::prometheus_text`]). Samples carry their
-    /// own labels; one with an invalid label name or a negative or non-finite value is dropped
-    /// with one warning, and a panicking callback yields no samples.
-    ///
-    /// # Errors
-    /// [`RegistryError::InvalidName`] or [`RegistryError::Conflict`].
-    pub fn counter_fn(
-        &self,
-        name: &str,
-        help: &str,
-        collect: impl Fn() -> Vec<Sample> + Send + Sync + 'static,
-    ) -> Result<(), RegistryError> {
-        let name = name.strip_suffix("_total").unwrap_or(name);
-        self.register_fn(name, help, Kind::Counter, Arc::new(collect))
-    }
+    callback_kinds! {
+        /// Registers a counter whose samples `collect` returns each time metrics are collected
+        /// (an OTel observable counter; also in [`Registry::prometheus_text`]). Samples carry their
+        /// own labels; one with an invalid label name or a negative or non-finite value is dropped
+        /// with one warning, and a panicking callback yields no samples.
+        ///
+        /// # Errors
+        /// [`RegistryError::InvalidName`] or [`RegistryError::Conflict`].
+        fn counter_fn => Counter;
 
-    /// Registers a gauge whose samples `collect` returns at collection time; as
-    /// [`Registry::counter_fn`], any finite or non-finite value allowed.
-    ///
-    /// # Errors
-    /// [`RegistryError::InvalidName`] or [`RegistryError::Conflict`].
-    pub fn gauge_fn(
-        &self,
-        name: &str,
-        help: &str,
-        collect: impl Fn() -> Vec<Sample> + Send + Sync + 'static,
-    ) -> Result<(), RegistryError> {
-        self.register_fn(name, help, Kind::Gauge, Arc::new(collect))
+        /// Registers a gauge whose samples `collect` returns at collection time; as
+        /// [`Registry::counter_fn`], any finite or non-finite value allowed.
+        ///
+        /// # Errors
+        /// [`RegistryError::InvalidName`] or [`RegistryError::Conflict`].
+        fn gauge_fn => Gauge;
     }
 
     /// Adds a collector that returns text exposition lines (format 0.0.4), for code migrating
@@ -333,17 +323,18 @@ impl Registry {
         }
     }
 
-    /// Validates, finds an existing family of the same kind and options, or creates and binds
-    /// a new one (under the write lock, so a rebind by `init` never misses it).
-    fn register<C: Cell>(
+    /// The family of a kind (counters' names with or without `_total`): validates, finds an
+    /// existing family of the same kind and options, or creates and binds a new one (under the
+    /// write lock, so a rebind by `init` never misses it).
+    fn family<C: Cell>(
         &self,
         name: &str,
         help: &str,
         labels: Box<[String]>,
         opts: Opts,
-        spec: impl FnOnce(&str, &Opts) -> Result<C::Spec, RegistryError>,
     ) -> Result<Arc<Family<C>>, RegistryError> {
         let kind = C::KIND;
+        let name = unsuffixed(name, kind);
         check_name(name)?;
         let full = self.full_name(name);
         if matches!(kind, Kind::Histogram | Kind::Summary)
@@ -361,7 +352,8 @@ impl Registry {
             return Err(invalid_option(&full, "quantiles and the window apply to summaries only"));
         }
         check_label_names(&full, &labels, kind)?;
-        let spec = spec(&full, &opts)?;
+        let default_buckets = read(&self.inner.default_buckets).clone();
+        let spec = C::spec(&full, &opts, &default_buckets)?;
         let (otel_name, unit) = opts.otel.unwrap_or_else(|| (full.clone(), String::new()));
 
         let mut families = write(&self.inner.families);
@@ -391,6 +383,7 @@ impl Registry {
     }
 
     fn register_fn(&self, name: &str, help: &str, kind: Kind, callback: Arc<SampleFn>) -> Result<(), RegistryError> {
+        let name = unsuffixed(name, kind);
         check_name(name)?;
         let full = self.full_name(name);
         let mut families = write(&self.inner.families);
@@ -418,6 +411,16 @@ impl Registry {
             }
             Binding::Fixed { meter, push_only } => family.bind(meter, Some(push_only)),
         }
+    }
+}
+
+/// A metric's name as registered: a counter's without `_total` (the exposition adds it back),
+/// so that `requests` and `requests_total` name the same counter.
+fn unsuffixed(name: &str, kind: Kind) -> &str {
+    if kind == Kind::Counter {
+        name.strip_suffix("_total").unwrap_or(name)
+    } else {
+        name
     }
 }
 
