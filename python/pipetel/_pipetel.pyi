@@ -116,7 +116,7 @@ class Envelope:
 
 # --- TeleFuser metrics (crates/pipetel-py/src/registry/, service.rs; re-exported by pipetel.telefuser) ---
 
-from typing import Any, Callable, Dict, Iterable, Union
+from typing import Any, Callable, Dict, Iterable, Mapping, Union
 
 class MetricAlreadyRegisteredError(FamilyError): ...
 class InvalidValueError(RecordError, ValueError): ...
@@ -133,7 +133,7 @@ class _TfMetricLabel:
     def to_prometheus(self) -> str: ...
     def __hash__(self) -> int: ...
 
-_TfLabels = Union[Dict[str, Union[str, int, float]], Sequence[_TfMetricLabel], None]
+_TfLabels = Union[Mapping[str, Union[str, int, float]], Sequence[_TfMetricLabel], None]
 
 class _TfMetric:
     @property

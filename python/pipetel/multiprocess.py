@@ -99,8 +99,8 @@ def read_page(text: str) -> List[Tuple[str, str, str, str, Dict[str, str], float
     out = []
     for line in text.splitlines():
         if line.startswith("# TYPE "):
-            _, _, name, kind = line.split(" ", 3)
-            types[name] = kind.strip()
+            _, _, name, declared = line.split(" ", 3)
+            types[name] = declared.strip()
             continue
         if line.startswith("# HELP "):
             parts = line.split(" ", 3)
@@ -154,7 +154,7 @@ def page_snapshots(text: str) -> list:
         recorder = Counter(fam) if cumulative else Gauge(fam)
         for labels, value in points:
             values = [labels.get(n, "") for n in names]
-            if cumulative:
+            if isinstance(recorder, Counter):
                 recorder.inc(values, max(value, 0.0))
             else:
                 recorder.set(values, value)
@@ -179,7 +179,7 @@ def _alive(source: str) -> bool:
     return True
 
 
-def _sort_key(item: Tuple[Tuple[str, ...], float]) -> tuple:
+def _sort_key(item: Tuple[Tuple[Tuple[str, str], ...], float]) -> tuple:
     labels = dict(item[0])
     le = labels.get("le")
     bound = float("inf") if le in ("+Inf", None) else float(le)

@@ -34,7 +34,7 @@ names are another concept: :mod:`pipetel.recorders`. TeleFuser's names for this 
 import functools
 import threading
 import time
-from typing import Any, Callable, Dict, Generic, Iterable, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Generic, Iterable, Literal, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from ._pipetel import (
     InvalidMetricError,
@@ -266,7 +266,7 @@ class _ExceptionCounter:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is not None and issubclass(exc_type, self._exception):
             self._series.inc()
         return False

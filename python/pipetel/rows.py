@@ -181,7 +181,7 @@ def query(
     pandas = None
     if frame is None or frame:
         try:
-            import pandas  # type: ignore[import-not-found, no-redef]
+            import pandas  # type: ignore[import-untyped, import-not-found, no-redef]
         except ImportError:
             if frame:
                 raise

@@ -27,7 +27,7 @@ import enum
 import os
 from typing import Optional
 
-from ._pipetel import init, is_initialized
+from ._pipetel import Guard, init, is_initialized
 from .pipeline import RowWriter
 
 ZEPHYR_STAGE_STATS_NAMESPACE = "zephyr.stage"
@@ -72,7 +72,7 @@ class StatsWriter(RowWriter):
 
     def __init__(self, log_client: Optional[object] = None) -> None:
         super().__init__()
-        self._guard = None
+        self._guard: Optional[Guard] = None
 
     @classmethod
     def connect(cls, url: Optional[str] = None) -> "StatsWriter":

@@ -94,6 +94,55 @@ def test_every_public_module_is_typed_inline(name):
     assert all(hasattr(module, n) for n in module.__all__)
 
 
+#: A user's program: what it assigns must type-check against the package's annotations.
+USER_PROGRAM = """
+import pipetel
+from pipetel.registry import CounterSeries, HistogramSeries
+
+latency: HistogramSeries = pipetel.Histogram("latency_seconds", "d", ["route"]).labels("/a")
+latency.observe(0.2)
+hits: CounterSeries = pipetel.Counter("hits", "d", ["route"]).labels(route="/a")
+hits.inc()
+
+
+@pipetel.traced
+def load(n: int) -> int:
+    return n
+
+
+rows: int = load(3)
+"""
+
+
+def mypy(cwd, *args):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--cache-dir", str(cwd / ".cache"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_the_package_and_a_users_program_type_check(tmp_path):
+    """mypy finds no error in the installed package (its inline annotations agree with its code
+    and with the native stub), accepts a user's program, and refuses one that assigns a
+    histogram's series to a counter's: the metric classes keep their series types."""
+    package = mypy(tmp_path, "-p", "pipetel")
+    assert package.returncode == 0, package.stdout + package.stderr
+    good = tmp_path / "good.py"
+    good.write_text(USER_PROGRAM)
+    checked = mypy(tmp_path, str(good))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    bad = tmp_path / "bad.py"
+    bad.write_text(USER_PROGRAM.replace("latency: HistogramSeries", "latency: CounterSeries"))
+    refused = mypy(tmp_path, str(bad))
+    assert refused.returncode == 1 and "Incompatible types in assignment" in refused.stdout, refused.stdout
+
+
 @pytest.mark.parametrize("name", [""] + MODULES)
 def test_help_reads_well_on_every_module_and_object(name):
     """Each module's docstring is a map of what it holds (it names each public class), and
