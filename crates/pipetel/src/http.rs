@@ -388,8 +388,9 @@ mod tests {
         let on = layer_for(&Config::default());
         assert!(on.is_enabled());
         assert!(matches!(on.layer(recorder(Default::default())), Either::Left(_)));
-        let off_config = Config::default()
-            .with_service_metrics(crate::service::ServiceMetricsConfig { http_metrics: false, ..Default::default() });
+        let mut service = crate::service::ServiceMetricsConfig::default();
+        service.http_metrics = false;
+        let off_config = Config::default().with_service_metrics(service);
         let off = layer_for(&off_config);
         assert!(!off.is_enabled());
         let seen = Arc::new(Mutex::new(Vec::new()));

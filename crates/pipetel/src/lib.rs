@@ -69,59 +69,45 @@
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
-// `unsafe` lives in `sync` alone, behind safe APIs with their soundness argument.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
-mod buckets;
 pub mod config;
 pub mod error;
 mod export;
-mod exposition;
-pub mod families;
-mod field_setters;
-mod fuzz_entry;
-pub use fuzz_entry::__fuzz;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
-pub mod hub;
 mod init;
-mod installed;
-mod limits;
-mod measure;
-pub mod pipeline;
-mod process_metrics;
-pub mod registry;
-pub mod sampling;
-pub mod service;
-pub mod span_metrics;
-pub mod stage_metrics;
-#[allow(unsafe_code)]
-mod sync;
-#[cfg(test)]
-mod test_exporter;
+
+// The instrumentation API lives in `pipetel-core` (a library that only marks its stages depends
+// on it alone); every path of it stays a path of `pipetel`.
+pub use pipetel_core::{families, hub, pipeline, registry, sampling, service, span_metrics, stage_metrics};
+// What the exporters and `init` use of the core, under the names they had in this crate.
+use pipetel_core::{exposition, global, process_metrics, sync};
 
 #[doc(hidden)]
-pub use measure::__private;
+pub use pipetel_core::__fuzz;
+#[doc(hidden)]
+pub use pipetel_core::__private;
 
 /// Measures a function: a span plus call, error, in-flight, duration and size metrics.
 pub use pipetel_macros::measure;
 
-pub use buckets::{SECONDS_BUCKETS, TELEFUSER_BUCKETS};
 pub use config::Config;
 pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 #[cfg_attr(docsrs, doc(cfg(feature = "prometheus")))]
 pub use export::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 pub use init::{init, init_with, layers, layers_with, InitOptions, Telemetry};
+pub use pipetel_core::buckets::{SECONDS_BUCKETS, TELEFUSER_BUCKETS};
 #[cfg(feature = "gpu")]
 #[cfg_attr(docsrs, doc(cfg(feature = "gpu")))]
-pub use installed::gpu_snapshot;
-pub use installed::{meter, SCOPE_NAME};
-pub use pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
-pub use registry::Registry;
-pub use service::{service_metrics, ServiceMetrics};
-pub use stage_metrics::{disable_stage_metrics, enable_stage_metrics, StageMetrics};
+pub use pipetel_core::global::gpu_snapshot;
+pub use pipetel_core::global::{meter, SCOPE_NAME};
+pub use pipetel_core::pipeline::{emit_stage_stat, emit_worker_stat, stage, Shard, Stage};
+pub use pipetel_core::registry::Registry;
+pub use pipetel_core::service::{service_metrics, ServiceMetrics};
+pub use pipetel_core::stage_metrics::{disable_stage_metrics, enable_stage_metrics, StageMetrics};
 
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.
 pub use opentelemetry;

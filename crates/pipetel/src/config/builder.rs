@@ -5,16 +5,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::env;
-use super::error::ConfigError;
 use super::file;
-use super::groups::{ServiceMetricsConfig, SpanMetricsConfig};
 use super::rule::{merge_into, scope, AnySlot, Set, Slot};
 use super::syntax::dedup;
-use super::table::{Rules, Slots, PIPETEL_CONFIG, SERVICE_ENV_VARS};
+use super::table::{Rules, Slots, PIPETEL_CONFIG};
 use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, OtlpCompression,
     OtlpProtocol, ProgressMode, Propagator, SamplerConfig, Signal, TraceExporter,
 };
+use pipetel_core::settings::ConfigError;
+use pipetel_core::settings::{ServiceMetricsConfig, SpanMetricsConfig};
 
 /// pipetel's configuration. Build it with [`Config::from_env`] (file + environment) or
 /// [`Config::default`] (defaults only), then adjust with the `with_*` methods, which beat both.
@@ -350,28 +350,5 @@ impl Config {
         let mut all = self.slots.resource_attributes.value().cloned().unwrap_or_default();
         merge_into(&mut all, pairs);
         self.slots.resource_attributes = Some(Set::code(all, "with_resource_attribute", Rules::resource_attributes));
-    }
-}
-
-impl ServiceMetricsConfig {
-    /// Reads the process environment.
-    ///
-    /// # Errors
-    /// As [`ServiceMetricsConfig::from_lookup`].
-    pub fn from_env() -> Result<Self, ConfigError> {
-        Self::from_lookup(|name| std::env::var(name).ok())
-    }
-
-    /// Reads the variables through `lookup`; unset ones keep their defaults. Unlike
-    /// [`Config::from_lookup`], an empty value is a value (an empty prefix is refused).
-    ///
-    /// # Errors
-    /// [`ConfigError::InvalidValue`] naming the variable and the value: a switch that is not a
-    /// boolean, a prefix that is not snake_case, buckets that are not finite, strictly
-    /// increasing numbers.
-    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut config = Config::default();
-        env::apply(&mut config.slots, &lookup, Some(SERVICE_ENV_VARS))?;
-        Ok(config.service_metrics())
     }
 }

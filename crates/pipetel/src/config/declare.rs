@@ -22,8 +22,8 @@
 //! Each part after the default is optional. A per-signal setting's key is the part after
 //! `otlp.`: `key "endpoint" Text` reads `otlp.endpoint` and `otlp.<signal>.endpoint`.
 
-use super::error::{ConfigError, Origin};
 use super::rule::Redaction;
+use pipetel_core::settings::{ConfigError, Origin};
 
 /// The TOML type a file key takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,7 +133,7 @@ macro_rules! settings_table {
 
         impl Slots {
             /// Runs every set value's check; the first refusal is an error naming its origin.
-            pub(crate) fn check_all(&self) -> Result<(), $crate::config::error::ConfigError> {
+            pub(crate) fn check_all(&self) -> Result<(), ::pipetel_core::settings::ConfigError> {
                 $(
                     $(#[cfg($cfg)])?
                     $crate::config::rule::AnySlot::check_all(&self.$field)?;
@@ -296,15 +296,15 @@ macro_rules! reader {
     ($slots:ident, $field:ident, $rule:expr, [$($merge:ident)?], [$($cfg:meta)?]) => {
         $crate::config::declare::gated!(
             [$($cfg)?]
-            |s: &mut $slots, scope: usize, text: &str, origin: $crate::config::error::Origin|
-                -> Result<(), $crate::config::error::ConfigError> {
+            |s: &mut $slots, scope: usize, text: &str, origin: ::pipetel_core::settings::Origin|
+                -> Result<(), ::pipetel_core::settings::ConfigError> {
                 let set = $rule.read(text, origin)?;
                 let slot = $crate::config::rule::AnySlot::at(&mut s.$field, scope);
                 $crate::config::declare::store!([$($merge)?] slot, set);
                 Ok(())
             },
-            |_: &mut $slots, _: usize, _: &str, _: $crate::config::error::Origin|
-                -> Result<(), $crate::config::error::ConfigError> { Ok(()) }
+            |_: &mut $slots, _: usize, _: &str, _: ::pipetel_core::settings::Origin|
+                -> Result<(), ::pipetel_core::settings::ConfigError> { Ok(()) }
         )
     };
 }

@@ -15,10 +15,7 @@ pub const DEFAULT_PROMETHEUS_PATH: &str = "/metrics";
 pub const DEFAULT_OTLP_GRPC_ENDPOINT: &str = "http://localhost:4317";
 /// Default OTLP/HTTP endpoint (the signal path is appended).
 pub const DEFAULT_OTLP_HTTP_ENDPOINT: &str = "http://localhost:4318";
-/// Default most attribute sets per instrument (the OTel SDK's own default).
-pub const DEFAULT_CARDINALITY_LIMIT: usize = 2000;
-/// Default prefix of the service metrics.
-pub const DEFAULT_SERVICE_PREFIX: &str = "service";
+pub use pipetel_core::settings::{DEFAULT_CARDINALITY_LIMIT, DEFAULT_SERVICE_PREFIX};
 pub(crate) const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(10);
 pub(crate) const DEFAULT_STAGE_RETENTION: Duration = Duration::from_secs(300);
 pub(crate) const DEFAULT_EXPORT_INTERVAL: Duration = Duration::from_secs(60);

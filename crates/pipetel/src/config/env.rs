@@ -1,8 +1,8 @@
 //! The environment: every variable of the settings table, read through its setting's rule into
 //! its slot.
 
-use super::error::{ConfigError, Origin};
 use super::table::{Slots, TABLE};
+use pipetel_core::settings::{ConfigError, Origin};
 
 /// Lays the variables `lookup` finds over `slots`. With `only`, just those variables are read
 /// and an empty value is a value; otherwise every variable is read and an empty one counts as

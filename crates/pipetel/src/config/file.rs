@@ -5,10 +5,10 @@
 use std::path::Path;
 
 use super::declare::{Entry, Kind};
-use super::error::{ConfigError, Origin};
 use super::rule::{Redaction, REDACTED};
 use super::syntax::percent_encode;
 use super::table::{Slots, TABLE};
+use pipetel_core::settings::{ConfigError, Origin};
 
 use Kind::*;
 

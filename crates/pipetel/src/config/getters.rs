@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use super::builder::Config;
 use super::defaults::*;
-use super::error::ConfigError;
-use super::groups::{ServiceMetricsConfig, SpanMetricsConfig};
 use super::otlp::{self, OtlpTarget};
 use super::rule::{OrDefault, Slot};
 use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, ProgressMode,
     Propagator, SamplerConfig, Signal, TraceExporter,
 };
+use pipetel_core::settings::ConfigError;
+use pipetel_core::settings::{ServiceMetricsConfig, SpanMetricsConfig};
 
 /// Getters of the value in effect: the value set (unchecked), or the setting's default.
 macro_rules! getters {
@@ -31,8 +31,11 @@ macro_rules! group_getters {
     ($( $(#[$attr:meta])* fn $name:ident() -> $group:ident { $($field:ident: $slot:ident,)+ } )*) => {$(
         $(#[$attr])*
         pub fn $name(&self) -> $group {
-            let default = $group::default();
-            $group { $($field: self.slots.$slot.value().cloned().unwrap_or(default.$field),)+ }
+            let mut group = $group::default();
+            $(if let Some(value) = self.slots.$slot.value() {
+                group.$field = value.clone();
+            })+
+            group
         }
     )*};
 }

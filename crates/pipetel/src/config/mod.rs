@@ -32,7 +32,7 @@
 //! | `otlp` | OTLP resolution per signal |
 //! | `settings` | [`Config::resolve`] and the plain [`Settings`] `init` reads |
 //! | `reference` | the configuration reference, written from the table |
-//! | `error`, `values`, `groups`, `defaults` | [`ConfigError`] and [`Origin`]; the value types; the groups other modules take whole; the defaults |
+//! | `values`, `defaults` | the value types; the defaults ([`ConfigError`], [`Origin`] and the groups the instrumentation takes whole are `pipetel_core::settings`'s) |
 //!
 //! A new setting is an entry in `table.rs` plus its use: a getter in `getters.rs`, a setter in
 //! `builder.rs` and, when `init` needs it, a field of [`Settings`]. Its constant, its variable and file key,
@@ -42,10 +42,8 @@ mod builder;
 mod declare;
 mod defaults;
 mod env;
-mod error;
 mod file;
 mod getters;
-mod groups;
 mod otlp;
 #[cfg(test)]
 mod reference;
@@ -57,14 +55,15 @@ mod values;
 
 pub use builder::Config;
 pub use defaults::*;
-pub use error::{ConfigError, Origin, Sourced};
-pub use groups::{ServiceMetricsConfig, SpanMetricsConfig, SpanMetricsError, SpanTime};
 pub use otlp::{OtlpTarget, OtlpTls};
-pub use settings::{
-    BatchSettings, LogsSettings, MetricsSettings, PipelineSettings, PrometheusSettings, ResourceSettings, Settings,
-    SpanLimitsSettings, SubscriberSettings, TracesSettings,
+pub use pipetel_core::settings::parse_buckets;
+pub use pipetel_core::settings::{
+    ConfigError, Origin, PipelineSettings, ServiceMetricsConfig, Sourced, SpanMetricsConfig, SpanMetricsError, SpanTime,
 };
-pub use syntax::parse_buckets;
+pub use settings::{
+    BatchSettings, LogsSettings, MetricsSettings, PrometheusSettings, ResourceSettings, Settings, SpanLimitsSettings,
+    SubscriberSettings, TracesSettings,
+};
 pub(crate) use syntax::parse_filter;
 pub use table::*;
 /// The TOML crate whose values [`Config::with_setting`] takes (re-exported for version agreement).

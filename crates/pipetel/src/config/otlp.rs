@@ -7,11 +7,11 @@ use std::time::Duration;
 use std::fmt;
 
 use super::defaults::{DEFAULT_OTLP_GRPC_ENDPOINT, DEFAULT_OTLP_HTTP_ENDPOINT, DEFAULT_OTLP_TIMEOUT};
-use super::error::{ConfigError, Sourced};
 use super::rule::{certificate_and_key, scope, PerSignal, Set, Show, Slot, REDACTED};
 use super::syntax::schemeless;
 use super::table::{Slots, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY};
 use super::values::{OtlpCompression, OtlpProtocol, Signal};
+use pipetel_core::settings::{ConfigError, Sourced};
 
 /// Fully resolved OTLP settings of one signal. Its `Debug` output shows the headers' names,
 /// never their values.
@@ -67,7 +67,7 @@ fn pick<T: Show>(slot: &PerSignal<T>, signal: Signal) -> Result<Option<&Set<T>>,
 }
 
 fn sourced<T: Clone>(set: &Set<T>) -> Sourced<T> {
-    Sourced { value: set.value.clone(), origin: set.origin.clone() }
+    Sourced::new(set.value.clone(), set.origin.clone())
 }
 
 /// Resolves `signal`'s target from its own scope over the generic one, checking every value

@@ -10,13 +10,13 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::error::{ConfigError, Origin};
-use super::groups::SpanTime;
 use super::syntax::*;
 use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, OtlpCompression,
     OtlpProtocol, ProgressMode, Propagator, SamplerConfig, Signal, TraceExporter,
 };
+use pipetel_core::settings::SpanTime;
+use pipetel_core::settings::{ConfigError, Origin};
 
 /// What of a value errors and `Debug` output may show.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,16 +8,17 @@ use std::fmt;
 
 use super::builder::Config;
 use super::defaults::{DEFAULT_COUNT_LIMIT, DEFAULT_MAX_QUEUE_SIZE};
-use super::error::{ConfigError, Sourced};
-use super::groups::{ServiceMetricsConfig, SpanMetricsConfig};
 use super::otlp::OtlpTarget;
 use super::rule::{certificate_and_key, One, Set, Slot, REDACTED};
 use super::syntax::{instance_id_template, IdPart};
 use super::table::{PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
 use super::values::{
-    ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, ProgressMode,
-    Propagator, SamplerConfig, Signal, TraceExporter,
+    ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, Propagator,
+    SamplerConfig, Signal, TraceExporter,
 };
+use pipetel_core::settings::PipelineSettings;
+use pipetel_core::settings::{ConfigError, Sourced};
+use pipetel_core::settings::{ServiceMetricsConfig, SpanMetricsConfig};
 
 /// The configuration resolved into plain values, grouped by what each part of `init` builds.
 #[derive(Debug, Clone)]
@@ -202,32 +203,6 @@ pub struct SubscriberSettings {
     pub format: LogFormat,
 }
 
-/// Stage and worker telemetry.
-#[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct PipelineSettings {
-    /// Prefix of the stage and worker namespaces.
-    pub namespace: String,
-    /// Interval of worker samples.
-    pub sample_interval: Duration,
-    /// How long a finished stage's series stay exported.
-    pub retention: Duration,
-    /// The JSON Lines file rows are appended to, and where it was named.
-    pub rows_file: Option<Sourced<PathBuf>>,
-    /// Register the stage/worker metrics.
-    pub metrics: bool,
-    /// Export user counters as `pipeline.stage.counters` (when `metrics` is on too).
-    pub counter_metrics: bool,
-    /// Write rows at all (`PIPETEL_ROWS`).
-    pub rows: bool,
-    /// The directory of the local rows store, when set (`PIPETEL_ROWS_DIR`).
-    pub rows_dir: Option<Sourced<PathBuf>>,
-    /// Rotation of the rows file (`PIPETEL_ROWS_MAX_BYTES`, `PIPETEL_ROWS_KEEP`).
-    pub rows_rotation: pipetel_rows::Rotation,
-    /// The live progress display on stderr (`PIPETEL_PROGRESS`).
-    pub progress: ProgressMode,
-}
-
 impl Config {
     /// Checks every value with its setting's rule (values set in code included) and the settings
     /// that go together, and resolves the whole into plain [`Settings`]: defaults filled in, the
@@ -243,7 +218,7 @@ impl Config {
             format!("needs a key too ({PIPETEL_PROMETHEUS_TLS_KEY} or prometheus.tls_key)"),
             format!("needs a certificate too ({PIPETEL_PROMETHEUS_TLS_CERT} or prometheus.tls_cert)"),
         )?
-        .map(|(cert, key)| Sourced { value: (cert.value.clone(), key.value.clone()), origin: cert.origin.clone() });
+        .map(|(cert, key)| Sourced::new((cert.value.clone(), key.value.clone()), cert.origin.clone()));
         let metrics_exporters = self.metrics_exporters();
         if let Some(set) = &self.slots.histogram_aggregation {
             if set.value == HistogramAggregation::Base2Exponential
@@ -289,7 +264,7 @@ impl Config {
                     &self.slots.bsp_max_queue_size,
                     &self.slots.bsp_max_export_batch_size,
                 )?,
-                filter: Sourced { value: self.traces_filter().to_string(), origin: self.slots.traces_filter.origin() },
+                filter: Sourced::new(self.traces_filter().to_string(), self.slots.traces_filter.origin()),
             },
             logs: LogsSettings {
                 exporters: self.logs_exporters(),
@@ -299,10 +274,10 @@ impl Config {
                     &self.slots.blrp_max_queue_size,
                     &self.slots.blrp_max_export_batch_size,
                 )?,
-                filter: Sourced { value: self.logs_filter().to_string(), origin: self.slots.logs_filter.origin() },
+                filter: Sourced::new(self.logs_filter().to_string(), self.slots.logs_filter.origin()),
             },
             subscriber: SubscriberSettings {
-                log_filter: Sourced { value: self.log_filter().to_string(), origin: self.slots.log_filter.origin() },
+                log_filter: Sourced::new(self.log_filter().to_string(), self.slots.log_filter.origin()),
                 console: self.console_log(),
                 format: self.log_format(),
             },
@@ -310,24 +285,16 @@ impl Config {
                 namespace: self.namespace().to_string(),
                 sample_interval: self.sample_interval(),
                 retention: self.stage_retention(),
-                rows_file: self
-                    .slots
-                    .rows_file
-                    .as_ref()
-                    .map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
+                rows_file: self.slots.rows_file.as_ref().map(|s| Sourced::new(s.value.clone(), s.origin.clone())),
                 metrics: self.stage_metrics(),
                 counter_metrics: self.stage_counter_metrics(),
                 rows: self.rows_enabled(),
-                rows_dir: self
-                    .slots
-                    .rows_dir
-                    .as_ref()
-                    .map(|s| Sourced { value: s.value.clone(), origin: s.origin.clone() }),
+                rows_dir: self.slots.rows_dir.as_ref().map(|s| Sourced::new(s.value.clone(), s.origin.clone())),
                 rows_rotation: pipetel_rows::Rotation { max_bytes: self.rows_max_bytes(), keep: self.rows_keep() },
                 progress: self.progress(),
             },
             service: self.service_metrics(),
-            span_metrics: Sourced { value: self.span_metrics(), origin: self.slots.span_metrics_filter.origin() },
+            span_metrics: Sourced::new(self.span_metrics(), self.slots.span_metrics_filter.origin()),
             #[cfg(feature = "gpu")]
             gpu: self.gpu(),
             shutdown_timeout: self.shutdown_timeout(),

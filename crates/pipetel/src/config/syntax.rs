@@ -17,6 +17,9 @@ use pipetel_recorders::duration::{self, BareUnit};
 
 use super::defaults::MIN_SAMPLE_INTERVAL;
 use super::values::{ExporterName, Propagator, SamplerConfig};
+pub(crate) use pipetel_core::settings::syntax::{
+    boolean, bucket_bounds, buckets, names, service_prefix, span_targets, split_list,
+};
 
 // ----- lexers: text to value -----
 
@@ -58,14 +61,6 @@ where
     v.parse::<T>().map_err(|e| e.to_string())
 }
 
-pub(crate) fn boolean(v: &str) -> Result<bool, String> {
-    match v.trim().to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" => Ok(true),
-        "false" | "0" | "no" | "off" => Ok(false),
-        _ => Err("expected `true` or `false`".into()),
-    }
-}
-
 pub(crate) fn millis(v: &str) -> Result<Duration, String> {
     duration::parse(v, BareUnit::Millis).map_err(|e| e.to_string())
 }
@@ -89,38 +84,6 @@ pub(crate) fn count(v: &str) -> Result<u32, String> {
 
 pub(crate) fn number(v: &str) -> Result<f64, String> {
     v.trim().parse::<f64>().map_err(|_| "expected a number within [0, 1]".to_string())
-}
-
-pub(crate) fn split_list(v: &str) -> impl Iterator<Item = &str> {
-    v.split(',').map(str::trim).filter(|s| !s.is_empty())
-}
-
-/// Span names, comma-separated; blanks around names and empty entries are dropped.
-pub(crate) fn names(v: &str) -> Result<Vec<String>, String> {
-    Ok(split_list(v).map(str::to_string).collect())
-}
-
-/// Comma-separated numbers (bucket bounds).
-/// The named bucket sets [`bucket_bounds`] accepts: `seconds` (pipetel's default) and
-/// `telefuser` (TeleFuser's default).
-pub(crate) const NAMED_BUCKETS: &[(&str, &[f64])] =
-    &[("seconds", crate::buckets::SECONDS_BUCKETS), ("telefuser", crate::buckets::TELEFUSER_BUCKETS)];
-
-/// A named bucket set (case-insensitive) or comma-separated numbers.
-pub(crate) fn bucket_bounds(v: &str) -> Result<Vec<f64>, String> {
-    let name = v.trim().to_ascii_lowercase();
-    if let Some((_, bounds)) = NAMED_BUCKETS.iter().find(|(n, _)| *n == name) {
-        return Ok(bounds.to_vec());
-    }
-    if name.starts_with(|c: char| c.is_ascii_alphabetic()) && !name.contains(',') && name.parse::<f64>().is_err() {
-        let names: Vec<&str> = NAMED_BUCKETS.iter().map(|(n, _)| *n).collect();
-        return Err(format!("expected comma-separated numbers or one of: {}", names.join(", ")));
-    }
-    numbers(v)
-}
-
-pub(crate) fn numbers(v: &str) -> Result<Vec<f64>, String> {
-    v.split(',').map(|s| s.trim().parse::<f64>().map_err(|_| format!("{:?} is not a number", s.trim()))).collect()
 }
 
 /// Keeps the first of equal items, in order.
@@ -511,52 +474,11 @@ pub(crate) fn namespace(v: &String) -> Result<(), String> {
     }
 }
 
-/// A metric-name prefix, as the registry accepts one: snake_case, not reserved, not empty.
-pub(crate) fn service_prefix(v: &String) -> Result<(), String> {
-    let v = v.trim();
-    let mut chars = v.chars();
-    match chars.next() {
-        None => return Err("the prefix is empty".into()),
-        Some(c) if !(c.is_ascii_lowercase() || c == '_') => {
-            return Err("expected a snake_case prefix: it starts with a-z or _".into())
-        }
-        _ => {}
-    }
-    if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
-        return Err("expected a snake_case prefix: a-z, 0-9 and _ only".into());
-    }
-    if v.starts_with("__") {
-        return Err("prefixes starting with __ are reserved".into());
-    }
-    Ok(())
-}
-
-/// Finite, strictly increasing bucket bounds.
-pub(crate) fn buckets(bounds: &Vec<f64>) -> Result<(), String> {
-    if bounds.iter().any(|b| !b.is_finite()) {
-        return Err("bounds must be finite (+Inf is implied)".into());
-    }
-    if bounds.windows(2).any(|w| w[0] >= w[1]) {
-        return Err("bounds must be strictly increasing".into());
-    }
-    Ok(())
-}
-
 pub(crate) fn span_allow(names: &Vec<String>) -> Result<(), String> {
     if names.iter().any(|n| n.trim().is_empty()) {
         return Err("the span metrics allow list holds an empty span name".into());
     }
     Ok(())
-}
-
-/// The span-metrics filter as the layer uses it (empty means every span).
-pub(crate) fn span_targets(directive: &str) -> Result<tracing_subscriber::filter::Targets, String> {
-    use tracing_subscriber::filter::Targets;
-    let directive = directive.trim();
-    if directive.is_empty() {
-        return Ok(Targets::new().with_default(tracing::level_filters::LevelFilter::TRACE));
-    }
-    directive.parse::<Targets>().map_err(|e| e.to_string())
 }
 
 #[cfg(feature = "gpu")]
@@ -573,15 +495,4 @@ pub(crate) fn library(p: &PathBuf) -> Result<(), String> {
         return Err("empty path; leave it out for the default library".into());
     }
     Ok(())
-}
-
-/// Comma-separated, finite, strictly increasing bucket bounds, or the name of a set:
-/// `seconds` ([`crate::buckets::SECONDS_BUCKETS`]) or `telefuser` ([`crate::buckets::TELEFUSER_BUCKETS`]).
-///
-/// # Errors
-/// The reason, for the caller to pair with the variable or key it came from.
-pub fn parse_buckets(v: &str) -> Result<Vec<f64>, String> {
-    let bounds = bucket_bounds(v)?;
-    buckets(&bounds)?;
-    Ok(bounds)
 }

@@ -6,12 +6,12 @@
 //! settings in this order.
 
 use super::declare::settings_table;
-use super::groups::SpanTime;
 use super::rule::*;
 use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, OtlpCompression,
     OtlpProtocol, ProgressMode, Propagator, SamplerConfig, TraceExporter,
 };
+use pipetel_core::settings::SpanTime;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -305,7 +305,4 @@ settings_table! {
     logs_filter: String = FILTER, "`info`", env PIPETEL_LOGS_FILTER, key "logs.filter" Text;
 }
 
-/// The variables [`ServiceMetricsConfig::from_lookup`](super::ServiceMetricsConfig::from_lookup)
-/// reads.
-pub const SERVICE_ENV_VARS: &[&str] =
-    &[PIPETEL_QUEUE_METRICS, PIPETEL_HTTP_METRICS, PIPETEL_SERVICE_PREFIX, PIPETEL_HISTOGRAM_BUCKETS];
+pub use pipetel_core::settings::SERVICE_ENV_VARS;

@@ -427,9 +427,10 @@ fn bad_gpu_span_and_service_settings_set_in_code_name_their_setter() {
             "with_span_metrics",
         ),
         (
-            Config::default().with_service_metrics(crate::service::ServiceMetricsConfig {
-                histogram_buckets: vec![2.0, 1.0],
-                ..Default::default()
+            Config::default().with_service_metrics({
+                let mut service = crate::service::ServiceMetricsConfig::default();
+                service.histogram_buckets = vec![2.0, 1.0];
+                service
             }),
             "with_service_metrics",
         ),
@@ -1192,4 +1193,19 @@ fn documented_example_file_is_valid() {
     let text = after.split("```toml\n").nth(1).and_then(|t| t.split("```").next()).expect("the example");
     Config::from_toml_str(text, Path::new("configuration-guide.md"))
         .unwrap_or_else(|e| panic!("the configuration guide's example: {e}"));
+}
+
+#[test]
+fn the_histogram_buckets_file_key_takes_a_set_name_or_an_array() {
+    // The file key takes the name too, or an array.
+    let path = std::path::Path::new("pipetel.toml");
+    let from_file = |text: &str| Config::from_toml_str(text, path).map(|c| c.service_metrics());
+    let c = from_file("[metrics]\nhistogram_buckets = \"telefuser\"\n").expect("a named set");
+    assert_eq!(c.histogram_buckets, pipetel_core::buckets::TELEFUSER_BUCKETS);
+    let c = from_file("[metrics]\nhistogram_buckets = [\"seconds\"]\n").expect("a named set");
+    assert_eq!(c.histogram_buckets, pipetel_core::buckets::SECONDS_BUCKETS);
+    for text in ["[metrics]\nhistogram_buckets = \"fast\"\n", "[metrics]\nhistogram_buckets = 5\n"] {
+        let msg = from_file(text).expect_err("refused").to_string();
+        assert!(msg.contains("metrics.histogram_buckets"), "{msg}");
+    }
 }

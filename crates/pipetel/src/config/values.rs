@@ -3,59 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// Why a text is not a value of a setting's type.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}")]
-pub struct ParseValueError {
-    reason: String,
-}
-
-impl ParseValueError {
-    pub(crate) fn new(reason: impl Into<String>) -> Self {
-        ParseValueError { reason: reason.into() }
-    }
-}
-
-/// Declares a value type named by words (`Copy`, `Eq`, `Debug`, non-exhaustive), with its
-/// `FromStr`: the text, trimmed and in any case, is one of a variant's names (`Variant = "name" |
-/// "alias"`); any other text is the error after `else` (a message, or an error type and how it
-/// is made from the text).
-macro_rules! named_values {
-    (
-        $(#[$meta:meta])*
-        pub enum $ty:ident { $($(#[$vmeta:meta])* $variant:ident = $($name:literal)|+,)+ }
-        else $expected:literal
-    ) => {
-        $crate::config::values::named_values! {
-            $(#[$meta])*
-            pub enum $ty { $($(#[$vmeta])* $variant = $($name)|+,)+ }
-            else (ParseValueError) |text| ParseValueError::new($expected)
-        }
-    };
-    (
-        $(#[$meta:meta])*
-        pub enum $ty:ident { $($(#[$vmeta:meta])* $variant:ident = $($name:literal)|+,)+ }
-        else ($err:ty) |$text:ident| $error:expr
-    ) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        #[non_exhaustive]
-        pub enum $ty { $($(#[$vmeta])* $variant,)+ }
-
-        impl FromStr for $ty {
-            type Err = $err;
-
-            /// One of the variants' names, in any case.
-            fn from_str($text: &str) -> Result<Self, Self::Err> {
-                match $text.trim().to_ascii_lowercase().as_str() {
-                    $($($name)|+ => Ok(Self::$variant),)+
-                    _ => Err($error),
-                }
-            }
-        }
-    };
-}
-pub(crate) use named_values;
+use pipetel_core::settings::named_values;
+pub use pipetel_core::settings::{ExemplarFilter, ParseValueError, ProgressMode};
 
 /// Wire protocol of an OTLP exporter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,22 +237,6 @@ impl FromStr for Signal {
 }
 
 named_values! {
-    /// Which measurements may carry an exemplar (`OTEL_METRICS_EXEMPLAR_FILTER`).
-    #[derive(Default)]
-    pub enum ExemplarFilter {
-        /// Every measurement of a histogram that keeps exemplars; those made inside a span carry its
-        /// trace and span ids, sampled or not.
-        AlwaysOn = "always_on",
-        /// None: no exemplar is kept.
-        AlwaysOff = "always_off",
-        /// Measurements made inside a sampled span (the default).
-        #[default]
-        TraceBased = "trace_based",
-    }
-    else "expected `always_on`, `always_off` or `trace_based`"
-}
-
-named_values! {
     /// The aggregation temporality OTLP metric exporters ask for
     /// (`OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE`). The pull endpoint is cumulative
     /// whatever this says.
@@ -358,22 +291,6 @@ fn unknown_propagator(text: &str) -> ParseValueError {
             "unknown propagator `{other}`; expected a comma list of tracecontext, baggage, or `none`"
         )),
     }
-}
-
-named_values! {
-    /// The live progress display on stderr (`PIPETEL_PROGRESS`): a line per running stage, and each
-    /// stage's summary line when it ends.
-    #[derive(Default)]
-    pub enum ProgressMode {
-        /// No display (the default).
-        #[default]
-        Off = "false" | "0" | "no" | "off",
-        /// On when stderr is a terminal, off otherwise (`true`, `1`, `yes`, `on`, `auto`).
-        Auto = "true" | "1" | "yes" | "on" | "auto",
-        /// On even when stderr is not a terminal (`always`): for terminals the check misses, and tests.
-        Always = "always",
-    }
-    else "expected `true`, `false` or `always`"
 }
 
 named_values! {

@@ -27,7 +27,7 @@ pub(super) fn start_required(settings: &Settings, meter: &Meter) -> Result<Optio
     }
     let gpu = pipetel_gpu::start(&settings.gpu).map_err(InitError::Gpu)?;
     gpu.register_metrics(meter);
-    crate::installed::set_gpu(Some(gpu.reader()));
+    crate::global::set_gpu(Some(gpu.reader()));
     Ok(Some(gpu))
 }
 
@@ -46,7 +46,7 @@ pub(super) fn start_optional(settings: &Settings, meter: &Meter) -> Option<Gpu> 
     match pipetel_gpu::start(&settings.gpu) {
         Ok(gpu) => {
             gpu.register_metrics(meter);
-            crate::installed::set_gpu(Some(gpu.reader()));
+            crate::global::set_gpu(Some(gpu.reader()));
             Some(gpu)
         }
         Err(error) => {
@@ -64,7 +64,7 @@ pub(super) fn start_optional(_: &Settings, _: &Meter) -> Option<Gpu> {
 /// Stops the poller.
 #[cfg(feature = "gpu")]
 pub(super) fn shutdown(gpu: Gpu) {
-    crate::installed::set_gpu(None);
+    crate::global::set_gpu(None);
     gpu.shutdown();
 }
 

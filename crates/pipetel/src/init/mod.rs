@@ -11,12 +11,12 @@
 //!    last step that can fail: another subscriber may already be installed;
 //! 4. commit (cannot fail): log what the configuration read under old names, start an optional
 //!    GPU, bridge the `log` crate, set the global providers and propagator (unless told not to),
-//!    and publish the [installed context](crate::installed) so that registries, hubs and measured
+//!    and publish the [installed context](crate::global) so that registries, hubs and measured
 //!    functions built before `init` bind to the new meter provider.
 //!
 //! Modules: [`resource`], [`metrics`], [`traces`], [`logs`] and [`gpu`] each read only their
 //! part of [`Settings`]; [`subscriber`] composes the `tracing` side; [`guard`] is what `init`
-//! returns, with the OTLP delivery [`ledgers`]; [`crate::installed`] is the leaf the rest of the crate registers with.
+//! returns, with the OTLP delivery [`ledgers`]; [`crate::global`] is the leaf the rest of the crate registers with.
 
 /// The provider of a span or log provider builder with its exporters (`provider`), and the two
 /// batch exporters it takes, each a function with a body for builds with its feature and one
@@ -120,7 +120,7 @@ pub use guard::Telemetry;
 
 use crate::config::{Config, LogExporter, MetricExporter, OtlpProtocol, Settings, TraceExporter};
 use crate::error::InitError;
-use crate::installed::{self, Installed};
+use crate::global::{self, Installed};
 use guard::Inner;
 use ledgers::Ledgers;
 use subscriber::Layers;
@@ -145,16 +145,24 @@ impl InitOptions {
         Self::default()
     }
 
-    crate::field_setters::field_setters! {
-        /// Whether `init` installs its own global `tracing` subscriber (default `true`). Without
-        /// it, spans and events reach pipetel only through layers added to the application's own
-        /// subscriber: use [`layers`] for those.
-        pub fn install_subscriber(subscriber: bool);
-        /// Whether `init` sets the OTel global meter and tracer providers and the global text-map
-        /// propagator of `OTEL_PROPAGATORS` (default `true`). Without them, pipetel's own instruments (registries, hubs,
-        /// measured functions, stages, span metrics, [`crate::meter`]) still export through the
-        /// providers `init` built, and the application's own OTel code keeps the globals it set.
-        pub fn install_global_providers(global_providers: bool);
+    /// Whether `init` installs its own global `tracing` subscriber (default `true`). Without
+    /// it, spans and events reach pipetel only through layers added to the application's own
+    /// subscriber: use [`layers`] for those.
+    #[must_use]
+    pub fn install_subscriber(mut self, subscriber: bool) -> Self {
+        self.subscriber = subscriber;
+        self
+    }
+
+    /// Whether `init` sets the OTel global meter and tracer providers and the global text-map
+    /// propagator of `OTEL_PROPAGATORS` (default `true`). Without them, pipetel's own instruments
+    /// (registries, hubs, measured functions, stages, span metrics, [`crate::meter`]) still
+    /// export through the providers `init` built, and the application's own OTel code keeps the
+    /// globals it set.
+    #[must_use]
+    pub fn install_global_providers(mut self, global_providers: bool) -> Self {
+        self.global_providers = global_providers;
+        self
     }
 }
 
@@ -266,13 +274,13 @@ fn start(config: Config, install_subscriber: bool) -> Result<(Started, Layers, S
     let settings = config.resolve()?;
     // Calibrated here rather than inside the first measured call or span.
     let _ = crate::sync::clock();
-    if !installed::claim() {
+    if !global::claim() {
         return Err(InitError::AlreadyInitialized);
     }
     match start_claimed(&settings, install_subscriber) {
         Ok((started, layers)) => Ok((started, layers, settings)),
         Err(e) => {
-            installed::release();
+            global::release();
             Err(e)
         }
     }
@@ -397,9 +405,9 @@ impl Started {
             tracing::warn!(target: "pipetel", error = %e, "default histogram buckets not applied");
         }
         // The switches code outside `init` honours (stage metrics, service settings).
-        installed::configure(settings.pipeline.metrics, &settings.service);
+        global::configure(settings.pipeline.metrics, &settings.service);
         // Registries, hubs and measured functions built before now bind to the new provider.
-        installed::publish(installed);
+        global::publish(installed);
         Telemetry { inner: Some(inner) }
     }
 }
@@ -424,7 +432,7 @@ fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError>
     if settings.metrics.process_metrics && !settings.metrics.exporters.is_empty() {
         crate::process_metrics::register(&installed.meter);
     }
-    let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(crate::installed::SCOPE_NAME));
+    let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(crate::global::SCOPE_NAME));
     let rows = &settings.pipeline;
     inner.pipeline = Some(
         crate::pipeline::runtime::install(rows, &settings.resource.service_name, &installed, logger).map_err(|e| {

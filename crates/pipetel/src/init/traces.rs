@@ -10,7 +10,7 @@ use tracing_subscriber::Layer;
 use super::ledgers::Ledgers;
 use crate::config::{SamplerConfig, TracesSettings};
 use crate::error::InitError;
-use crate::installed::SCOPE_NAME;
+use crate::global::SCOPE_NAME;
 use crate::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
 
 /// The tracer provider, absent when no trace exporter is configured.

@@ -1,16 +1,10 @@
-//! The Prometheus pull endpoint: a manual reader ([`reader`]) collected at scrape time,
-//! rendered ([`render`]) by [`encode`] (the SDK's data) followed by the exposition sources (the
-//! registry's and the hub's native histograms and summaries, ...), and served by [`server`].
+//! The Prometheus pull endpoint: the core's pull reader ([`PullReader`]) collected at scrape
+//! time and rendered ([`PrometheusRender`]), served by [`server`].
 
-mod encode;
-#[cfg(test)]
-mod exemplar_tests;
-mod reader;
-mod render;
 mod server;
 
-pub(crate) use reader::PullReader;
-pub use render::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
+pub(crate) use pipetel_core::exposition::pull::PullReader;
+pub use pipetel_core::exposition::pull::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 #[cfg(feature = "tls")]
 pub(crate) use server::tls_config;
 pub(crate) use server::{EndpointOptions, PrometheusServer};

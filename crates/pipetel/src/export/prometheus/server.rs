@@ -16,8 +16,10 @@ use hyper::header::{
 };
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::render::{wants_openmetrics, PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
 use crate::error::InitError;
+use pipetel_core::exposition::pull::{
+    wants_openmetrics, PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE,
+};
 
 /// Most connections served at once; more wait in the kernel's accept queue.
 pub(crate) const MAX_CONNECTIONS: usize = 64;

@@ -1,0 +1,365 @@
+//! Row field names and attribute keys: one prefix (`pipeline.`) for every standard field, and
+//! user counters under `pipeline.counter.<key>`.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// `pipeline.namespace`: the row's stream (`pipeline.stage`, `zephyr.worker`, ...).
+pub const NAMESPACE: &str = "pipeline.namespace";
+/// `pipeline.stage.name`.
+pub const STAGE_NAME: &str = "pipeline.stage.name";
+/// `pipeline.execution.id`: one run of a stage.
+pub const EXECUTION_ID: &str = "pipeline.execution.id";
+/// `pipeline.status`: `running`, `succeeded`, `failed` (stage); `start`, `running`, `end`, `failed` (worker).
+pub const STATUS: &str = "pipeline.status";
+/// `pipeline.shard.index`.
+pub const SHARD_INDEX: &str = "pipeline.shard.index";
+/// `pipeline.shard.state`: `pending`, `running`, `done`, `failed` (on `pipeline.stage.shards`).
+pub const SHARD_STATE: &str = "pipeline.shard.state";
+/// Items processed (cumulative).
+pub const ITEMS: &str = "pipeline.items";
+/// Bytes processed (cumulative).
+pub const BYTES: &str = "pipeline.bytes";
+/// Seconds since the stage or shard started.
+pub const ELAPSED: &str = "pipeline.elapsed_seconds";
+/// Total shards of the stage.
+pub const TOTAL_SHARDS: &str = "pipeline.shards.total";
+/// Shards whose last attempt succeeded (stage rows).
+pub const SHARDS_SUCCEEDED: &str = "pipeline.shards.succeeded";
+/// Shards whose last attempt failed (stage rows).
+pub const SHARDS_FAILED: &str = "pipeline.shards.failed";
+/// Retried attempts: starts of a shard index that had started before (stage rows).
+pub const SHARDS_RETRIED: &str = "pipeline.shards.retried";
+/// Items per second since the previous sample.
+pub const ITEM_RATE: &str = "pipeline.item_rate";
+/// Bytes per second since the previous sample.
+pub const BYTE_RATE: &str = "pipeline.byte_rate";
+/// CPU seconds used by the shard's thread since it started.
+pub const CPU_TIME: &str = "pipeline.cpu.time_seconds";
+/// CPU % of the shard's thread since the previous sample (100 = one core).
+pub const CPU_PERCENT: &str = "pipeline.cpu.percent";
+/// CPU % averaged over the shard's life (stage row: the mean over its shards).
+pub const CPU_PERCENT_AVG: &str = "pipeline.cpu.percent_avg";
+/// Resident memory of the process at the sample, bytes.
+pub const MEMORY_CURRENT: &str = "pipeline.memory.current_bytes";
+/// Mean of the samples' resident memory, bytes.
+pub const MEMORY_AVG: &str = "pipeline.memory.avg_bytes";
+/// Highest sampled resident memory, bytes.
+pub const MEMORY_PEAK: &str = "pipeline.memory.peak_bytes";
+/// Why a stage or shard failed.
+pub const REASON: &str = "pipeline.failure.reason";
+/// Prefix of user counters in rows: `pipeline.counter.<key>`.
+pub const COUNTER_PREFIX: &str = "pipeline.counter.";
+
+/// Longest counter key accepted, in bytes.
+pub const MAX_COUNTER_KEY_LEN: usize = 128;
+
+/// A user counter key, validated once at registration so recording can never fail on it.
+///
+/// Keys are `/`-separated segments, as Zephyr's `stage_counters` spell them
+/// (`zephyr/item_count`, `zephyr/worker/cpu_pct_average`): each segment is one or more ASCII
+/// letters, digits, `_`, `-` or `.`; no empty segment (no leading, trailing or doubled `/`); at
+/// most [`MAX_COUNTER_KEY_LEN`] bytes in all. In rows the key keeps its `/`:
+/// `pipeline.counter.zephyr/item_count` (an OTel attribute key may hold any string, and keeping
+/// the key as given means `a/b` and `a.b` never collide). In metrics it is the value of the
+/// `pipeline.counter.name` attribute of `pipeline.stage.counters`, never part of a name.
+///
+/// ```
+/// use pipetel_core::pipeline::CounterKey;
+/// let skipped = CounterKey::new("rows_skipped").expect("valid key");
+/// assert_eq!(skipped.row_field(), "pipeline.counter.rows_skipped");
+/// let zephyr = CounterKey::new("zephyr/worker/cpu_pct_average").expect("valid key");
+/// assert_eq!(zephyr.row_field(), "pipeline.counter.zephyr/worker/cpu_pct_average");
+/// assert!(CounterKey::new("Rows Skipped").is_err());
+/// assert!(CounterKey::new("zephyr//items").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct CounterKey {
+    name: Arc<str>,
+    field: Arc<str>,
+}
+
+/// A counter key that is refused: empty, too long, an empty segment, or a character outside
+/// ASCII letters, digits, `_`, `-`, `.` and the `/` separator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid counter key {key:?}: {why}; expected `/`-separated segments of ASCII letters, digits, `_`, `-` or `.` (e.g. `zephyr/item_count`), at most 128 bytes")]
+pub struct KeyError {
+    /// The refused key.
+    pub key: String,
+    /// What is wrong with it.
+    pub why: &'static str,
+}
+
+fn segment_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')
+}
+
+impl CounterKey {
+    /// Validates `name`.
+    ///
+    /// # Errors
+    /// [`KeyError`] naming the key and what is wrong with it.
+    pub fn new(name: &str) -> Result<Self, KeyError> {
+        let why = if name.is_empty() {
+            Some("it is empty")
+        } else if name.len() > MAX_COUNTER_KEY_LEN {
+            Some("it is longer than 128 bytes")
+        } else if name.split('/').any(str::is_empty) {
+            Some("it has an empty segment (a leading, trailing or doubled `/`)")
+        } else if !name.chars().all(|c| c == '/' || segment_char(c)) {
+            Some("it has a character that is not allowed")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(KeyError { key: name.to_string(), why });
+        }
+        Ok(Self { name: Arc::from(name), field: Arc::from(format!("{COUNTER_PREFIX}{name}")) })
+    }
+
+    /// The key as given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The field name in rows: `pipeline.counter.<key>`, `/` kept.
+    pub fn row_field(&self) -> &str {
+        &self.field
+    }
+}
+
+impl fmt::Debug for CounterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CounterKey({})", self.name)
+    }
+}
+
+impl fmt::Display for CounterKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// The value of a user counter: an integer or a float (Zephyr's `stage_counters` hold both,
+/// `zephyr/item_count: 1200`, `zephyr/worker/cpu_pct_average: 78.3`).
+///
+/// Summing: `Int + Int` stays `Int` (saturating), anything with a `Float` is a `Float`. Floats
+/// must be finite: [`Shard::add`](super::Shard::add) refuses NaN and ±∞ (a warning naming the
+/// key, once per key), [`Shard::try_add`](super::Shard::try_add) and [`CounterValue::float`]
+/// return an error.
+///
+/// ```
+/// use pipetel_core::pipeline::CounterValue;
+/// assert_eq!(CounterValue::from(2u64) + CounterValue::from(3u64), CounterValue::Int(5));
+/// assert_eq!(CounterValue::from(2u64) + CounterValue::from(0.5), CounterValue::Float(2.5));
+/// assert!(CounterValue::float(f64::NAN).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum CounterValue {
+    /// An integer count (rows carry it as an int attribute).
+    Int(i64),
+    /// A finite float (rows carry it as a double attribute).
+    Float(f64),
+}
+
+/// A counter value that is refused: NaN or infinite.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("invalid value {value} for counter {key:?}: counter values must be finite")]
+pub struct CounterValueError {
+    /// The counter it was meant for (empty when not known).
+    pub key: String,
+    /// The refused value.
+    pub value: f64,
+}
+
+impl CounterValue {
+    /// A float value, checked.
+    ///
+    /// # Errors
+    /// [`CounterValueError`] when `v` is NaN or infinite.
+    pub fn float(v: f64) -> Result<Self, CounterValueError> {
+        if v.is_finite() {
+            Ok(CounterValue::Float(v))
+        } else {
+            Err(CounterValueError { key: String::new(), value: v })
+        }
+    }
+
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
+        match self {
+            CounterValue::Int(i) => i as f64,
+            CounterValue::Float(f) => f,
+        }
+    }
+
+    /// Whether it is finite (an `Int` always is).
+    pub fn is_finite(self) -> bool {
+        match self {
+            CounterValue::Int(_) => true,
+            CounterValue::Float(f) => f.is_finite(),
+        }
+    }
+
+    /// The value checked for `key`.
+    pub(crate) fn checked(self, key: &str) -> Result<Self, CounterValueError> {
+        match self {
+            CounterValue::Float(f) if !f.is_finite() => Err(CounterValueError { key: key.to_string(), value: f }),
+            v => Ok(v),
+        }
+    }
+}
+
+impl Default for CounterValue {
+    fn default() -> Self {
+        CounterValue::Int(0)
+    }
+}
+
+impl std::ops::Add for CounterValue {
+    type Output = CounterValue;
+
+    fn add(self, rhs: CounterValue) -> CounterValue {
+        match (self, rhs) {
+            (CounterValue::Int(a), CounterValue::Int(b)) => CounterValue::Int(a.saturating_add(b)),
+            (a, b) => CounterValue::Float(a.as_f64() + b.as_f64()),
+        }
+    }
+}
+
+impl fmt::Display for CounterValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CounterValue::Int(i) => write!(f, "{i}"),
+            CounterValue::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+impl From<u64> for CounterValue {
+    /// Saturates at `i64::MAX`.
+    fn from(v: u64) -> Self {
+        CounterValue::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+impl From<usize> for CounterValue {
+    /// Saturates at `i64::MAX`.
+    fn from(v: usize) -> Self {
+        CounterValue::Int(i64::try_from(v).unwrap_or(i64::MAX))
+    }
+}
+
+macro_rules! int_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for CounterValue {
+            fn from(v: $t) -> Self {
+                CounterValue::Int(i64::from(v))
+            }
+        }
+    )*};
+}
+int_from!(i64, i32, u32, u16, u8);
+
+impl From<f64> for CounterValue {
+    /// Unchecked: a non-finite value is refused where it is recorded.
+    fn from(v: f64) -> Self {
+        CounterValue::Float(v)
+    }
+}
+
+impl From<f32> for CounterValue {
+    /// Unchecked: a non-finite value is refused where it is recorded.
+    fn from(v: f32) -> Self {
+        CounterValue::Float(f64::from(v))
+    }
+}
+
+/// Adds `(key, value)` into `into`, summing a key already there.
+pub(crate) fn sum_into(into: &mut Vec<(String, CounterValue)>, key: &str, value: CounterValue) {
+    match into.iter_mut().find(|(k, _)| k == key) {
+        Some(slot) => slot.1 = slot.1 + value,
+        None => into.push((key.to_string(), value)),
+    }
+}
+
+/// Logs once per key that a counter value or key was refused.
+pub(crate) fn warn_refused_once(key: &str, error: &dyn std::error::Error) {
+    static WARNED: std::sync::Mutex<std::collections::BTreeSet<String>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    if crate::sync::lock(&WARNED).insert(key.to_string()) {
+        tracing::warn!(target: "pipetel", counter = key, "counter value refused, not recorded: {error}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zephyr_keys_are_accepted_with_their_slashes_kept() {
+        for ok in ["zephyr/item_count", "zephyr/worker/cpu_pct_average", "rows_skipped", "A-b.c/9"] {
+            let k = CounterKey::new(ok).expect(ok);
+            assert_eq!(k.name(), ok);
+            assert_eq!(k.row_field(), format!("pipeline.counter.{ok}"));
+        }
+        assert!(CounterKey::new(&"x".repeat(MAX_COUNTER_KEY_LEN)).is_ok());
+    }
+
+    #[test]
+    fn bad_keys_are_refused_naming_the_key_and_the_fault() {
+        let cases = [
+            ("", "empty"),
+            ("/zephyr", "empty segment"),
+            ("zephyr/", "empty segment"),
+            ("zephyr//items", "empty segment"),
+            ("has space", "character"),
+            ("tab\tkey", "character"),
+            ("caf\u{e9}", "character"),
+            ("new\nline", "character"),
+        ];
+        for (bad, why) in cases {
+            let err = CounterKey::new(bad).expect_err(bad);
+            let msg = err.to_string();
+            assert!(msg.contains(&format!("{bad:?}")) && msg.contains(why), "{bad:?}: {msg}");
+        }
+        let long = "x".repeat(MAX_COUNTER_KEY_LEN + 1);
+        assert!(CounterKey::new(&long).expect_err("long").to_string().contains("longer than 128"));
+    }
+
+    #[test]
+    fn ints_stay_ints_and_any_float_makes_a_float() {
+        let mut sum = Vec::new();
+        sum_into(&mut sum, "a", CounterValue::from(3u64));
+        sum_into(&mut sum, "a", CounterValue::from(4i32));
+        sum_into(&mut sum, "b", CounterValue::from(1u64));
+        sum_into(&mut sum, "b", CounterValue::from(0.25));
+        sum_into(&mut sum, "c", CounterValue::from(-2i64));
+        assert_eq!(
+            sum,
+            vec![
+                ("a".to_string(), CounterValue::Int(7)),
+                ("b".to_string(), CounterValue::Float(1.25)),
+                ("c".to_string(), CounterValue::Int(-2))
+            ]
+        );
+        assert_eq!(CounterValue::from(u64::MAX), CounterValue::Int(i64::MAX));
+        assert_eq!(CounterValue::Int(i64::MAX) + CounterValue::Int(1), CounterValue::Int(i64::MAX));
+    }
+
+    #[test]
+    fn non_finite_values_are_refused_naming_the_counter() {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            assert!(CounterValue::float(bad).is_err());
+            let err = CounterValue::from(bad).checked("zephyr/cpu").expect_err("refused");
+            assert!(err.to_string().contains("\"zephyr/cpu\""), "{err}");
+        }
+        assert_eq!(CounterValue::from(78.3).checked("k"), Ok(CounterValue::Float(78.3)));
+    }
+
+    #[test]
+    fn the_stores_typed_fields_are_these_keys() {
+        assert_eq!(pipetel_rows::TEXT_FIELDS, [NAMESPACE, STAGE_NAME, EXECUTION_ID, STATUS, SHARD_STATE, REASON]);
+        assert_eq!(pipetel_rows::FLOAT_FIELDS, [ELAPSED, ITEM_RATE, BYTE_RATE, CPU_TIME, CPU_PERCENT, CPU_PERCENT_AVG]);
+    }
+}

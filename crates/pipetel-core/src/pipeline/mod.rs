@@ -1,0 +1,92 @@
+//! Stage and worker telemetry: one aggregate row per pipeline stage, and per shard a start row,
+//! periodic samples and an end row — as OTel metrics, spans and log records carrying the
+//! namespace (`pipeline.stage` / `pipeline.worker` by default, `<prefix>.stage` /
+//! `<prefix>.worker` with `PIPETEL_NAMESPACE=<prefix>`).
+//!
+//! # The hot path
+//! [`Shard::record`] is two relaxed atomic adds on the shard's own cache line. Nothing is
+//! aggregated on the hot path: the shards' cells are folded when they are read (a Prometheus
+//! scrape writes the families from the stage table; an OTLP export collects observable
+//! instruments).
+//!
+//! # What is emitted
+//! - **Metrics** ([`crate::families::pipeline`]): stage items, bytes, duration, active, runs, shards by state,
+//!   errors, CPU; worker items, bytes, CPU time and utilization, memory, heartbeat. Metric names
+//!   are fixed (dashboards rely on them); the namespace travels as the `pipeline.namespace`
+//!   attribute. Worker metrics carry `pipeline.shard.index`, bounded by the cardinality limit
+//!   (`PIPETEL_CARDINALITY_LIMIT`); the rows always carry every shard.
+//! - **Spans**: a stage span, and per shard a child span — also across threads, and across
+//!   processes through [`Stage::traceparent`] / [`Stage::remote`]. End attributes carry the
+//!   row's figures; a failure sets status Error with the reason.
+//! - **Log rows**: OTel log records whose event name is the namespace and whose attributes are
+//!   the row's fields ([`keys`]) plus trace and span ids; optionally also JSON Lines in
+//!   `PIPETEL_ROWS_FILE`.
+//!
+//! The explicit form, [`emit_stage_stat`] and [`emit_worker_stat`], is for callers that aggregate
+//! themselves; the handles are built on the same row code, so both give identical rows.
+//!
+//! Finished stages stay exported for `PIPETEL_STAGE_RETENTION` (default 5 minutes), then their
+//! series are dropped so a long-lived process does not grow without bound.
+
+// Layers, each importing only from those above it in this list (no circles):
+//
+//   model     keys (field names, CounterKey), row (StageStat, WorkerStat, statuses,
+//             namespaces, a row's fields in order)
+//   process   process (OS readings: thread CPU, resident memory; the one `unsafe`),
+//             sample (a shard's running sample arithmetic over readings)
+//   table     table (the shared per-stage / per-shard state the handles write and the
+//             instruments and sampler read, remote shards' figures included)
+//   remote    remote (a distributed stage's reports: built from the table's shards, ingested
+//             into its remote shards)
+//   out       sink (rows as log records and JSON lines), overflow (worker series past the
+//             cardinality limit), metrics (the families written from the table for the pull
+//             endpoint alone, or observable instruments over it with a push exporter)
+//   progress  progress (the live display on stderr and the stage table's lines; reads the table)
+//   runtime   runtime (what `init` installs, the sampler thread, retention, row emission)
+//   handles   shard (Shard, ShardBuilder), stage (Stage, StageBuilder; uses shard),
+//             emit (emit_stage_stat, emit_worker_stat)
+mod emit;
+pub mod keys;
+mod metrics;
+mod overflow;
+mod process;
+mod progress;
+mod remote;
+mod row;
+#[doc(hidden)]
+pub mod runtime;
+mod sample;
+mod shard;
+mod sink;
+mod stage;
+mod table;
+
+/// The local rows store's conventions (default path, rotation), shared with the `pipetel rows`
+/// tool: see [`pipetel_rows`].
+pub use pipetel_rows as store;
+
+pub use emit::{emit_stage_stat, emit_worker_stat};
+pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
+pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
+pub use remote::{RemoteIngested, RemoteReportError};
+pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
+pub use shard::{Shard, ShardBuilder, ShardRecorder};
+pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
+
+#[doc(hidden)]
+/// Number of stage entries currently exported (finished ones until their retention ends).
+pub fn __exported_stage_count() -> usize {
+    table::table().len()
+}
+
+#[doc(hidden)]
+/// Frames the progress display has drawn with a live line (tests wait on it instead of on time).
+pub fn __progress_redraws() -> u64 {
+    progress::redraws()
+}
+
+#[doc(hidden)]
+/// Takes one round of periodic samples now (tests use it instead of waiting an interval).
+pub fn __sample_now() {
+    runtime::sample_all(&mut process::ProcessSampler::new());
+}

@@ -1,0 +1,237 @@
+//! The shard handle: the hot path.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use opentelemetry::trace::Status;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use super::keys::{warn_refused_once, CounterKey, CounterValue, CounterValueError};
+use super::process::{current_tid, ProcessSampler};
+use super::row::{worker_fields, WorkerStat, WorkerStatus};
+use super::runtime::emit_worker_row;
+use super::table::{end_state, new_shard, ShardInner, StageInner};
+use crate::sampling::span_context;
+
+/// Where a stage's shards hang in the trace.
+#[derive(Debug)]
+pub(crate) enum Parent {
+    /// Under the stage's span in this process.
+    Local(tracing::Span),
+    /// Under a stage span in another process (`Stage::remote`).
+    Remote(opentelemetry::Context),
+}
+
+/// Describes one shard of a stage before it starts.
+#[must_use = "a shard runs only once `start()` is called"]
+pub struct ShardBuilder<'a> {
+    stage: &'a Arc<StageInner>,
+    parent: &'a Parent,
+    index: u32,
+}
+
+impl std::fmt::Debug for ShardBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardBuilder").field("stage", &self.stage.meta.name).field("index", &self.index).finish()
+    }
+}
+
+impl<'a> ShardBuilder<'a> {
+    pub(crate) fn new(stage: &'a Arc<StageInner>, parent: &'a Parent, index: u32) -> Self {
+        Self { stage, parent, index }
+    }
+
+    /// Starts the shard on the calling thread: emits its start row, opens its span (a child of
+    /// the stage's span, on whatever thread), and includes it in the periodic samples. CPU time
+    /// is that of the calling thread.
+    pub fn start(self) -> Shard {
+        let stage = self.stage;
+        let inner = Arc::new(new_shard(stage, self.index, current_tid(), true));
+        let name = format!("shard {} of {}", self.index, stage.meta.name);
+        // A remote parent is set on the root span below, once it exists.
+        let parent = match self.parent {
+            Parent::Local(parent) => parent.id(),
+            Parent::Remote(_) => None,
+        };
+        let make = || {
+            tracing::info_span!(
+            target: "pipetel",
+            parent: parent,
+            "pipeline.shard",
+            otel.name = %name,
+            pipeline.namespace = inner.stage.worker_namespace,
+            pipeline.stage.name = %stage.meta.name,
+            pipeline.execution.id = %stage.meta.execution_id,
+            pipeline.shard.index = i64::from(self.index),
+            error = tracing::field::Empty,
+            )
+        };
+        // A ratio sampler decides roots at creation: the remote parent must be known then.
+        let span = match self.parent {
+            Parent::Remote(cx) => crate::sampling::with_remote_parent(cx, make),
+            Parent::Local(_) => make(),
+        };
+        // The start row leaves under the shard's span lock, which the sampler takes before it
+        // samples a shard: no sample row can come before the start row.
+        let row = inner.row(WorkerStatus::Start, &mut ProcessSampler::new(), None);
+        {
+            let mut s = crate::sync::lock(&inner.span);
+            *s = Some(span.clone());
+            {
+                let mut shards = crate::sync::lock(&stage.shards);
+                shards.push(inner.clone());
+            }
+            emit_worker_row(&row, span_context(&span).as_ref());
+        }
+        Shard { inner, span }
+    }
+}
+
+/// A running shard. Record on the hot path with [`Shard::record`]; end with
+/// [`Shard::finish`] or [`Shard::fail`]. Dropped unfinished (early return, `?`, panic), it ends as
+/// `failed` and its end row is still emitted.
+#[derive(Debug)]
+pub struct Shard {
+    inner: Arc<ShardInner>,
+    span: tracing::Span,
+}
+
+impl Shard {
+    /// Adds processed items and bytes: two relaxed atomic adds on this shard's own cache line,
+    /// no lock, no allocation, no attribute set. Totals are folded into the metrics at
+    /// collection time.
+    #[inline]
+    pub fn record(&self, items: u64, bytes: u64) {
+        self.inner.cells.record(items, bytes);
+    }
+
+    /// A handle that records into this shard from wherever it is moved or cloned to (a binding
+    /// that must not lock on the hot path, a helper thread): [`ShardRecorder::record`] is
+    /// [`Shard::record`]. It does not end the shard; records made after the shard ended still
+    /// count in the stage's totals and metrics, but in no row of the shard.
+    ///
+    /// ```
+    /// let stage = pipetel_core::stage("copy").shards(1).start();
+    /// let shard = stage.shard(0).start();
+    /// let recorder = shard.recorder();
+    /// std::thread::spawn(move || recorder.record(10, 640)).join().expect("recorded");
+    /// let row = shard.finish();
+    /// assert_eq!((row.items, row.bytes), (10, 640));
+    /// ```
+    pub fn recorder(&self) -> ShardRecorder {
+        ShardRecorder { inner: self.inner.clone() }
+    }
+
+    /// Adds to a user counter: an integer (`u64`, `i64`, `u32`, ...) or a float (`f64`).
+    /// Integers into a counter declared on the stage ([`StageBuilder::counter`]) take an
+    /// atomic add; floats and undeclared counters take a slower locked path. A NaN or infinite
+    /// value is refused: nothing is added and a warning naming the key is logged once per key
+    /// (use [`Shard::try_add`] to get the error).
+    ///
+    /// [`StageBuilder::counter`]: super::StageBuilder::counter
+    pub fn add(&self, key: &CounterKey, value: impl Into<CounterValue>) {
+        if let Err(e) = self.try_add(key, value) {
+            warn_refused_once(key.name(), &e);
+        }
+    }
+
+    /// [`Shard::add`], returning the error for a NaN or infinite value.
+    ///
+    /// # Errors
+    /// [`CounterValueError`] naming the key and the value; nothing is added.
+    pub fn try_add(&self, key: &CounterKey, value: impl Into<CounterValue>) -> Result<(), CounterValueError> {
+        let value = value.into().checked(key.name())?;
+        if let CounterValue::Int(i) = value {
+            if let Some((_, cell)) = self.inner.counters.iter().find(|(k, _)| k == key) {
+                let _ = cell.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c.saturating_add(i)));
+                return Ok(());
+            }
+        }
+        {
+            let mut extra = crate::sync::lock(&self.inner.extra_counters);
+            match extra.iter_mut().find(|(k, _)| k == key) {
+                Some(slot) => slot.1 = slot.1 + value,
+                None => extra.push((key.clone(), value)),
+            }
+        }
+        Ok(())
+    }
+
+    /// The shard index.
+    pub fn index(&self) -> u32 {
+        self.inner.index
+    }
+
+    /// Items recorded so far.
+    pub fn items(&self) -> u64 {
+        self.inner.cells.items.load(Ordering::Relaxed)
+    }
+
+    /// Bytes recorded so far.
+    pub fn bytes(&self) -> u64 {
+        self.inner.cells.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The shard's `tracing` span: enter it so `#[tracing::instrument]` functions called by the
+    /// shard become its children.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Ends the shard as finished and returns its end row.
+    pub fn finish(self) -> WorkerStat {
+        self.end(WorkerStatus::End, None)
+    }
+
+    /// Ends the shard as failed and returns its end row.
+    pub fn fail(self, reason: impl Into<String>) -> WorkerStat {
+        self.end(WorkerStatus::Failed, Some(reason.into()))
+    }
+
+    fn end(&self, status: WorkerStatus, reason: Option<String>) -> WorkerStat {
+        let row = self.inner.row(status, &mut ProcessSampler::new(), reason);
+        // The state changes and the end row leaves under the span lock, which the sampler holds
+        // from its "still running?" check to its sample row's emission: a sample row is either
+        // out before the end row or not taken at, and it always has the span to take ids from.
+        let mut emission = crate::sync::lock(&self.inner.span);
+        if !end_state(&self.inner.state, status == WorkerStatus::Failed) {
+            return row;
+        }
+        for (k, v) in worker_fields(self.inner.stage.worker_namespace, &row) {
+            self.span.set_attribute(k, v);
+        }
+        self.span.set_status(match &row.reason {
+            Some(r) => Status::error(r.clone()),
+            None => Status::Ok,
+        });
+        if let Some(r) = &row.reason {
+            self.span.record("error", r.as_str());
+        }
+        emit_worker_row(&row, span_context(&self.span).as_ref());
+        *emission = None;
+        row
+    }
+}
+
+/// Records into a running [`Shard`] ([`Shard::recorder`]): `Clone + Send + Sync`, lock-free.
+#[derive(Debug, Clone)]
+pub struct ShardRecorder {
+    inner: Arc<ShardInner>,
+}
+
+impl ShardRecorder {
+    /// [`Shard::record`]: two relaxed atomic adds on the shard's own cache line.
+    #[inline]
+    pub fn record(&self, items: u64, bytes: u64) {
+        self.inner.cells.record(items, bytes);
+    }
+}
+
+impl Drop for Shard {
+    fn drop(&mut self) {
+        if self.inner.is_running() {
+            let reason = if std::thread::panicking() { "panicked" } else { "dropped without finish()" };
+            let _ = self.end(WorkerStatus::Failed, Some(reason.to_string()));
+        }
+    }
+}
