@@ -71,7 +71,7 @@ mod test_exporter;
 pub use measure::__private;
 
 /// Measures a function: a span plus call, error, in-flight, duration and size metrics.
-pub use pipetel_macros::measure;
+pub use pipetel_macros::measure_core as measure;
 
 pub use global::meter;
 pub use pipeline::{stage, Shard, Stage};

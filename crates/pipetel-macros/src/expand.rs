@@ -13,8 +13,16 @@ use syn::{Error, Expr, FnArg, Ident, Item, ItemFn, Pat, ReturnType, Type};
 
 use crate::attr::Options;
 
+/// The crate whose `__private` runtime the expansion calls: `pipetel` (what applications
+/// depend on) or `pipetel-core` (what a library that only instruments depends on).
+#[derive(Clone, Copy)]
+pub(crate) enum Runtime {
+    Pipetel,
+    Core,
+}
+
 /// Expands `#[measure(args)] item`.
-pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
+pub(crate) fn expand(runtime: Runtime, args: TokenStream, item: TokenStream) -> syn::Result<TokenStream> {
     let options = Options::parse(args)?;
     let function = match syn::parse2::<Item>(item.clone()) {
         Ok(Item::Fn(function)) => function,
@@ -32,7 +40,7 @@ pub(crate) fn expand(args: TokenStream, item: TokenStream) -> syn::Result<TokenS
         }
     };
     check(&options, &function)?;
-    Ok(generate(&options, function))
+    Ok(generate(runtime, &options, function))
 }
 
 fn first_span(tokens: &TokenStream) -> Span {
@@ -123,9 +131,12 @@ fn contains_impl(tokens: TokenStream) -> bool {
     })
 }
 
-fn generate(options: &Options, function: ItemFn) -> TokenStream {
+fn generate(runtime: Runtime, options: &Options, function: ItemFn) -> TokenStream {
     let ItemFn { attrs, vis, sig, block } = function;
-    let p = quote!(::pipetel::__private);
+    let p = match runtime {
+        Runtime::Pipetel => quote!(::pipetel::__private),
+        Runtime::Core => quote!(::pipetel_core::__private),
+    };
     let m = Span::mixed_site();
     let site = Ident::new("__PIPETEL_SITE", m);
     let call = Ident::new("__pipetel_call", m);

@@ -83,7 +83,19 @@ mod expand;
 /// a bad level or bucket list, a `const fn`, or an item that is not a function with a body.
 #[proc_macro_attribute]
 pub fn measure(args: TokenStream, item: TokenStream) -> TokenStream {
-    match expand::expand(args.into(), item.into()) {
+    expand_with(expand::Runtime::Pipetel, args, item)
+}
+
+/// The same attribute for code that depends on `pipetel-core` alone: its expansion names
+/// `::pipetel_core::__private`. `pipetel_core::measure` is this attribute.
+#[doc(hidden)]
+#[proc_macro_attribute]
+pub fn measure_core(args: TokenStream, item: TokenStream) -> TokenStream {
+    expand_with(expand::Runtime::Core, args, item)
+}
+
+fn expand_with(runtime: expand::Runtime, args: TokenStream, item: TokenStream) -> TokenStream {
+    match expand::expand(runtime, args.into(), item.into()) {
         Ok(tokens) => tokens.into(),
         Err(error) => error.to_compile_error().into(),
     }
