@@ -70,7 +70,7 @@ fn names_a_special_file(text: &str) -> bool {
 
 /// What a configuration that was accepted must do: resolve again and answer every accessor.
 fn accepted(config: &Config) {
-    config.resolve().expect("an accepted configuration resolves");
+    config.validate().expect("an accepted configuration resolves");
     for signal in Signal::ALL {
         let _ = config.otlp_target(signal);
     }

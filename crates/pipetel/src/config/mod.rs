@@ -12,7 +12,7 @@
 //!
 //! `Config::from_env()` reads the file first and lays the environment over it; `with_*` calls made
 //! afterwards lay code over both. Every value remembers where it came from ([`Origin`]), and
-//! [`Config::resolve`] turns the whole into plain [`Settings`] once, checking each value with the
+//! `Config::resolve` turns the whole into plain `Settings` once (what `init` reads; [`Config::validate`] runs the same checks), checking each value with the
 //! same rule whatever its path: a bad value is an error naming the variable, file key or setter
 //! and the value; nothing is silently replaced by a default. Request header values and the
 //! Prometheus credentials are never shown: errors and `Debug` output write `<redacted>`.
@@ -30,12 +30,12 @@
 //! | `env`, `file` | the environment and the TOML file, read through the table |
 //! | `builder`, `getters` | [`Config`]: the readers and the `with_*` setters; the getters |
 //! | `otlp` | OTLP resolution per signal |
-//! | `settings` | [`Config::resolve`] and the plain [`Settings`] `init` reads |
+//! | `settings` | `Config::resolve` and the plain `Settings` `init` reads |
 //! | `reference` | the configuration reference, written from the table |
 //! | `values`, `defaults` | the value types; the defaults ([`ConfigError`], [`Origin`] and the groups the instrumentation takes whole are `pipetel_core::settings`'s) |
 //!
 //! A new setting is an entry in `table.rs` plus its use: a getter in `getters.rs`, a setter in
-//! `builder.rs` and, when `init` needs it, a field of [`Settings`]. Its constant, its variable and file key,
+//! `builder.rs` and, when `init` needs it, a field of `Settings`. Its constant, its variable and file key,
 //! its checks, its error origin and its row in the reference come from the entry.
 
 mod builder;
@@ -60,9 +60,9 @@ pub use pipetel_core::settings::parse_buckets;
 pub use pipetel_core::settings::{
     ConfigError, Origin, PipelineSettings, ServiceMetricsConfig, Sourced, SpanMetricsConfig, SpanMetricsError, SpanTime,
 };
-pub use settings::{
-    BatchSettings, LogsSettings, MetricsSettings, PrometheusSettings, ResourceSettings, Settings, SpanLimitsSettings,
-    SubscriberSettings, TracesSettings,
+pub(crate) use settings::{
+    BatchSettings, LogsSettings, MetricsSettings, PrometheusSettings, ResourceSettings, Settings, SubscriberSettings,
+    TracesSettings,
 };
 pub(crate) use syntax::parse_filter;
 pub use table::*;

@@ -1,5 +1,5 @@
-//! [`Config::resolve`]: every value checked once, by its setting's rule and naming its origin,
-//! and the whole turned into the plain [`Settings`] each part of `init` reads.
+//! `Config::resolve`: every value checked once, by its setting's rule and naming its origin,
+//! and the whole turned into the plain `Settings` each part of `init` reads.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -22,124 +22,120 @@ use pipetel_core::settings::{ServiceMetricsConfig, SpanMetricsConfig};
 
 /// The configuration resolved into plain values, grouped by what each part of `init` builds.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Every signal a no-op (`OTEL_SDK_DISABLED`).
-    pub sdk_disabled: bool,
+    pub(crate) sdk_disabled: bool,
     /// The global text-map propagators, in order (`OTEL_PROPAGATORS`); empty: none.
-    pub propagators: Vec<Propagator>,
+    pub(crate) propagators: Vec<Propagator>,
     /// The resource every signal carries.
-    pub resource: ResourceSettings,
+    pub(crate) resource: ResourceSettings,
     /// The meter provider's readers and exporters.
-    pub metrics: MetricsSettings,
+    pub(crate) metrics: MetricsSettings,
     /// The tracer provider's sampler and exporters.
-    pub traces: TracesSettings,
+    pub(crate) traces: TracesSettings,
     /// The logger provider's exporters.
-    pub logs: LogsSettings,
+    pub(crate) logs: LogsSettings,
     /// The `tracing` subscriber.
-    pub subscriber: SubscriberSettings,
+    pub(crate) subscriber: SubscriberSettings,
     /// Stage and worker telemetry.
-    pub pipeline: PipelineSettings,
+    pub(crate) pipeline: PipelineSettings,
     /// Service metrics switches, prefix and default buckets.
-    pub service: ServiceMetricsConfig,
+    pub(crate) service: ServiceMetricsConfig,
     /// The span-metrics layer; the origin is its filter's.
-    pub span_metrics: Sourced<SpanMetricsConfig>,
+    pub(crate) span_metrics: Sourced<SpanMetricsConfig>,
     /// GPU telemetry.
     #[cfg(feature = "gpu")]
-    pub gpu: pipetel_gpu::GpuConfig,
+    pub(crate) gpu: pipetel_gpu::GpuConfig,
     /// Upper bound of flush and shutdown.
-    pub shutdown_timeout: Duration,
+    pub(crate) shutdown_timeout: Duration,
     /// Most attribute sets kept per metric instrument (SDK views, registry, pipeline).
-    pub cardinality_limit: usize,
+    pub(crate) cardinality_limit: usize,
     /// Deprecated spellings met while reading, to log once a subscriber exists.
-    pub deprecations: Vec<String>,
+    pub(crate) deprecations: Vec<String>,
 }
 
 /// The resource's attributes from the configuration.
 #[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct ResourceSettings {
+pub(crate) struct ResourceSettings {
     /// `service.name`: set in code or `OTEL_SERVICE_NAME`, else `service.name` among the
     /// resource attributes, else `unknown_service:<exe>`.
-    pub service_name: String,
+    pub(crate) service_name: String,
     /// `service.version`, when given.
-    pub service_version: Option<String>,
+    pub(crate) service_version: Option<String>,
     /// The other attributes the user gave (`service.name` taken out, and `service.instance.id`
     /// when `instance_id` is set). They win over every detected attribute.
-    pub attributes: Vec<(String, String)>,
+    pub(crate) attributes: Vec<(String, String)>,
     /// `service.instance.id` made by `PIPETEL_INSTANCE_ID`; `None`: the one among `attributes`,
     /// else a random UUID.
-    pub instance_id: Option<String>,
+    pub(crate) instance_id: Option<String>,
     /// `k8s.*` attributes from the downward-API variables, when `KUBERNETES_SERVICE_HOST` is set.
-    pub kubernetes: Vec<(String, String)>,
+    pub(crate) kubernetes: Vec<(String, String)>,
 }
 
 /// What the meter provider is built with.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct MetricsSettings {
+// The push exporters read the interval and temporality; without them nothing does.
+#[cfg_attr(not(any(feature = "otlp", feature = "console")), allow(dead_code))]
+pub(crate) struct MetricsSettings {
     /// The metric exporters in effect.
-    pub exporters: Vec<MetricExporter>,
+    pub(crate) exporters: Vec<MetricExporter>,
     /// The pull endpoint (used when `exporters` holds [`MetricExporter::Prometheus`]).
-    pub prometheus: PrometheusSettings,
+    pub(crate) prometheus: PrometheusSettings,
     /// The OTLP target (used when `exporters` holds [`MetricExporter::Otlp`]).
-    pub otlp: OtlpTarget,
+    pub(crate) otlp: OtlpTarget,
     /// Interval of pushed exports.
-    pub export_interval: Duration,
+    pub(crate) export_interval: Duration,
     /// Which measurements may carry an exemplar.
-    pub exemplar_filter: ExemplarFilter,
+    pub(crate) exemplar_filter: ExemplarFilter,
     /// Temporality of the OTLP exports (the pull reader is always cumulative).
-    pub temporality: MetricTemporality,
+    pub(crate) temporality: MetricTemporality,
     /// Aggregation of histograms that name no other.
-    pub histogram_aggregation: HistogramAggregation,
+    pub(crate) histogram_aggregation: HistogramAggregation,
     /// Export the process metrics (`PIPETEL_PROCESS_METRICS`).
-    pub process_metrics: bool,
+    pub(crate) process_metrics: bool,
 }
 
 /// The span limits the tracer provider applies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct SpanLimitsSettings {
+pub(crate) struct SpanLimitsSettings {
     /// Most attributes per span.
-    pub attributes_per_span: u32,
+    pub(crate) attributes_per_span: u32,
     /// Most events per span.
-    pub events_per_span: u32,
+    pub(crate) events_per_span: u32,
     /// Most links per span.
-    pub links_per_span: u32,
+    pub(crate) links_per_span: u32,
     /// Most attributes per span event.
-    pub attributes_per_event: u32,
+    pub(crate) attributes_per_event: u32,
     /// Most attributes per span link.
-    pub attributes_per_link: u32,
+    pub(crate) attributes_per_link: u32,
 }
 
 /// A batch processor's settings; `None` keeps the SDK's default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct BatchSettings {
+pub(crate) struct BatchSettings {
     /// Delay between two exports.
-    pub schedule_delay: Option<Duration>,
+    pub(crate) schedule_delay: Option<Duration>,
     /// Most items queued; more are dropped.
-    pub max_queue_size: Option<usize>,
+    pub(crate) max_queue_size: Option<usize>,
     /// Most items per export.
-    pub max_export_batch_size: Option<usize>,
+    pub(crate) max_export_batch_size: Option<usize>,
 }
 
 /// The Prometheus pull endpoint. Its `Debug` output redacts the credentials.
 #[derive(Clone)]
-#[non_exhaustive]
-pub struct PrometheusSettings {
+pub(crate) struct PrometheusSettings {
     /// Host it binds to.
-    pub host: String,
+    pub(crate) host: String,
     /// Port (`0` picks a free one).
-    pub port: u16,
+    pub(crate) port: u16,
     /// Path it serves.
-    pub path: String,
+    pub(crate) path: String,
     /// A bearer token it requires.
-    pub bearer_token: Option<String>,
+    pub(crate) bearer_token: Option<String>,
     /// A basic-auth user and password it requires.
-    pub basic_auth: Option<(String, String)>,
+    pub(crate) basic_auth: Option<(String, String)>,
     /// Certificate chain and key for HTTPS; the origin is the certificate's.
-    pub tls: Option<Sourced<(PathBuf, PathBuf)>>,
+    pub(crate) tls: Option<Sourced<(PathBuf, PathBuf)>>,
 }
 
 impl fmt::Debug for PrometheusSettings {
@@ -157,60 +153,57 @@ impl fmt::Debug for PrometheusSettings {
 
 /// What the tracer provider is built with.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct TracesSettings {
+pub(crate) struct TracesSettings {
     /// The trace exporters in effect.
-    pub exporters: Vec<TraceExporter>,
+    pub(crate) exporters: Vec<TraceExporter>,
     /// The sampler.
-    pub sampler: SamplerConfig,
+    pub(crate) sampler: SamplerConfig,
     /// The OTLP target (used when `exporters` holds [`TraceExporter::Otlp`]); its timeout is
     /// bounded by `OTEL_BSP_EXPORT_TIMEOUT`.
-    pub otlp: OtlpTarget,
+    pub(crate) otlp: OtlpTarget,
     /// The span limits.
-    pub limits: SpanLimitsSettings,
+    pub(crate) limits: SpanLimitsSettings,
     /// The batch span processor.
-    pub batch: BatchSettings,
+    pub(crate) batch: BatchSettings,
     /// The `EnvFilter` directives of the spans exported (and measured by `span.duration`),
     /// independent of the console's (`PIPETEL_TRACES_FILTER`).
-    pub filter: Sourced<String>,
+    pub(crate) filter: Sourced<String>,
 }
 
 /// What the logger provider is built with.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct LogsSettings {
+pub(crate) struct LogsSettings {
     /// The log exporters in effect.
-    pub exporters: Vec<LogExporter>,
+    pub(crate) exporters: Vec<LogExporter>,
     /// The OTLP target (used when `exporters` holds [`LogExporter::Otlp`]); its timeout is
     /// bounded by `OTEL_BLRP_EXPORT_TIMEOUT`.
-    pub otlp: OtlpTarget,
+    pub(crate) otlp: OtlpTarget,
     /// The batch log record processor.
-    pub batch: BatchSettings,
+    pub(crate) batch: BatchSettings,
     /// The `EnvFilter` directives of the events exported as log records, independent of the
     /// console's (`PIPETEL_LOGS_FILTER`).
-    pub filter: Sourced<String>,
+    pub(crate) filter: Sourced<String>,
 }
 
 /// The `tracing` subscriber `init` installs.
 #[derive(Debug, Clone)]
-#[non_exhaustive]
-pub struct SubscriberSettings {
+pub(crate) struct SubscriberSettings {
     /// The filter directives, and where they came from.
-    pub log_filter: Sourced<String>,
+    pub(crate) log_filter: Sourced<String>,
     /// Print events to stderr.
-    pub console: bool,
+    pub(crate) console: bool,
     /// The console's line format (`PIPETEL_LOG_FORMAT`).
-    pub format: LogFormat,
+    pub(crate) format: LogFormat,
 }
 
 impl Config {
     /// Checks every value with its setting's rule (values set in code included) and the settings
-    /// that go together, and resolves the whole into plain [`Settings`]: defaults filled in, the
+    /// that go together, and resolves the whole into plain `Settings`: defaults filled in, the
     /// exporters in effect chosen, each signal's OTLP target resolved.
     ///
     /// # Errors
     /// The first value that is refused, naming where it came from (setter, variable or file key).
-    pub fn resolve(&self) -> Result<Settings, ConfigError> {
+    pub(crate) fn resolve(&self) -> Result<Settings, ConfigError> {
         self.slots.check_all()?;
         let tls = certificate_and_key(
             self.slots.prometheus_tls_cert.as_ref(),
