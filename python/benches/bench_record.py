@@ -1,5 +1,5 @@
 """The hot-path cost of pipetel's Python recording calls next to a bare PyO3 call, prometheus_client
-and the OpenTelemetry Python SDK (#18 item 7). A benchmark, not a test: it prints a markdown table.
+and the OpenTelemetry Python SDK. A benchmark, not a test: it prints a markdown table.
 
     PIPETEL_PY_PROFILE=release scripts/bench-python        # builds the release wheel, runs this
     python python/benches/bench_record.py [--number 200000] [--repeat 7]
@@ -121,7 +121,7 @@ BASELINE = {
     "pipetel mstar `Counter.inc([label])`": "bare PyO3 no-op `noop()`",
 }
 PROM = "prometheus_client `Counter.inc()`"
-#: The rows the targets apply to (#18: ``shard.record`` and the registry ``counter.inc()``); the
+#: The rows the targets apply to (``shard.record`` and the registry ``counter.inc()``); the
 #: mstar rows are shown against the same figures for reference: their labels are a Python list
 #: converted per call, which a bare no-op does not pay.
 TARGETED = {"pipetel `shard.record(items, nbytes)`", "pipetel TeleFuser registry `counter.inc()`"}

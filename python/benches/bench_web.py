@@ -1,5 +1,5 @@
 """The cost of a Python span and of the ASGI middleware, side by side with the OpenTelemetry
-Python SDK (#29 item 7). A benchmark, not a test: it prints a markdown table.
+Python SDK. A benchmark, not a test: it prints a markdown table.
 
     scripts/bench-python                                  # builds the release wheel, runs this
     python python/benches/bench_web.py [--number 20000] [--repeat 7]

@@ -9,8 +9,7 @@
 //!   given as a fraction of the maximum, which is what NVML reports. As the conventions ask, a
 //!   fan is its own component: `hw.type=fan`, `hw.id` = the GPU's id and `-fan-<n>`,
 //!   `hw.parent` = the GPU's id; it keeps the GPU's `hw.gpu.index`, `hw.name` and `hw.model` and
-//!   adds [`GPU_FAN_INDEX`]. (Until #16 this was `hw.gpu.fan.speed` on the GPU itself; the old
-//!   name is not exported any more.)
+//!   adds [`GPU_FAN_INDEX`].
 //! - [`GPU_MEMORY_BANDWIDTH_UTILIZATION`] (`hw.gpu.memory.bandwidth.utilization`, `1`): the
 //!   fraction of time device memory was read or written (NVML's `utilization.memory`, DCGM's
 //!   `DCGM_FI_DEV_MEM_COPY_UTIL`). Not to be confused with [`GPU_MEMORY_UTILIZATION`], which is

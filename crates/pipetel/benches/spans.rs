@@ -7,7 +7,7 @@
 //! histogram, as with a push exporter), (d) spans
 //! the sampler drops: every span under `always_off` (the bridge left out), a root span under a
 //! ratio sampler (decided at creation and held back by the gate; `_decided_at_start`: the gate
-//! leaving roots to the bridge, built then dropped, as before #19), and a child of a dropped span
+//! leaving roots to the bridge: built then dropped), and a child of a dropped span
 //! (held back by the gate). `c_full_stack_child` is (c) for a child of a kept span, the same
 //! shape as the last (d) row.
 //!
