@@ -39,10 +39,12 @@ pub const SCOPE_NAME: &str = "pipetel";
 /// The instrumentation scope whose metrics go to push exporters (OTLP, console) only: the pull
 /// endpoint leaves them out, because an exposition source renders the same data there in a
 /// form OTel instruments cannot express (Prometheus summaries, native histograms of snapshots).
+#[doc(hidden)]
 pub const PUSH_ONLY_SCOPE: &str = "pipetel.push_only";
 
 /// What `init` installed: the meters pipetel's own instruments bind to.
 #[derive(Debug, Clone)]
+#[doc(hidden)]
 pub struct Installed {
     /// Bumped by each publication; 0 before `init`.
     pub generation: u64,
@@ -72,6 +74,7 @@ impl Installed {
 }
 
 /// Something built before (or after) `init` that binds OTel instruments for pipetel.
+#[doc(hidden)]
 pub trait Rebind: Send + Sync {
     /// Binds the instruments again on what `init` just installed. Called outside the context's
     /// lock, so it may read [`current`].
@@ -91,11 +94,13 @@ static GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// The generation of the current context (0 before `init`).
 #[inline]
+#[doc(hidden)]
 pub fn generation() -> u64 {
     GENERATION.load(Ordering::Acquire)
 }
 
 /// The current context: what `init` installed, or the global provider's meter before it.
+#[doc(hidden)]
 pub fn current() -> Installed {
     if let Some(installed) = &read(&STATE).current {
         return installed.clone();
@@ -125,6 +130,7 @@ pub fn meter() -> opentelemetry::metrics::Meter {
 }
 
 /// Registers `listener` to be rebound by every later publication, for as long as it lives.
+#[doc(hidden)]
 pub fn register(listener: Weak<dyn Rebind>) {
     let mut state = write(&STATE);
     state.listeners.retain(|l| l.strong_count() > 0);
@@ -132,17 +138,20 @@ pub fn register(listener: Weak<dyn Rebind>) {
 }
 
 /// Claims `init` for this process: false when it was already claimed.
+#[doc(hidden)]
 pub fn claim() -> bool {
     !std::mem::replace(&mut write(&STATE).claimed, true)
 }
 
 /// Gives the claim back after a failed `init`, which installed nothing.
+#[doc(hidden)]
 pub fn release() {
     write(&STATE).claimed = false;
 }
 
 /// Publishes `installed` (with the next generation) and rebinds every live listener. The last
 /// step of `init`: it cannot be undone.
+#[doc(hidden)]
 pub fn publish(mut installed: Installed) -> Installed {
     crate::limits::set_cardinality_limit(installed.cardinality_limit);
     let listeners: Vec<Arc<dyn Rebind>> = {
@@ -169,12 +178,14 @@ static SERVICE: RwLock<Option<ServiceMetricsConfig>> = RwLock::new(None);
 /// Whether stage metrics are on: `false` once `init` ran with `PIPETEL_STAGE_METRICS=false`
 /// (or `pipeline.metrics = false`, or `with_stage_metrics(false)`). One relaxed load.
 #[inline]
+#[doc(hidden)]
 pub fn stage_metrics() -> bool {
     STAGE_METRICS.load(Ordering::Relaxed)
 }
 
 /// Records the switches `init` resolved; called by `init` before it publishes its context, so
 /// anything resolved in the new generation sees them.
+#[doc(hidden)]
 pub fn configure(stage_metrics: bool, service: &ServiceMetricsConfig) {
     STAGE_METRICS.store(stage_metrics, Ordering::Relaxed);
     *write(&SERVICE) = Some(service.clone());
@@ -184,6 +195,7 @@ pub fn configure(stage_metrics: bool, service: &ServiceMetricsConfig) {
 /// file); before `init`, the service-metrics variables of the environment (read once: the
 /// configuration file applies from `init` on). Variables that cannot be read give the
 /// defaults, with one warning naming the culprit.
+#[doc(hidden)]
 pub fn service_config() -> ServiceMetricsConfig {
     if let Some(config) = read(&SERVICE).as_ref() {
         return config.clone();
@@ -210,6 +222,7 @@ static GPU: RwLock<Option<pipetel_gpu::SampleReader>> = RwLock::new(None);
 
 /// Keeps (or, with `None`, forgets) the reader of the GPU poller `init` started.
 #[cfg(feature = "gpu")]
+#[doc(hidden)]
 pub fn set_gpu(reader: Option<pipetel_gpu::SampleReader>) {
     *write(&GPU) = reader;
 }

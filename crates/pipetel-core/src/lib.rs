@@ -45,16 +45,20 @@
 #![deny(unsafe_code)]
 
 pub mod buckets;
+#[doc(hidden)]
 pub mod exposition;
 pub mod families;
 mod field_setters;
 mod fuzz_entry;
+#[doc(hidden)]
 pub use fuzz_entry::__fuzz;
 pub mod global;
 pub mod hub;
+#[doc(hidden)]
 pub mod limits;
 mod measure;
 pub mod pipeline;
+#[doc(hidden)]
 pub mod process_metrics;
 pub mod registry;
 pub mod sampling;
@@ -63,6 +67,7 @@ pub mod settings;
 pub mod span_metrics;
 pub mod stage_metrics;
 #[allow(unsafe_code)]
+#[doc(hidden)]
 pub mod sync;
 #[cfg(test)]
 mod test_exporter;

@@ -11,6 +11,10 @@
 //! observable instrument that walks its series at collection (the pipeline's worker metrics)
 //! runs them through a [`Folder`].
 
+// Plumbing between this crate and `pipetel` (hidden from the docs): its docs name the private
+// items they are written for.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;

@@ -68,7 +68,7 @@ mod expand;
 /// | `skip(a, b)`, `skip_all` | arguments not recorded as span fields (all others are, by `Debug` or as plain values) |
 /// | `fields(k = v, ...)` | extra span fields, as in `tracing::span!` |
 /// | `stage = "..."` | the `stage` label |
-/// | `buckets = [0.01, 0.1, 1.0]` | bounds of `function.duration` in seconds (default `pipetel::SECONDS_BUCKETS`); OTel keeps one layout per metric, so the first function to create `function.duration` decides and a differing one is logged as a warning |
+/// | `buckets = [0.01, 0.1, 1.0]` | bounds of `function.duration` in seconds (default `pipetel::buckets::SECONDS_BUCKETS`); OTel keeps one layout per metric, so the first function to create `function.duration` decides and a differing one is logged as a warning |
 /// | `input_size = expr` | a size evaluated on the arguments at entry (any primitive number; negative counts as 0) |
 /// | `output_size = expr` | a size evaluated on the return value, bound as `ret` (a reference); for a `Result` return type `ret` is the `Ok` value and nothing is recorded on `Err`. The closure form `output_size = \|v: &T\| v.len()` is accepted too |
 ///
@@ -88,7 +88,6 @@ pub fn measure(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// The same attribute for code that depends on `pipetel-core` alone: its expansion names
 /// `::pipetel_core::__private`. `pipetel_core::measure` is this attribute.
-#[doc(hidden)]
 #[proc_macro_attribute]
 pub fn measure_core(args: TokenStream, item: TokenStream) -> TokenStream {
     expand_with(expand::Runtime::Core, args, item)

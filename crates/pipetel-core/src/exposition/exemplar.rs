@@ -9,7 +9,7 @@
 //!   bucket; the slots are allocated on the first exemplar, so a series that never sees a
 //!   sampled span costs one pointer. A slot is a sequence lock over atomics: a writer that
 //!   meets another writer in the same slot drops its exemplar rather than wait.
-//! - Time: an exemplar's timestamp is computed from a reading of [`crate::sync::clock`] (the span's or
+//! - Time: an exemplar's timestamp is computed from a reading of `crate::sync::clock` (the span's or
 //!   the call's end, already read to time it) and an anchor to the system's wall clock renewed
 //!   each second ([`wall_ns_at`]), so keeping one reads no OS clock.
 //! - The SDK's histograms keep no exemplars (`opentelemetry_sdk` 0.33 builds every data point
@@ -18,6 +18,10 @@
 //!   instrument name and attribute set ([`register`]), and the pull endpoint's encoder looks
 //!   them up ([`lookup`]) when it writes OpenMetrics.
 //! - Output: OpenMetrics only (the text format 0.0.4 has no exemplars), after a `_bucket` line.
+
+// Plumbing between this crate and `pipetel` (hidden from the docs): its docs name the private
+// items they are written for.
+#![allow(rustdoc::private_intra_doc_links)]
 
 use std::collections::HashMap;
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, AtomicU8, Ordering};

@@ -18,6 +18,10 @@
 //! format inside [`Writer`], nowhere else; text collectors' output (always 0.0.4) is rewritten
 //! line by line by [`append_checked`].
 
+// Plumbing between this crate and `pipetel` (hidden from the docs): its docs name the private
+// items they are written for.
+#![allow(rustdoc::private_intra_doc_links)]
+
 mod bucket;
 #[doc(hidden)]
 pub mod exemplar;

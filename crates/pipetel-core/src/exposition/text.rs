@@ -1,6 +1,10 @@
 //! The writer: family headers, label blocks, samples, histograms and summaries, with the
 //! format's escaping and number rules.
 
+// Plumbing between this crate and `pipetel` (hidden from the docs): its docs name the private
+// items they are written for.
+#![allow(rustdoc::private_intra_doc_links)]
+
 use std::fmt::Write as _;
 
 use super::exemplar::Exemplar;

@@ -37,7 +37,7 @@ impl std::fmt::Debug for SnapshotHub {
 }
 
 impl SnapshotHub {
-    /// A hub exporting through [`crate::meter`]: the meter provider [`crate::init`] installs,
+    /// A hub exporting through [`crate::meter`]: the meter provider `pipetel::init` installs,
     /// also when the hub is made before `init` (its instruments are registered again when `init`
     /// runs); before `init`, the global meter provider.
     pub fn new(config: HubConfig) -> SnapshotHub {

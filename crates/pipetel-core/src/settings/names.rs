@@ -13,6 +13,6 @@ pub const PIPETEL_HTTP_METRICS: &str = "PIPETEL_HTTP_METRICS";
 pub const PIPETEL_SERVICE_PREFIX: &str = "PIPETEL_SERVICE_PREFIX";
 /// Bucket bounds of the service histograms: numbers, `seconds` or `telefuser`.
 pub const PIPETEL_HISTOGRAM_BUCKETS: &str = "PIPETEL_HISTOGRAM_BUCKETS";
-/// The variables [`ServiceMetricsConfig::from_env`] reads.
+/// The variables [`ServiceMetricsConfig::from_env`](super::ServiceMetricsConfig::from_env) reads.
 pub const SERVICE_ENV_VARS: &[&str] =
     &[PIPETEL_QUEUE_METRICS, PIPETEL_HTTP_METRICS, PIPETEL_SERVICE_PREFIX, PIPETEL_HISTOGRAM_BUCKETS];

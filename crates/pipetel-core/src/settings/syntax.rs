@@ -45,6 +45,8 @@ pub fn numbers(v: &str) -> Result<Vec<f64>, String> {
 }
 
 /// A metric-name prefix, as the registry accepts one: snake_case, not reserved, not empty.
+// A check takes `&T` of its setting's type (`fn(&String)`, `fn(&Vec<f64>)`).
+#[allow(clippy::ptr_arg)]
 pub fn service_prefix(v: &String) -> Result<(), String> {
     let v = v.trim();
     let mut chars = v.chars();
@@ -65,6 +67,7 @@ pub fn service_prefix(v: &String) -> Result<(), String> {
 }
 
 /// Finite, strictly increasing bucket bounds.
+#[allow(clippy::ptr_arg)]
 pub fn buckets(bounds: &Vec<f64>) -> Result<(), String> {
     if bounds.iter().any(|b| !b.is_finite()) {
         return Err("bounds must be finite (+Inf is implied)".into());

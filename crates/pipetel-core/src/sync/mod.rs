@@ -7,7 +7,7 @@
 //! - [`StaticCell`]: an atomic `Option<&'static T>` (call sites' resolved handles, span-metrics
 //!   callsites);
 //! - [`SpinLock`]: a lock for critical sections of a few nanoseconds (summary observations);
-//! - [`clock`]: a cheap monotonic clock and the process-wide coarse-time thread;
+//! - `clock`: a cheap monotonic clock and the process-wide coarse-time thread;
 //! - [`current_tid`]: the OS id of the calling thread;
 //! - [`span_table_home`](span_table::span_table_home): where a span's id starts its probe in the fixed open-addressing
 //!   tables of open spans (span metrics) and held-back spans (sampling gate);
@@ -20,6 +20,10 @@
 //! goes on: the state behind its locks is updated by code that validates first and does not
 //! panic halfway, and telemetry must never take a program down because some other thread
 //! panicked. Every lock in the crate is taken through these three functions.
+
+// Plumbing between this crate and `pipetel` (hidden from the docs): its docs name the private
+// items they are written for.
+#![allow(rustdoc::private_intra_doc_links)]
 
 pub(crate) mod clock;
 mod float;
