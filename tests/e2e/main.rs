@@ -17,6 +17,7 @@ mod alert_rules_pass_promtool;
 mod collector_configs_use_contrib_components;
 mod collector_outage_never_blocks;
 mod compose_prometheus_keeps_exemplars;
+mod custom_exporter_example_receives_every_signal;
 mod dashboards_and_alerts_query_real_prometheus;
 mod dashboards_are_importable;
 mod exemplar_trace_ids_resolve_in_jaeger;

@@ -17,11 +17,12 @@ use crate::error::InitError;
 /// An exporter that cannot be built or is not compiled in.
 pub(super) fn build(
     settings: &LogsSettings,
+    plugged: Vec<super::plugged::AddLogs>,
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Option<SdkLoggerProvider>, InitError> {
     let lp = SdkLoggerProvider::builder().with_resource(resource.clone());
-    provider(lp, &settings.exporters, &settings.otlp, &settings.batch, ledgers)
+    provider(lp, &settings.exporters, plugged, &settings.otlp, &settings.batch, ledgers)
 }
 
 batch_exporters!(

@@ -41,6 +41,7 @@ pub(super) type Endpoint = std::convert::Infallible;
 /// An exporter that cannot be built or is not compiled in.
 pub(super) fn build(
     settings: &MetricsSettings,
+    plugged: Vec<super::plugged::AddMetrics>,
     cardinality_limit: usize,
     resource: &Resource,
     ledgers: &mut Ledgers,
@@ -63,7 +64,11 @@ pub(super) fn build(
             MetricExporter::Console => with_console(mp, settings)?,
         };
     }
-    let pushes = settings.exporters.iter().any(|e| *e != MetricExporter::Prometheus);
+    // A reader of the application's reads what push exporters read: the instruments.
+    let pushes = settings.exporters.iter().any(|e| *e != MetricExporter::Prometheus) || !plugged.is_empty();
+    for add in plugged {
+        mp = add(mp, settings.export_interval);
+    }
     Ok(Metrics { provider: mp.build(), pull, pushes })
 }
 

@@ -32,11 +32,12 @@ macro_rules! batch_exporters {
         fn provider(
             builder: $builder,
             exporters: &[crate::config::$kinds],
+            plugged: Vec<Box<dyn FnOnce($builder, &crate::config::BatchSettings) -> $builder + Send>>,
             otlp: &crate::config::OtlpTarget,
             batch: &crate::config::BatchSettings,
             ledgers: &mut super::ledgers::Ledgers,
         ) -> Result<Option<$provider>, crate::error::InitError> {
-            if exporters.is_empty() {
+            if exporters.is_empty() && plugged.is_empty() {
                 return Ok(None);
             }
             let mut b = builder;
@@ -46,13 +47,18 @@ macro_rules! batch_exporters {
                     crate::config::$kinds::Console => with_console(b, batch)?,
                 };
             }
+            for add in plugged {
+                b = add(b, batch);
+            }
             Ok(Some(b.build()))
         }
 
         /// `exporter` behind the signal's batch processor with `batch` applied over the SDK's
         /// defaults.
-        #[cfg(any(feature = "otlp", feature = "console"))]
-        fn batched<E>(exporter: E, batch: &crate::config::BatchSettings) -> opentelemetry_sdk::$sdk::$processor
+        pub(super) fn batched<E>(
+            exporter: E,
+            batch: &crate::config::BatchSettings,
+        ) -> opentelemetry_sdk::$sdk::$processor
         where
             E: opentelemetry_sdk::$sdk::$exporter + 'static,
         {
@@ -107,6 +113,7 @@ mod guard;
 mod ledgers;
 mod logs;
 mod metrics;
+mod plugged;
 mod resource;
 mod subscriber;
 mod traces;
@@ -125,17 +132,25 @@ use guard::Inner;
 use ledgers::Ledgers;
 use subscriber::Layers;
 
-/// What [`init_with`] installs besides the providers it always builds. The default (what
-/// [`init`] uses) installs everything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What [`init_with`] installs besides the providers it always builds, and the application's
+/// own exporters: the default (what [`init`] uses) installs everything and plugs in none.
+///
+/// An exporter plugged in here goes beside the ones the configuration names; with those set to
+/// `none` (`OTEL_TRACES_EXPORTER=none`, ...) it goes instead of them. It gets what a built-in
+/// exporter of its signal gets: the export interval (`OTEL_METRIC_EXPORT_INTERVAL`) for a push
+/// metric exporter, the batch processor's settings (`OTEL_BSP_*`, `OTEL_BLRP_*`) for a span or
+/// log exporter, pipetel's stage, worker and service metrics as instruments it can read, and a
+/// flush and shutdown when the [`Telemetry`] guard drops.
+#[derive(Debug)]
 pub struct InitOptions {
     subscriber: bool,
     global_providers: bool,
+    plugged: plugged::Plugged,
 }
 
 impl Default for InitOptions {
     fn default() -> Self {
-        InitOptions { subscriber: true, global_providers: true }
+        InitOptions { subscriber: true, global_providers: true, plugged: plugged::Plugged::default() }
     }
 }
 
@@ -162,6 +177,54 @@ impl InitOptions {
     #[must_use]
     pub fn install_global_providers(mut self, global_providers: bool) -> Self {
         self.global_providers = global_providers;
+        self
+    }
+
+    /// Adds a metric reader of the application's (a pull reader of its own, say) to the meter
+    /// provider.
+    #[must_use]
+    pub fn with_metric_reader<R>(mut self, reader: R) -> Self
+    where
+        R: opentelemetry_sdk::metrics::reader::MetricReader,
+    {
+        self.plugged.metrics.push(Box::new(move |mp, _| mp.with_reader(reader)));
+        self
+    }
+
+    /// Adds a push metric exporter of the application's, read every export interval
+    /// (`OTEL_METRIC_EXPORT_INTERVAL`) by a periodic reader.
+    #[must_use]
+    pub fn with_metric_exporter<E>(mut self, exporter: E) -> Self
+    where
+        E: opentelemetry_sdk::metrics::exporter::PushMetricExporter,
+    {
+        self.plugged.metrics.push(Box::new(move |mp, interval| {
+            mp.with_reader(
+                opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).with_interval(interval).build(),
+            )
+        }));
+        self
+    }
+
+    /// Adds a span exporter of the application's, behind a batch span processor with the
+    /// configured batch settings.
+    #[must_use]
+    pub fn with_span_exporter<E>(mut self, exporter: E) -> Self
+    where
+        E: opentelemetry_sdk::trace::SpanExporter + 'static,
+    {
+        self.plugged.spans.push(Box::new(move |tp, batch| tp.with_span_processor(traces::batched(exporter, batch))));
+        self
+    }
+
+    /// Adds a log exporter of the application's, behind a batch log processor with the
+    /// configured batch settings.
+    #[must_use]
+    pub fn with_log_exporter<E>(mut self, exporter: E) -> Self
+    where
+        E: opentelemetry_sdk::logs::LogExporter + 'static,
+    {
+        self.plugged.logs.push(Box::new(move |lp, batch| lp.with_log_processor(logs::batched(exporter, batch))));
         self
     }
 }
@@ -209,8 +272,9 @@ pub fn init(config: Config) -> Result<Telemetry, InitError> {
 ///
 /// # Errors
 /// As [`init`]; [`InitError::Subscriber`] only when installing the subscriber.
-pub fn init_with(config: Config, options: InitOptions) -> Result<Telemetry, InitError> {
-    let (started, layers, settings) = start(config, options.subscriber)?;
+pub fn init_with(config: Config, mut options: InitOptions) -> Result<Telemetry, InitError> {
+    let plugged = std::mem::take(&mut options.plugged);
+    let (started, layers, settings) = start(config, options.subscriber, plugged)?;
     // Without the subscriber, the layers go unused: `layers` is the way to get them.
     drop(layers);
     Ok(started.commit(&settings, options))
@@ -258,18 +322,23 @@ where
 /// As [`layers`].
 pub fn layers_with<S>(
     config: &Config,
-    options: InitOptions,
+    mut options: InitOptions,
 ) -> Result<(Telemetry, impl Layer<S> + Send + Sync + 'static), InitError>
 where
     S: Subscriber + for<'a> LookupSpan<'a> + Send + Sync,
 {
-    let (started, layers, settings) = start(config.clone(), false)?;
+    let plugged = std::mem::take(&mut options.plugged);
+    let (started, layers, settings) = start(config.clone(), false, plugged)?;
     let telemetry = started.commit(&settings, options.install_subscriber(false));
     Ok((telemetry, layers.into_layer()))
 }
 
 /// Steps 1 to 3: everything that can fail, with nothing left behind when it does.
-fn start(config: Config, install_subscriber: bool) -> Result<(Started, Layers, Settings), InitError> {
+fn start(
+    config: Config,
+    install_subscriber: bool,
+    plugged: plugged::Plugged,
+) -> Result<(Started, Layers, Settings), InitError> {
     // Resolved once: everything below reads plain values.
     let settings = config.resolve()?;
     // Calibrated here rather than inside the first measured call or span.
@@ -277,7 +346,7 @@ fn start(config: Config, install_subscriber: bool) -> Result<(Started, Layers, S
     if !global::claim() {
         return Err(InitError::AlreadyInitialized);
     }
-    match start_claimed(&settings, install_subscriber) {
+    match start_claimed(&settings, install_subscriber, plugged) {
         Ok((started, layers)) => Ok((started, layers, settings)),
         Err(e) => {
             global::release();
@@ -286,9 +355,13 @@ fn start(config: Config, install_subscriber: bool) -> Result<(Started, Layers, S
     }
 }
 
-fn start_claimed(settings: &Settings, install_subscriber: bool) -> Result<(Started, Layers), InitError> {
+fn start_claimed(
+    settings: &Settings,
+    install_subscriber: bool,
+    plugged: plugged::Plugged,
+) -> Result<(Started, Layers), InitError> {
     let filter = install_subscriber.then(|| subscriber::filter(&settings.subscriber)).transpose()?;
-    let started = Started::new(settings)?;
+    let started = Started::new(settings, plugged)?;
     let layers = match started.layers(settings) {
         Ok(layers) => layers,
         Err(e) => {
@@ -315,7 +388,7 @@ struct Started {
 }
 
 impl Started {
-    fn new(settings: &Settings) -> Result<Started, InitError> {
+    fn new(settings: &Settings, plugged: plugged::Plugged) -> Result<Started, InitError> {
         if settings.sdk_disabled {
             return Ok(Started { inner: None, installed: None });
         }
@@ -331,7 +404,7 @@ impl Started {
             shutdown_timeout: settings.shutdown_timeout,
             ledgers: Ledgers::default(),
         };
-        match build(&mut inner, settings) {
+        match build(&mut inner, settings, plugged) {
             Ok(installed) => Ok(Started { inner: Some(inner), installed: Some(installed) }),
             Err(e) => {
                 Started { inner: Some(inner), installed: None }.discard();
@@ -413,23 +486,30 @@ impl Started {
 }
 
 /// Step 2 into `inner`, which keeps whatever was built for [`Started::discard`].
-fn build(inner: &mut Inner, settings: &Settings) -> Result<Installed, InitError> {
+fn build(inner: &mut Inner, settings: &Settings, plugged: plugged::Plugged) -> Result<Installed, InitError> {
     inner.runtime = grpc_runtime(settings)?;
     // tonic channels spawn their connection task on the runtime current while they are built.
     let _entered = inner.runtime.as_ref().map(|rt| rt.enter());
-    let metrics = metrics::build(&settings.metrics, settings.cardinality_limit, &inner.resource, &mut inner.ledgers)?;
+    let readers = settings.metrics.exporters.len() + plugged.metrics.len();
+    let metrics = metrics::build(
+        &settings.metrics,
+        plugged.metrics,
+        settings.cardinality_limit,
+        &inner.resource,
+        &mut inner.ledgers,
+    )?;
     inner.meter_provider = Some(metrics.provider.clone());
-    inner.tracer_provider = traces::build(&settings.traces, &inner.resource, &mut inner.ledgers)?;
-    inner.logger_provider = logs::build(&settings.logs, &inner.resource, &mut inner.ledgers)?;
+    inner.tracer_provider = traces::build(&settings.traces, plugged.spans, &inner.resource, &mut inner.ledgers)?;
+    inner.logger_provider = logs::build(&settings.logs, plugged.logs, &inner.resource, &mut inner.ledgers)?;
     inner.endpoint = metrics::serve(&settings.metrics.prometheus, metrics.pull)?;
-    let installed = if settings.metrics.exporters.is_empty() {
+    let installed = if readers == 0 {
         // No reader (`OTEL_METRICS_EXPORTER=none`): the SDK would refuse each observable
         // instrument with an error line; pipetel's instruments record into a no-op meter instead.
         Installed::new(&opentelemetry::metrics::noop::NoopMeterProvider::new(), false, settings.cardinality_limit)
     } else {
         Installed::new(&metrics.provider, metrics.pushes, settings.cardinality_limit)
     };
-    if settings.metrics.process_metrics && !settings.metrics.exporters.is_empty() {
+    if settings.metrics.process_metrics && readers > 0 {
         crate::process_metrics::register(&installed.meter);
     }
     let logger = inner.logger_provider.as_ref().map(|lp| lp.logger(crate::global::SCOPE_NAME));

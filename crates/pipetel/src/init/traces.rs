@@ -19,6 +19,7 @@ use crate::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
 /// An exporter that cannot be built or is not compiled in.
 pub(super) fn build(
     settings: &TracesSettings,
+    plugged: Vec<super::plugged::AddSpans>,
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Option<SdkTracerProvider>, InitError> {
@@ -33,7 +34,7 @@ pub(super) fn build(
         .with_max_links_per_span(limits.links_per_span)
         .with_max_attributes_per_event(limits.attributes_per_event)
         .with_max_attributes_per_link(limits.attributes_per_link);
-    provider(tp, &settings.exporters, &settings.otlp, &settings.batch, ledgers)
+    provider(tp, &settings.exporters, plugged, &settings.otlp, &settings.batch, ledgers)
 }
 
 fn sampler(s: SamplerConfig) -> Sampler {
