@@ -38,7 +38,7 @@ pub const SCOPE_NAME: &str = "pipetel";
 
 /// The instrumentation scope whose metrics go to push exporters (OTLP, console) only: the pull
 /// endpoint leaves them out, because an exposition source renders the same data there in a
-/// form OTel instruments cannot express (Prometheus summaries, native histograms of snapshots).
+/// form OTel instruments cannot express (Prometheus summaries, direct histograms of snapshots).
 #[doc(hidden)]
 pub const PUSH_ONLY_SCOPE: &str = "pipetel.push_only";
 

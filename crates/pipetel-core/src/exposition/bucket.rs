@@ -1,5 +1,5 @@
 //! Which bucket of a histogram's bounds a value falls in: one lookup for the registry's
-//! histograms and the native histograms of spans and measured functions.
+//! histograms and the direct histograms of spans and measured functions.
 
 /// Bucket bounds up to which `observe` scans linearly.
 const LINEAR_SCAN_MAX: usize = 16;

@@ -6,8 +6,8 @@
 //! encoder writes an instrument of pipetel's own scope.
 //!
 //! Always compiled and free of SDK types: the registry's `prometheus_text()` needs it without
-//! the `prometheus` feature, and the pull endpoint's encoder, the registry's native families,
-//! the snapshot hub's native histograms, measured functions' and span metrics' native
+//! the `prometheus` feature, and the pull endpoint's encoder, the registry's direct families,
+//! the snapshot hub's direct histograms, measured functions' and span metrics' direct
 //! histograms and the stage table's families all write through it, so they cannot drift apart.
 //! Producers of extra families depend on this module, never on the exporter.
 //!
@@ -23,11 +23,11 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 mod bucket;
+pub(crate) mod direct;
 #[doc(hidden)]
 pub mod exemplar;
 mod lint;
 mod names;
-pub(crate) mod native;
 mod page;
 pub mod pull;
 mod scope;

@@ -87,7 +87,7 @@ pub(crate) fn prometheus_name(name: &str, unit: &str, gauge: bool, counter: bool
 }
 
 /// A unit for an instrument whose OTel name is already the Prometheus name it must have on
-/// every route (`name_bucket`, `name_sum`, ... of a family rendered natively on the pull
+/// every route (`name_bucket`, `name_sum`, ... of a family rendered directly on the pull
 /// endpoint): `unit` itself when the collector's rules leave the name unchanged with it, else
 /// no unit (the unit would add a word).
 pub(crate) fn unit_keeping_name<'a>(name: &str, unit: &'a str, kind: MetricType) -> &'a str {

@@ -129,7 +129,7 @@ impl<'w> OwnFamily<'w> {
     }
 
     /// With a `# UNIT` line for `unit` in OpenMetrics, where the name ends with it (the
-    /// encoder writes none: the families that had one before they were rendered natively keep
+    /// encoder writes none: the families that had one before they were rendered directly keep
     /// it).
     pub(crate) fn with_unit_line(mut self, unit: &'w str) -> Self {
         self.unit = unit;

@@ -1,6 +1,6 @@
 //! The exposition-source contract: what the pull endpoint renders beside the OTel families —
-//! the registry's native families, the snapshot hub's histograms, measured functions' and span
-//! metrics' native histograms, the stage table's families. A producer implements
+//! the registry's direct families, the snapshot hub's histograms, measured functions' and span
+//! metrics' direct histograms, the stage table's families. A producer implements
 //! [`ExpositionSource`] and registers it with [`add_exposition_source`]; the endpoint's render
 //! (and `PrometheusRender::render`) calls [`join_sources`] on the encoder's families, then
 //! [`write_sources`] after them.

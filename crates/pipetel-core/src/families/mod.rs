@@ -1,5 +1,5 @@
 //! Every metric family pipetel produces itself, declared once: name, instrument, unit,
-//! description and attributes. The OTel instruments, the pull endpoint's native renderers and
+//! description and attributes. The OTel instruments, the pull endpoint's direct renderers and
 //! the metrics reference (`docs/src/metrics-reference.md`, [`reference()`]) all read these
 //! tables, so a family is added or renamed in one place.
 //!

@@ -22,7 +22,7 @@ pub enum HistogramExport {
     Counters,
     /// No OTel instruments; histograms are read through
     /// [`SnapshotHub::snapshot`](super::SnapshotHub::snapshot) by an encoder
-    /// that renders native histograms.
+    /// that renders direct histograms.
     SnapshotOnly,
 }
 

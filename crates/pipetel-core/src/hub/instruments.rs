@@ -37,7 +37,7 @@ pub(super) struct Instruments {
 
 impl Instruments {
     /// The generation of the meters and the meters: the installed context's, where histograms
-    /// go as counters only when something pushes (the pull endpoint renders them natively);
+    /// go as counters only when something pushes (the pull endpoint renders them directly);
     /// before `init`, the global provider's, push-only scope included.
     fn meters(&self) -> (u64, Meter, Option<Meter>) {
         match &self.meters {

@@ -62,7 +62,7 @@
 //! | counter | `f64` observable counter `<name>` | `<name>_<unit>_total` |
 //! | gauge | `f64` observable gauge `<name>` (sum of live sources) | `<name>_<unit>` |
 //! | histogram ([`HistogramExport::Counters`]) | for push exporters (OTLP, console) only, named as the pull endpoint names the series (`<prom>` = `<name>_<unit>`): `i64` observable up-down counter `<prom>_bucket` with an extra `le` attribute (cumulative count per upper bound, `+Inf` last), `i64` observable up-down counter `<prom>_count`, `f64` observable up-down counter `<prom>_sum` | a real histogram rendered by the hub itself: `<name>_<unit>_bucket{le=..}`, `<name>_<unit>_sum`, `<name>_<unit>_count` |
-//! | histogram ([`HistogramExport::SnapshotOnly`]) | none | whatever renders [`SnapshotHub::snapshot`] (a native histogram encoder) |
+//! | histogram ([`HistogramExport::SnapshotOnly`]) | none | whatever renders [`SnapshotHub::snapshot`] (a direct histogram encoder) |
 //!
 //! OTel has no observable histogram, and recording synthetic observations into a synchronous
 //! histogram would lose the exact sum; the series above keep every number exact. They are
@@ -76,8 +76,8 @@
 //! [`MetricSnapshot::is_reset_from`]: pipetel_recorders::MetricSnapshot::is_reset_from
 
 mod config;
+mod direct;
 mod instruments;
-mod native;
 mod outcome;
 mod snapshot_hub;
 mod state;

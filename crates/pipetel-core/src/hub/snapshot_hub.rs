@@ -8,8 +8,8 @@ use opentelemetry::metrics::Meter;
 use pipetel_recorders::{Envelope, MetricSnapshot};
 
 use super::config::HubConfig;
+use super::direct::DirectHistograms;
 use super::instruments::{Instruments, Meters};
-use super::native::NativeHistograms;
 use super::outcome::{HubError, Ingested, SourceStatus};
 use super::state::State;
 use crate::sync::lock;
@@ -56,7 +56,7 @@ impl SnapshotHub {
         let histograms = config.histograms;
         let state = Arc::new(Mutex::new(State::new(config)));
         let exposition: Arc<dyn crate::exposition::ExpositionSource> =
-            Arc::new(NativeHistograms(Arc::downgrade(&state)));
+            Arc::new(DirectHistograms(Arc::downgrade(&state)));
         crate::exposition::add_exposition_source(&exposition);
         let instruments = Arc::new(Instruments {
             meters,
@@ -109,7 +109,7 @@ impl SnapshotHub {
 
     /// The merged view now, one snapshot per family in name order: counters and histograms
     /// summed over every source (with restarted sources' earlier totals), gauges over live
-    /// sources. These are the values the instruments export; an encoder that renders native
+    /// sources. These are the values the instruments export; an encoder that renders direct
     /// histograms reads them here.
     pub fn snapshot(&self) -> Vec<MetricSnapshot> {
         let mut state = lock(&self.state);

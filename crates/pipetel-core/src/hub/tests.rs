@@ -267,7 +267,7 @@ fn histograms_export_exact_buckets_count_and_sum() {
     assert_eq!(value(&out, "task_duration_seconds_sum", &[("stage", "embed")]), Some(2.84375));
     assert_eq!(value(&out, "task_duration_seconds_sum#unit", &[("unit", "s")]), Some(0.0));
     assert_eq!(value(&out, "task_duration_seconds_bucket#unit", &[("unit", "{observation}")]), Some(0.0));
-    // The merged histogram is there for a native encoder too.
+    // The merged histogram is there for a direct encoder too.
     let merged = h.hub.snapshot();
     assert_eq!(merged[0].get(&["embed"]).map(|s| s.bucket_counts.to_vec()), Some(vec![2, 4, 5]));
 }

@@ -182,7 +182,7 @@ impl Call {
             Sink::Off => {}
             // The pull endpoint alone: the two readings' difference is bucketed and summed
             // as it is; seconds are computed only for an exemplar.
-            Sink::Native(h) => {
+            Sink::Direct(h) => {
                 let end = crate::sync::clock().raw();
                 self.end.store(end, Ordering::Relaxed);
                 let ticks = if end > self.start { end.wrapping_sub(self.start) } else { 0 };

@@ -65,8 +65,8 @@
 //! [`crate::span_metrics`]. With stage metrics off, a call reads no clock.
 
 mod call;
+mod direct;
 mod names;
-mod native;
 mod resolve;
 mod site;
 mod size;

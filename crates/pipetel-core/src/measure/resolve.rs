@@ -6,11 +6,11 @@ use std::sync::{Mutex, OnceLock};
 
 use opentelemetry::metrics::{ObservableCounter, ObservableUpDownCounter};
 
+use super::direct::add_direct_source;
 use super::names::{FUNCTION_CALLS, FUNCTION_DURATION, FUNCTION_ERRORS, FUNCTION_IN_FLIGHT, SIZE_BUCKETS};
-use super::native::add_native_source;
-use super::site::{Attrs, Cells, Handles, NativeSet, Sink, Site, SITES};
+use super::site::{Attrs, Cells, DirectSet, Handles, Sink, Site, SITES};
+use crate::exposition::direct::Direct;
 use crate::exposition::exemplar;
-use crate::exposition::native::Native;
 use crate::families::function as fam;
 use crate::global;
 
@@ -91,19 +91,19 @@ impl Handles {
         // SDK record per call). Otherwise the OTel histograms, as the push exporters (or
         // the process's own meter provider) read them.
         if installed.generation > 0 && installed.push_only.is_none() {
-            let set = site.native.get_or_init(|| NativeSet {
-                duration: Native::new(layout, true),
-                input: info.input_size.then(|| Native::new(SIZE_BUCKETS, false)),
-                output: info.output_size.then(|| Native::new(SIZE_BUCKETS, false)),
+            let set = site.direct.get_or_init(|| DirectSet {
+                duration: Direct::new(layout, true),
+                input: info.input_size.then(|| Direct::new(SIZE_BUCKETS, false)),
+                output: info.output_size.then(|| Direct::new(SIZE_BUCKETS, false)),
             });
-            add_native_source();
-            let native = |h: &'static Option<Native>| h.as_ref().map_or(Sink::Off, Sink::Native);
+            add_direct_source();
+            let direct = |h: &'static Option<Direct>| h.as_ref().map_or(Sink::Off, Sink::Direct);
             return Handles {
                 generation,
                 enabled: true,
-                duration: Sink::Native(&set.duration),
-                input: native(&set.input),
-                output: native(&set.output),
+                duration: Sink::Direct(&set.duration),
+                input: direct(&set.input),
+                output: direct(&set.output),
             };
         }
         let meter = installed.meter;

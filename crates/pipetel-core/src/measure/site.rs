@@ -8,8 +8,8 @@ use opentelemetry::metrics::BoundHistogram;
 use opentelemetry::KeyValue;
 
 use super::names::{ATTR_ERROR_TYPE, ATTR_FUNCTION, ATTR_MODULE, ATTR_STAGE};
+use crate::exposition::direct::Direct;
 use crate::exposition::exemplar::Exemplars;
-use crate::exposition::native::Native;
 use crate::sync::StaticCell;
 
 /// What the macro knows about a function at compile time.
@@ -39,16 +39,16 @@ pub struct Site {
     pub(super) cells: Cells,
     pub(super) attrs: OnceLock<Attrs>,
     /// The histograms kept in atomics, allocated when handles are first resolved for the
-    /// pull endpoint alone (see [`Native`]); they outlive later resolutions.
-    pub(super) native: OnceLock<NativeSet>,
+    /// pull endpoint alone (see [`Direct`]); they outlive later resolutions.
+    pub(super) direct: OnceLock<DirectSet>,
 }
 
-/// A site's native histograms: `function.duration`, and the sizes it was given.
+/// A site's direct histograms: `function.duration`, and the sizes it was given.
 #[derive(Debug)]
-pub(super) struct NativeSet {
-    pub(super) duration: Native,
-    pub(super) input: Option<Native>,
-    pub(super) output: Option<Native>,
+pub(super) struct DirectSet {
+    pub(super) duration: Direct,
+    pub(super) input: Option<Direct>,
+    pub(super) output: Option<Direct>,
 }
 
 /// The counters of one site, read by the observable instruments at collection.
@@ -129,7 +129,7 @@ pub(super) enum Sink<T> {
     Off,
     /// The site's own atomics, rendered by the pull endpoint: `init` installed no push
     /// exporter, so no OTel instrument would be read by anything but the pull endpoint.
-    Native(&'static Native),
+    Direct(&'static Direct),
     /// An OTel histogram bound to the site's attributes, with the exemplars the pull
     /// endpoint's encoder finds for it: before `init` (the global meter provider, which the
     /// process may have installed itself) or with a push exporter (OTLP, console).
@@ -145,19 +145,19 @@ impl<T> Sink<T> {
 /// What a site's histogram records: seconds (`f64`) or a size (`u64`).
 pub(super) trait Recorded: Copy {
     /// Records `self` into `h`; returns its bucket.
-    fn into_native(self, h: &Native) -> usize;
+    fn into_direct(self, h: &Direct) -> usize;
 }
 
 impl Recorded for f64 {
     #[inline]
-    fn into_native(self, h: &Native) -> usize {
+    fn into_direct(self, h: &Direct) -> usize {
         h.record_f64(self)
     }
 }
 
 impl Recorded for u64 {
     #[inline]
-    fn into_native(self, h: &Native) -> usize {
+    fn into_direct(self, h: &Direct) -> usize {
         h.record_u64(self)
     }
 }
@@ -169,7 +169,7 @@ impl<T: Recorded> Sink<T> {
     pub(super) fn record(&self, v: T) -> Option<(&Exemplars, Option<usize>)> {
         match self {
             Sink::Off => None,
-            Sink::Native(h) => Some((h.exemplars(), Some(v.into_native(h)))),
+            Sink::Direct(h) => Some((h.exemplars(), Some(v.into_direct(h)))),
             Sink::Otel(h, exemplars) => {
                 h.record(v);
                 Some((exemplars, None))
@@ -192,7 +192,7 @@ impl Site {
                 in_flight_by_hand: AtomicI64::new(0),
             },
             attrs: OnceLock::new(),
-            native: OnceLock::new(),
+            direct: OnceLock::new(),
         }
     }
 }

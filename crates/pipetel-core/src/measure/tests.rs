@@ -2,22 +2,22 @@
 
 use std::ptr;
 
+use super::direct::write_direct;
 use super::names::{FUNCTION_DURATION, FUNCTION_INPUT_SIZE, FUNCTION_OUTPUT_SIZE, SIZE_BUCKETS};
-use super::native::write_native;
-use super::site::{Attrs, Handles, NativeSet, Site, SiteInfo};
+use super::site::{Attrs, DirectSet, Handles, Site, SiteInfo};
 use super::size::Size;
-use crate::exposition::native::Native;
+use crate::exposition::direct::Direct;
 use crate::exposition::{Format, Page};
 use crate::global;
 
-/// The pull endpoint's page shows a native histogram exactly as its encoder showed the
+/// The pull endpoint's page shows a direct histogram exactly as its encoder showed the
 /// OTel histogram it replaces: same family, labels, buckets, sum and count.
 #[test]
-fn native_histograms_render_as_the_encoder_renders_otel_ones() {
+fn direct_histograms_render_as_the_encoder_renders_otel_ones() {
     use opentelemetry::metrics::MeterProvider as _;
 
     static SITE: Site = Site::new(SiteInfo {
-        function: "native_f",
+        function: "direct_f",
         module: "crate::m",
         stage: Some("tok\"en\\s"),
         buckets: None,
@@ -26,10 +26,10 @@ fn native_histograms_render_as_the_encoder_renders_otel_ones() {
         mark_span: false,
     });
     let attrs = SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
-    let set = SITE.native.get_or_init(|| NativeSet {
-        duration: Native::new(crate::buckets::SECONDS_BUCKETS, true),
-        input: Some(Native::new(SIZE_BUCKETS, false)),
-        output: Some(Native::new(SIZE_BUCKETS, false)),
+    let set = SITE.direct.get_or_init(|| DirectSet {
+        duration: Direct::new(crate::buckets::SECONDS_BUCKETS, true),
+        input: Some(Direct::new(SIZE_BUCKETS, false)),
+        output: Some(Direct::new(SIZE_BUCKETS, false)),
     });
     let reader = crate::exposition::pull::PullReader::new();
     let provider = opentelemetry_sdk::metrics::SdkMeterProvider::builder().with_reader(reader.clone()).build();
@@ -65,12 +65,12 @@ fn native_histograms_render_as_the_encoder_renders_otel_ones() {
         |text: &str| -> Vec<String> { text.lines().filter(|l| l.contains("function_")).map(str::to_string).collect() };
     for format in [Format::Text, Format::OpenMetrics] {
         let encoded = reader.encode_for_tests(format);
-        let mut native = String::new();
-        write_native(&[&SITE], &mut Page::new(&mut native, format));
+        let mut direct = String::new();
+        write_direct(&[&SITE], &mut Page::new(&mut direct, format));
         let expected = ours(&encoded);
         assert!(expected.len() > 2 * crate::buckets::SECONDS_BUCKETS.len(), "{encoded}");
-        assert!(native.contains("function_output_size_bytes_count{"), "{native}");
-        assert_eq!(ours(&native), expected, "{format:?}");
+        assert!(direct.contains("function_output_size_bytes_count{"), "{direct}");
+        assert_eq!(ours(&direct), expected, "{format:?}");
     }
 }
 
@@ -87,13 +87,13 @@ const fn plain(function: &'static str) -> SiteInfo {
     }
 }
 
-/// The rendered family of a site's native duration histogram: its labels, count and sum.
+/// The rendered family of a site's direct duration histogram: its labels, count and sum.
 #[test]
-fn a_native_duration_renders_with_the_sites_labels() {
+fn a_direct_duration_renders_with_the_sites_labels() {
     static SITE: Site = Site::new(plain("ticks_f"));
     SITE.attrs.get_or_init(|| Attrs::new(&SITE.info));
-    let set = SITE.native.get_or_init(|| NativeSet {
-        duration: Native::new(crate::buckets::SECONDS_BUCKETS, true),
+    let set = SITE.direct.get_or_init(|| DirectSet {
+        duration: Direct::new(crate::buckets::SECONDS_BUCKETS, true),
         input: None,
         output: None,
     });
@@ -103,7 +103,7 @@ fn a_native_duration_renders_with_the_sites_labels() {
     }
     set.duration.record_f64(0.5);
     let mut out = String::new();
-    write_native(&[&SITE], &mut Page::new(&mut out, Format::Text));
+    write_direct(&[&SITE], &mut Page::new(&mut out, Format::Text));
     let line = out.lines().find(|l| l.starts_with("function_duration_seconds_sum{")).expect("sum");
     let rendered: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).expect("value");
     assert!((rendered - 2.75).abs() < 1e-6, "{line}");

@@ -1,7 +1,7 @@
 //! The stage and worker metrics: families whose series fold the shards' cells when they are
 //! read, so the hot path never touches the SDK, and the two instruments recorded when a stage
 //! row is emitted (duration and runs). With the pull endpoint alone, the endpoint writes the
-//! families straight from the stage table (`NativeFamilies`); with a push exporter they are
+//! families straight from the stage table (`DirectFamilies`); with a push exporter they are
 //! observable instruments with the same callbacks, which every reader collects.
 
 use std::collections::HashMap;
@@ -245,9 +245,9 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
     all
 }
 
-pub(crate) use native::NativeFamilies;
+pub(crate) use direct::DirectFamilies;
 
-mod native {
+mod direct {
     use std::sync::Arc;
 
     use opentelemetry::KeyValue;
@@ -259,12 +259,12 @@ mod native {
     /// table at each scrape, the same text the OTel instruments give through the encoder (series
     /// of a family in the table's order instead of the SDK's hash order), without the SDK's
     /// per-instrument tables of attribute sets. An exposition source while it lives.
-    pub(crate) struct NativeFamilies {
+    pub(crate) struct DirectFamilies {
         /// Each family with its exposition name and Prometheus type.
         families: Vec<(Observable, String, &'static str)>,
     }
 
-    impl NativeFamilies {
+    impl DirectFamilies {
         /// The families, worker series past `cardinality_limit` folding as the instruments fold
         /// them.
         pub(crate) fn new(cardinality_limit: usize) -> Self {
@@ -278,16 +278,16 @@ mod native {
             Self { families }
         }
 
-        /// As [`NativeFamilies::new`], registered as an exposition source while the returned
+        /// As [`DirectFamilies::new`], registered as an exposition source while the returned
         /// `Arc` lives.
         pub(crate) fn install(cardinality_limit: usize) -> Arc<dyn ExpositionSource> {
-            let native: Arc<dyn ExpositionSource> = Arc::new(Self::new(cardinality_limit));
-            crate::exposition::add_exposition_source(&native);
-            native
+            let direct: Arc<dyn ExpositionSource> = Arc::new(Self::new(cardinality_limit));
+            crate::exposition::add_exposition_source(&direct);
+            direct
         }
     }
 
-    impl ExpositionSource for NativeFamilies {
+    impl ExpositionSource for DirectFamilies {
         /// Where the encoder has a family with the name of a stage or worker family (a hub's
         /// family named as a pipeline metric, say), the table's series join its body, so that
         /// the page has one family of that name, as when both were OTel instruments; a family of
@@ -448,9 +448,9 @@ impl StageRunInstruments {
 }
 
 /// The pull endpoint's text of the stage and worker families is the same whether the encoder
-/// writes the observable instruments' collected data or [`NativeFamilies`] writes the table.
+/// writes the observable instruments' collected data or [`DirectFamilies`] writes the table.
 #[cfg(test)]
-mod native_tests {
+mod direct_tests {
     use std::collections::BTreeMap;
     use std::time::{Duration, SystemTime};
 
@@ -462,7 +462,7 @@ mod native_tests {
     use crate::exposition::{ExpositionSource as _, Format, Page};
     use crate::pipeline::{emit_worker_stat, WorkerStat, WorkerStatus};
 
-    /// Per family of the native set: its header lines and its sample lines of execution `id`
+    /// Per family of the direct set: its header lines and its sample lines of execution `id`
     /// (other tests share the stage table), sorted: the SDK's series order is its hash order.
     fn families(text: &str, id: &str) -> BTreeMap<String, (Vec<String>, Vec<String>)> {
         let names: Vec<String> = super::observables(0).iter().map(|o| o.exposition_name().0).collect();
@@ -514,10 +514,10 @@ mod native_tests {
 
     #[test]
     fn the_table_renders_the_same_text_as_the_instruments_through_the_encoder() {
-        let id = format!("native-{}", std::process::id());
+        let id = format!("direct-{}", std::process::id());
         // Handle shards: one recording, one failed then retried (one series for its index),
         // one never sampled (no CPU or memory series).
-        let stage = crate::pipeline::stage("native \"quoted\"\\stage").execution_id(&id).shards(3).start();
+        let stage = crate::pipeline::stage("direct \"quoted\"\\stage").execution_id(&id).shards(3).start();
         let first = stage.shard(0).start();
         first.record(5, 500);
         let failed = stage.shard(1).start();
@@ -537,12 +537,12 @@ mod native_tests {
         let sdk_text = render.render();
         let sdk_open = render.render_openmetrics();
 
-        let native = super::NativeFamilies::new(100_000);
+        let direct = super::DirectFamilies::new(100_000);
         let mut text = String::new();
-        native.write_exposition(&mut Page::new(&mut text, Format::Text));
+        direct.write_exposition(&mut Page::new(&mut text, Format::Text));
         let mut open = String::new();
-        native.write_exposition(&mut Page::new(&mut open, Format::OpenMetrics));
-        drop(native);
+        direct.write_exposition(&mut Page::new(&mut open, Format::OpenMetrics));
+        drop(direct);
 
         let (want, got) = (families(&sdk_text, &id), families(&text, &id));
         assert_eq!(got, want, "SDK:\n{sdk_text}\nnative:\n{text}");
@@ -554,7 +554,7 @@ mod native_tests {
         assert_eq!(retried.len(), 1, "a retried shard is one series, its last attempt's: {retried:?}");
         assert!(retried[0].ends_with(" 7"), "{retried:?}");
         assert!(
-            items.iter().any(|l| l.contains(r#"pipeline_stage_name="native \"quoted\"\\stage""#)
+            items.iter().any(|l| l.contains(r#"pipeline_stage_name="direct \"quoted\"\\stage""#)
                 && l.contains("otel_scope_name=\"pipetel\"")),
             "{items:?}"
         );
@@ -569,7 +569,7 @@ mod native_tests {
 
         // Installed, the table's series join an OTel family of the same name (here the
         // instruments' own: every series twice, one family block).
-        let installed = super::NativeFamilies::install(100_000);
+        let installed = super::DirectFamilies::install(100_000);
         let merged = render.render();
         drop(installed);
         let mine = format!("pipeline_execution_id=\"{id}\"");
@@ -583,7 +583,7 @@ mod native_tests {
 
     #[test]
     fn worker_series_past_the_limit_fold_the_same_way() {
-        let id = format!("native-fold-{}", std::process::id());
+        let id = format!("direct-fold-{}", std::process::id());
         for index in 0..4 {
             emit_worker_stat(&worker_row("fold", &id, index, 1 << 20));
         }
@@ -591,10 +591,10 @@ mod native_tests {
         let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
         super::register(&provider.meter(crate::global::SCOPE_NAME), 2);
         let sdk_text = PrometheusRender::new(reader).render();
-        let native = super::NativeFamilies::new(2);
+        let direct = super::DirectFamilies::new(2);
         let mut text = String::new();
-        native.write_exposition(&mut Page::new(&mut text, Format::Text));
-        drop(native);
+        direct.write_exposition(&mut Page::new(&mut text, Format::Text));
+        drop(direct);
         // Other tests' shards share the table: compare which series exist, not the sums.
         let series = |text: &str| -> Vec<String> {
             let mut v: Vec<String> = text

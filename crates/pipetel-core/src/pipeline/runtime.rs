@@ -86,7 +86,7 @@ pub struct PipelineGuard {
     progress: Option<super::progress::ProgressGuard>,
     /// Keeps the stage and worker families on the pull endpoint (an exposition source lives as
     /// long as its `Arc`).
-    _native: Option<Arc<dyn crate::exposition::ExpositionSource>>,
+    _direct: Option<Arc<dyn crate::exposition::ExpositionSource>>,
 }
 
 impl Drop for PipelineGuard {
@@ -136,7 +136,7 @@ pub fn install(
     // push exporter (OTLP, console) they are observable instruments of pipetel's meter, which
     // the push exporters and the pull endpoint both read, as before.
     let pull_only = installed.push_only.is_none();
-    let native = (settings.metrics && pull_only).then(|| metrics::NativeFamilies::install(installed.cardinality_limit));
+    let direct = (settings.metrics && pull_only).then(|| metrics::DirectFamilies::install(installed.cardinality_limit));
     if settings.metrics {
         if !pull_only {
             metrics::register(meter, installed.cardinality_limit);
@@ -159,7 +159,7 @@ pub fn install(
     let sampler =
         std::thread::Builder::new().name("pipetel-sampler".into()).spawn(move || sampler_loop(interval, &stop2))?;
     let progress = super::progress::start(settings.progress);
-    Ok(PipelineGuard { stop, sampler: Some(sampler), progress, _native: native })
+    Ok(PipelineGuard { stop, sampler: Some(sampler), progress, _direct: direct })
 }
 
 // ----- the sampler -----

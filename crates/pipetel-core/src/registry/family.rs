@@ -23,7 +23,7 @@ pub(crate) trait AnyFamily: Send + Sync + 'static {
     fn as_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
     /// Writes the family as `prometheus_text()` shows it.
     fn write_text(&self, out: &mut String);
-    /// Writes the family on the pull endpoint's page; only the families it renders natively
+    /// Writes the family on the pull endpoint's page; only the families it renders directly
     /// (histograms, summaries, counters and gauges without a pull-side OTel instrument) are
     /// asked, and they override this.
     fn write_pull(&self, page: &mut Page<'_>) {
@@ -51,7 +51,7 @@ pub(crate) trait Cell: Send + Sync + Sized + 'static {
     fn reset(&self);
     fn write(family: &Family<Self>, out: &mut String);
     /// Writes the family on the pull endpoint's page; counters and gauges are asked only while
-    /// [`Meta::native`] is set.
+    /// [`Meta::direct`] is set.
     fn write_pull(family: &Family<Self>, page: &mut Page<'_>) {
         if page.format() == Format::Text {
             Self::write(family, page.text());

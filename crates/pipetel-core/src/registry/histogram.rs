@@ -136,7 +136,7 @@ impl Cell for HistogramCell {
     }
     fn write_pull(f: &Family<Self>, page: &mut Page<'_>) {
         // As the pull endpoint's encoder writes an OTel histogram of pipetel's meter, which is
-        // what this family was rendered as before it was rendered natively (its name and its
+        // what this family was rendered as before it was rendered directly (its name and its
         // `# UNIT` line kept).
         let (name, help, unit) = (f.meta.name.as_str(), f.meta.help.as_str(), f.meta.unit.as_str());
         let mut family = OwnFamily::named(page.writer(), name, "histogram", help).with_unit_line(unit);
@@ -148,7 +148,7 @@ impl Cell for HistogramCell {
         });
     }
     fn bind(family: Arc<Family<Self>>, _: &Meter, push_only: Option<&Meter>) {
-        // Push exporters only: the pull endpoint renders the atomics natively.
+        // Push exporters only: the pull endpoint renders the atomics directly.
         match push_only {
             Some(push_only) => {
                 family.shared.publish(
@@ -205,7 +205,7 @@ metric_handle! {
     /// From [`Registry::histogram`](super::Registry::histogram), or per label set from a
     /// [`HistogramVec`]. Each observation goes to the registry's atomics, which
     /// [`Histogram::value`], `prometheus_text()` and the pull endpoint read (the latter renders them
-    /// natively, as `_bucket{le}`, `_sum` and `_count`). Push exporters (OTLP, console) read an OTel
+    /// directly, as `_bucket{le}`, `_sum` and `_count`). Push exporters (OTLP, console) read an OTel
     /// histogram with the same buckets that observations feed too, for a registry on the global
     /// meter provider only once `init` installed a push metric exporter: with the pull endpoint
     /// alone (the default) an observation is a bucket increment and a sum update. `reset()` clears

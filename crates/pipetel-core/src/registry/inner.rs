@@ -62,7 +62,7 @@ impl crate::exposition::ExpositionSource for Inner {
             // is push-only); so are counters and gauges without push exporters, which otherwise
             // reach the pull endpoint through their OTel instruments.
             let meta = family.meta();
-            if matches!(meta.kind, Kind::Histogram | Kind::Summary) || meta.native.load(Ordering::Acquire) {
+            if matches!(meta.kind, Kind::Histogram | Kind::Summary) || meta.direct.load(Ordering::Acquire) {
                 family.write_pull(page);
             }
         }

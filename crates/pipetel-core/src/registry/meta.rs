@@ -21,7 +21,7 @@ pub(crate) struct Meta {
     pub(crate) removed: AtomicBool,
     /// A counter or gauge with no OTel instrument on the pull endpoint's meter (no push
     /// exporter installed): the pull endpoint renders it from the registry's own cells.
-    pub(crate) native: AtomicBool,
+    pub(crate) direct: AtomicBool,
     warned: AtomicBool,
 }
 
@@ -43,7 +43,7 @@ impl Meta {
             labels,
             bound: AtomicU64::new(0),
             removed: AtomicBool::new(false),
-            native: AtomicBool::new(false),
+            direct: AtomicBool::new(false),
             warned: AtomicBool::new(false),
         }
     }

@@ -138,7 +138,7 @@ impl Cell for SummaryCell {
         write_family(f, page.writer(), false);
     }
     fn bind(family: Arc<Family<Self>>, _: &Meter, push_only: Option<&Meter>) {
-        // Push exporters only: the pull endpoint renders the summary natively (an exposition
+        // Push exporters only: the pull endpoint renders the summary directly (an exposition
         // source), which OTel instruments cannot express.
         let Some(push_only) = push_only else { return };
         // Named as the pull endpoint renders the family (`<name>{quantile}`, `<name>_sum`,
@@ -243,7 +243,7 @@ metric_handle! {
     /// From [`Registry::summary`](super::Registry::summary), or per label set from a
     /// [`SummaryVec`]. An observation takes a short lock (the sketch is not atomic) and, on Linux,
     /// reads the recent time a background thread keeps rather than the clock (see the
-    /// [registry docs](super)); the pull endpoint renders summaries natively, push exporters get
+    /// [registry docs](super)); the pull endpoint renders summaries directly, push exporters get
     /// `<name>_sum` / `<name>_count` counters and a `<name>` gauge with a `quantile` attribute (for
     /// a registry on the global meter provider, once `init` installed a push metric exporter).
     pub struct Summary(SummaryCell);

@@ -484,7 +484,7 @@ fn metrics_reach_otel_with_their_values() {
     let got = h.collect();
     assert_eq!(got[&key("registry-test", "t_otel_requests")], vec![(pairs(&[("method", "GET")]), 2.5)]);
     assert_eq!(got[&key("registry-test", "t_otel_depth")], vec![(vec![], 3.0)]);
-    // Histograms and summaries: push-only scope only (the pull endpoint renders them natively).
+    // Histograms and summaries: push-only scope only (the pull endpoint renders them directly).
     let push = crate::global::PUSH_ONLY_SCOPE;
     assert_eq!(got[&key(push, "t_otel_latency_seconds#count")], vec![(vec![], 2.0)]);
     assert_eq!(got[&key(push, "t_otel_latency_seconds#sum")], vec![(vec![], 2.05)]);
@@ -544,11 +544,11 @@ fn the_pull_endpoint_and_prometheus_text_agree() {
     }
 }
 
-/// The natively rendered histogram on the pull endpoint is line for line what the endpoint's
+/// The directly rendered histogram on the pull endpoint is line for line what the endpoint's
 /// encoder writes for the same observations recorded into an OTel histogram of pipetel's meter
 /// (how registry histograms reached the pull endpoint before), and appears once.
 #[test]
-fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
+fn direct_histograms_on_the_pull_endpoint_match_the_encoders_form() {
     use crate::exposition::pull::{PrometheusRender, PullReader};
     use crate::exposition::ExpositionSource as _;
 
@@ -562,8 +562,8 @@ fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
     for (zone, app, v) in [("eu", "a\"b", 0.05), ("eu", "a\"b", 3.0), ("us", "x\ny", 1.0), ("us", "x\ny", 0.25)] {
         h.with([("zone", zone), ("app", app)]).expect("handle").observe(v);
     }
-    let mut native = String::new();
-    r.inner.write_exposition(&mut crate::exposition::Page::new(&mut native, crate::exposition::Format::Text));
+    let mut direct = String::new();
+    r.inner.write_exposition(&mut crate::exposition::Page::new(&mut direct, crate::exposition::Format::Text));
     let rendered = PrometheusRender::new(reader).render();
     let family = |text: &str| -> Vec<String> {
         let mut lines: Vec<String> = text
@@ -574,13 +574,13 @@ fn native_histograms_on_the_pull_endpoint_match_the_encoders_form() {
         lines.sort();
         lines
     };
-    let pos = rendered.find(&native).expect("the exposition source's text in the render");
-    let encoded = format!("{}{}", &rendered[..pos], &rendered[pos + native.len()..]);
-    assert_eq!(family(&native), family(&encoded), "native:\n{native}\nencoder:\n{encoded}");
-    assert!(native.contains(
+    let pos = rendered.find(&direct).expect("the exposition source's text in the render");
+    let encoded = format!("{}{}", &rendered[..pos], &rendered[pos + direct.len()..]);
+    assert_eq!(family(&direct), family(&encoded), "direct:\n{direct}\nencoder:\n{encoded}");
+    assert!(direct.contains(
         "t_same_wait_seconds_bucket{app=\"a\\\"b\",zone=\"eu\",otel_scope_name=\"pipetel\",le=\"+Inf\"} 2\n"
     ));
-    assert_eq!(family(&native).len(), 2 + 2 * 5, "{native}");
+    assert_eq!(family(&direct).len(), 2 + 2 * 5, "{direct}");
 
     // With the usual push-only scope, the render holds the family once.
     let reader = PullReader::new();
@@ -687,7 +687,7 @@ fn label_sets_are_told_apart_by_their_values_alone() {
 #[test]
 fn without_push_exporters_the_pull_endpoint_renders_counters_and_gauges_from_the_registry() {
     // On the global binding before `init`: no push exporter, so no OTel instrument at all.
-    let r = Registry::new("t_native").expect("registry");
+    let r = Registry::new("t_direct").expect("registry");
     let jobs = r.counter_vec("jobs", "Jobs \"done\"", &["zone", "app"]).expect("counter");
     jobs.with([("zone", "eu"), ("app", "a\"b")]).expect("series").inc_by(2.0);
     r.gauge("depth", "Depth").expect("gauge").set(1.5);
@@ -695,11 +695,11 @@ fn without_push_exporters_the_pull_endpoint_renders_counters_and_gauges_from_the
     let mut out = String::new();
     crate::exposition::write_sources(&mut crate::exposition::Page::new(&mut out, crate::exposition::Format::Text));
     // As the encoder writes an OTel observable counter: labels sorted by name, then the scope.
-    assert!(out.contains("# HELP t_native_jobs_total Jobs \"done\"\n# TYPE t_native_jobs_total counter\n"), "{out}");
-    assert!(out.contains("\nt_native_jobs_total{app=\"a\\\"b\",zone=\"eu\",otel_scope_name=\"pipetel\"} 2\n"), "{out}");
-    assert!(out.contains("\nt_native_depth{otel_scope_name=\"pipetel\"} 1.5\n"), "{out}");
+    assert!(out.contains("# HELP t_direct_jobs_total Jobs \"done\"\n# TYPE t_direct_jobs_total counter\n"), "{out}");
+    assert!(out.contains("\nt_direct_jobs_total{app=\"a\\\"b\",zone=\"eu\",otel_scope_name=\"pipetel\"} 2\n"), "{out}");
+    assert!(out.contains("\nt_direct_depth{otel_scope_name=\"pipetel\"} 1.5\n"), "{out}");
     // A family without series is not written at all, as the SDK exports no such instrument.
-    assert!(!out.contains("t_native_idle"), "{out}");
+    assert!(!out.contains("t_direct_idle"), "{out}");
     // A registry on fixed meters keeps its counters on its OTel instruments.
     let h = Harness::new("t_fixed");
     h.registry.counter("jobs", "Jobs").expect("counter").inc();

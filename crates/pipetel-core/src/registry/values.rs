@@ -35,7 +35,7 @@ pub(crate) fn write_values_pull<C: Cell>(f: &Family<C>, kind: MetricType, value:
 
 /// Binds a counter or gauge family: with push exporters (or fixed meters), its observable
 /// instrument `build` makes on `meter`, read by the pull endpoint and push exporters alike;
-/// with the pull endpoint alone, no instrument: the endpoint renders the family natively and
+/// with the pull endpoint alone, no instrument: the endpoint renders the family directly and
 /// the SDK keeps no second copy of every series.
 pub(crate) fn bind_values<C: Cell>(
     family: Arc<Family<C>>,
@@ -44,10 +44,10 @@ pub(crate) fn bind_values<C: Cell>(
     build: impl FnOnce(&Arc<Family<C>>, &Meter),
 ) {
     if push_only.is_some() {
-        family.meta.native.store(false, Ordering::Release);
+        family.meta.direct.store(false, Ordering::Release);
         build(&family, meter);
     } else {
-        family.meta.native.store(true, Ordering::Release);
+        family.meta.direct.store(true, Ordering::Release);
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Mutex, RwLock};
 
 use tracing::Metadata;
 
-use super::native;
+use super::direct;
 use super::site::Site;
 use crate::sync::StaticCell;
 
@@ -89,7 +89,7 @@ impl SiteCache {
         }
         let site: Option<&'static Site> = resolve(meta).map(|site| &*Box::leak(Box::new(site)));
         if let Some(site) = site {
-            native::add(site);
+            direct::add(site);
         }
         match free {
             Some(at) => {

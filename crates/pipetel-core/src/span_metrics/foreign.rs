@@ -1,6 +1,6 @@
 //! Spans made outside `tracing` (the Python package's `pipetel.span`), timed into the same
 //! `span.duration` histogram as the layer `init` installed: the same instrument (or, for a
-//! pull-only `init`, the same natively rendered family), the same filter and allow list, with
+//! pull-only `init`, the same directly rendered family), the same filter and allow list, with
 //! the span's level taken as `INFO`.
 
 use std::collections::HashMap;
@@ -63,7 +63,7 @@ impl Resolver {
         let series = |status| Series::of(self.histogram.as_ref(), name, target, status);
         let site: &'static Site =
             Box::leak(Box::new(Site { ok: series("ok"), error: series("error"), status_fields: false, name, target }));
-        super::native::add(site);
+        super::direct::add(site);
         site
     }
 }

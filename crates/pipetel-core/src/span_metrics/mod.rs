@@ -61,17 +61,17 @@
 //! # Spans made outside `tracing`
 //! [`ForeignSpanTimer`] times a span that is not a `tracing` span (the Python package's
 //! `pipetel.span`) into the same histogram, with the layer `init` installed: its instrument (or
-//! its natively rendered family), filter (the span's level taken as `INFO`) and allow list. At
+//! its directly rendered family), filter (the span's level taken as `INFO`) and allow list. At
 //! most [`MAX_FOREIGN_SPAN_NAMES`] names are resolved per process.
 //!
 //! [`Targets`]: tracing_subscriber::filter::Targets
 
 mod cache;
+pub(crate) mod direct;
 mod foreign;
 pub(crate) mod handoff;
 mod layer;
 mod names;
-pub(crate) mod native;
 mod site;
 mod timing;
 

@@ -7,8 +7,8 @@ use opentelemetry::KeyValue;
 
 use super::names::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS, SPAN_DURATION};
 
+use crate::exposition::direct::Direct;
 use crate::exposition::exemplar::{self, Exemplars, SpanIds};
-use crate::exposition::native::Native;
 use crate::sync::ticks_to_seconds;
 
 /// What is resolved once per callsite.
@@ -29,8 +29,8 @@ pub(super) enum Series {
     /// An OTel histogram bound to the series' attributes, with the exemplars the pull
     /// endpoint's encoder finds for it.
     Otel(BoundHistogram<f64>, Arc<Exemplars>),
-    /// The series' own atomics, rendered by the pull endpoint (see [`native`](super::native)).
-    Native(Native),
+    /// The series' own atomics, rendered by the pull endpoint (see [`direct`](super::direct)).
+    Direct(Direct),
 }
 
 impl Series {
@@ -53,7 +53,7 @@ impl Series {
                 histogram.bind(&attrs),
                 exemplar::register(SPAN_DURATION, &attrs, crate::buckets::SECONDS_BUCKETS),
             ),
-            None => Series::Native(Native::new(crate::buckets::SECONDS_BUCKETS, true)),
+            None => Series::Direct(Direct::new(crate::buckets::SECONDS_BUCKETS, true)),
         }
     }
 }
@@ -71,7 +71,7 @@ impl Series {
                     exemplars.record_at(None, seconds, ids, end);
                 }
             }
-            Series::Native(h) => {
+            Series::Direct(h) => {
                 let bucket = h.record_ticks(ticks);
                 if let Some(ids) = ids {
                     h.exemplars().record_at(Some(bucket), ticks_to_seconds(ticks), ids, end);

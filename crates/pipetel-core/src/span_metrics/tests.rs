@@ -7,7 +7,7 @@ use super::*;
 /// the OTel histogram of the same spans: same family, labels, buckets and count; the sum to
 /// within a nanosecond per span (durations are summed as clock readings).
 #[test]
-fn native_span_durations_render_as_the_encoder_renders_otel_ones() {
+fn direct_span_durations_render_as_the_encoder_renders_otel_ones() {
     use opentelemetry::metrics::MeterProvider as _;
     use opentelemetry_sdk::metrics::SdkMeterProvider;
     use tracing_subscriber::layer::SubscriberExt as _;
@@ -16,23 +16,23 @@ fn native_span_durations_render_as_the_encoder_renders_otel_ones() {
     let provider = SdkMeterProvider::builder().with_reader(reader.clone()).build();
     let config = SpanMetricsConfig::default();
     let otel = SpanMetricsLayer::new(&config, &provider.meter(crate::global::SCOPE_NAME)).expect("layer");
-    let native = SpanMetricsLayer::for_pull_endpoint(&config).expect("layer");
+    let direct = SpanMetricsLayer::for_pull_endpoint(&config).expect("layer");
     // Each layer reads the clock itself: record the same readings into both by hand,
     // through the sites each resolves for the same callsites.
     let subscriber = tracing_subscriber::registry();
     let dispatch = tracing::Dispatch::new(subscriber.with(tracing_subscriber::layer::Identity::new()));
     let (ok_meta, err_meta) = tracing::dispatcher::with_default(&dispatch, || {
-        let ok = tracing::info_span!("native_parity_ok");
-        let err = tracing::info_span!(target: "parity::t\"q", "native_parity_err", error = true);
+        let ok = tracing::info_span!("direct_parity_ok");
+        let err = tracing::info_span!(target: "parity::t\"q", "direct_parity_err", error = true);
         (ok.metadata().expect("meta"), err.metadata().expect("meta"))
     });
     let rate = crate::sync::ticks_per_second();
-    let mut native_sites = Vec::new();
+    let mut direct_sites = Vec::new();
     for (meta, failed, seconds) in
         [(ok_meta, false, [0.0002, 0.03, 0.03, 4.0].as_slice()), (err_meta, true, [12.5, 0.7].as_slice())]
     {
-        let (a, b) = (otel.site(meta).expect("site"), native.site(meta).expect("site"));
-        native_sites.push(b);
+        let (a, b) = (otel.site(meta).expect("site"), direct.site(meta).expect("site"));
+        direct_sites.push(b);
         for s in seconds {
             let ticks = (s * rate) as u64;
             let pick = |site: &'static Site| if failed { &site.error } else { &site.ok };
@@ -52,7 +52,7 @@ fn native_span_durations_render_as_the_encoder_renders_otel_ones() {
     for format in [crate::exposition::Format::Text, crate::exposition::Format::OpenMetrics] {
         let encoded = reader.encode_for_tests(format);
         let mut ours = String::new();
-        native::write(&native_sites, &mut crate::exposition::Page::new(&mut ours, format));
+        direct::write(&direct_sites, &mut crate::exposition::Page::new(&mut ours, format));
         let (mut want, want_sums) = split(&encoded);
         let (mut got, got_sums) = split(&ours);
         // The SDK writes its series in hash order; the endpoint in resolution order.

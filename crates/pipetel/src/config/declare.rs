@@ -13,7 +13,7 @@
 //! field: Type = RULE, "default in words"
 //!     , env VARIABLE                      (or `env NAME = crate::CONST`: another crate's name)
 //!     , signals TRACES METRICS LOGS       (a per-signal OTLP setting: one value per scope)
-//!     , key "file.key" Kind (FILE_RULE) was "old.key"   (rule and old name optional)
+//!     , key "file.key" FileType (FILE_RULE) was "old.key"   (rule and old name optional)
 //!     , merge function                    (merge into the value set before instead of replacing)
 //!     , if feature = "gpu"                (the slot exists only in such builds)
 //! ;
@@ -27,7 +27,7 @@ use pipetel_core::settings::{ConfigError, Origin};
 
 /// The TOML type a file key takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub(crate) enum FileType {
     /// No file key.
     Absent,
     Bool,
@@ -62,7 +62,7 @@ pub(crate) struct Entry<S: 'static> {
     /// The key's old spelling, still read with a deprecation warning.
     pub(crate) old_key: Option<&'static str>,
     /// The TOML type the key takes.
-    pub(crate) kind: Kind,
+    pub(crate) kind: FileType,
     /// The default, in words (Markdown).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) default: &'static str,
@@ -248,10 +248,10 @@ pub(crate) use keys;
 
 macro_rules! kind {
     () => {
-        $crate::config::declare::Kind::Absent
+        $crate::config::declare::FileType::Absent
     };
     ($kind:ident) => {
-        $crate::config::declare::Kind::$kind
+        $crate::config::declare::FileType::$kind
     };
 }
 pub(crate) use kind;

@@ -4,13 +4,13 @@
 
 use std::path::Path;
 
-use super::declare::{Entry, Kind};
+use super::declare::{Entry, FileType};
 use super::rule::{Redaction, REDACTED};
 use super::syntax::percent_encode;
 use super::table::{Slots, TABLE};
 use pipetel_core::settings::{ConfigError, Origin};
 
-use Kind::*;
+use FileType::*;
 
 /// A file key: its setting and the scope it sets (see `declare::Read`).
 type Key = (&'static Entry<Slots>, usize, &'static str);
@@ -143,7 +143,7 @@ fn table_has(table: &toml::Table, dotted: &str) -> bool {
 }
 
 /// The text the environment variable would hold for this value, or why the type is wrong.
-fn as_text(value: &toml::Value, kind: Kind) -> Result<String, String> {
+fn as_text(value: &toml::Value, kind: FileType) -> Result<String, String> {
     use toml::Value as V;
     let scalar = |v: &V| match v {
         V::String(s) => Some(s.clone()),

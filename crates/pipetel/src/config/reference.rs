@@ -1,7 +1,7 @@
 //! The configuration reference, written from the settings table: `docs/src/configuration.md`
 //! whole. A test compares it with what is checked in and rewrites it with `PIPETEL_BLESS=1`.
 
-use super::declare::Kind;
+use super::declare::FileType;
 use super::table::TABLE;
 
 const SIGNALS: [&str; 3] = ["traces", "metrics", "logs"];
@@ -16,7 +16,7 @@ pub(crate) fn table() -> String {
         for scope in 0..rows {
             let variable = entry.env.get(scope).map_or_else(|| "—".to_string(), |v| format!("`{v}`"));
             let mut key = match entry.keys.get(scope) {
-                Some(k) if entry.kind == Kind::Table => format!("`{k}` table"),
+                Some(k) if entry.kind == FileType::Table => format!("`{k}` table"),
                 Some(k) => format!("`{k}`"),
                 None => "—".to_string(),
             };

@@ -15,7 +15,7 @@ use crate::sync::{ticks_per_second, ticks_to_seconds};
 /// instrument exists for it then). Its exposition is the one the pull endpoint's encoder
 /// writes for the OTel histogram of the same name, bounds and attributes.
 #[derive(Debug)]
-pub(crate) struct Native {
+pub(crate) struct Direct {
     bounds: &'static [f64],
     /// Per bucket (not cumulative); the last one is `+Inf`.
     buckets: Box<[AtomicU64]>,
@@ -32,10 +32,10 @@ pub(crate) struct Native {
     exemplars: Exemplars,
 }
 
-impl Native {
+impl Direct {
     pub(crate) fn new(bounds: &'static [f64], float: bool) -> Self {
         let rate = ticks_per_second();
-        Native {
+        Direct {
             bounds,
             buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
             sum: AtomicU64::new(if float { 0f64.to_bits() } else { 0 }),
@@ -139,7 +139,7 @@ mod tests {
     /// a reading of a bound), and the sum is the durations' sum in seconds.
     #[test]
     fn durations_in_clock_readings_bucket_and_sum_as_seconds() {
-        let h = Native::new(crate::buckets::SECONDS_BUCKETS, true);
+        let h = Direct::new(crate::buckets::SECONDS_BUCKETS, true);
         let rate = ticks_per_second();
         let mut expected_sum = 0.0;
         let mut expected = vec![0u64; crate::buckets::SECONDS_BUCKETS.len() + 1];

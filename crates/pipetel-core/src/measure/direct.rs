@@ -1,4 +1,4 @@
-//! The pull endpoint's rendering of the sites' native histograms.
+//! The pull endpoint's rendering of the sites' direct histograms.
 
 use std::sync::{Arc, OnceLock};
 
@@ -6,16 +6,16 @@ use super::site::{Site, SITES};
 use crate::exposition::{BoundsText, ExpositionSource, ListSource, MetricType, OwnFamily, Page};
 use crate::families::{function as fam, Family};
 
-/// The families the pull endpoint renders from the sites' native histograms, in the order
-/// of [`NativeSet`](super::site::NativeSet).
+/// The families the pull endpoint renders from the sites' direct histograms, in the order
+/// of [`DirectSet`](super::site::DirectSet).
 const NATIVE_FAMILIES: [&Family; 3] = [&fam::DURATION, &fam::INPUT_SIZE, &fam::OUTPUT_SIZE];
 
-/// Writes the native histograms of `sites`, one family per [`NATIVE_FAMILIES`] entry that
+/// Writes the direct histograms of `sites`, one family per [`NATIVE_FAMILIES`] entry that
 /// has a series with an observation.
-pub(super) fn write_native(sites: &[&'static Site], page: &mut Page<'_>) {
+pub(super) fn write_direct(sites: &[&'static Site], page: &mut Page<'_>) {
     for (which, f) in NATIVE_FAMILIES.iter().enumerate() {
         let of = |site: &'static Site| {
-            let set = site.native.get()?;
+            let set = site.direct.get()?;
             let attrs = site.attrs.get()?;
             let h = match which {
                 0 => Some(&set.duration),
@@ -40,9 +40,9 @@ pub(super) fn write_native(sites: &[&'static Site], page: &mut Page<'_>) {
     }
 }
 
-/// Registers the sites' native histograms ([`write_native`]) as an exposition source once, for
+/// Registers the sites' direct histograms ([`write_direct`]) as an exposition source once, for
 /// the life of the process.
-pub(super) fn add_native_source() {
+pub(super) fn add_direct_source() {
     static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
-    ListSource { list: &SITES, write: write_native }.add_once(&SOURCE);
+    ListSource { list: &SITES, write: write_direct }.add_once(&SOURCE);
 }

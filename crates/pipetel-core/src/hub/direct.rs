@@ -11,9 +11,9 @@ use crate::sync::lock;
 
 /// Renders the merged histograms as real Prometheus histograms on the pull endpoint
 /// (`<name>_bucket{le}`, `<name>_sum`, `<name>_count`), while push exporters get the counters.
-pub(super) struct NativeHistograms(pub(super) Weak<Mutex<State>>);
+pub(super) struct DirectHistograms(pub(super) Weak<Mutex<State>>);
 
-impl crate::exposition::ExpositionSource for NativeHistograms {
+impl crate::exposition::ExpositionSource for DirectHistograms {
     fn write_exposition(&self, page: &mut crate::exposition::Page<'_>) {
         use crate::exposition::{label_key, BoundsText, MetricType, OwnFamily};
         let Some(state) = self.0.upgrade() else { return };

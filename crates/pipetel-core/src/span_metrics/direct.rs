@@ -1,4 +1,4 @@
-//! The pull endpoint's rendering of the callsites whose series are [`Series::Native`].
+//! The pull endpoint's rendering of the callsites whose series are [`Series::Direct`].
 
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -6,12 +6,12 @@ use super::site::{Series, Site};
 use crate::exposition::{BoundsText, ExpositionSource, ListSource, MetricType, OwnFamily, Page};
 use crate::families::span::DURATION;
 
-/// Every native callsite resolved so far, in resolution order.
+/// Every direct callsite resolved so far, in resolution order.
 static SITES: Mutex<Vec<&'static Site>> = Mutex::new(Vec::new());
 
-/// Adds `site` to what the pull endpoint renders, when its series are native.
+/// Adds `site` to what the pull endpoint renders, when its series are direct.
 pub(super) fn add(site: &'static Site) {
-    if !matches!(site.ok, Series::Native(_)) {
+    if !matches!(site.ok, Series::Direct(_)) {
         return;
     }
     static SOURCE: OnceLock<Arc<dyn ExpositionSource>> = OnceLock::new();
@@ -24,7 +24,7 @@ pub(super) fn add(site: &'static Site) {
 pub(super) fn write(sites: &[&'static Site], page: &mut Page<'_>) {
     let series = |site: &'static Site| {
         [(&site.ok, "ok"), (&site.error, "error")].into_iter().filter_map(move |(series, status)| match series {
-            Series::Native(h) => Some((site, h, status)),
+            Series::Direct(h) => Some((site, h, status)),
             _ => None,
         })
     };
