@@ -86,7 +86,8 @@ impl Filters {
 
 /// Notes about skipped lines go to `notes` (stderr in the tool).
 pub(crate) fn note(notes: &mut dyn Write, file: &Path, line: usize, what: &str) {
-    let _ = writeln!(notes, "pipetel rows: {}: line {line}: {what}, skipped", file.display());
+    let file = crate::show::safe(&file.display().to_string());
+    let _ = writeln!(notes, "pipetel rows: {file}: line {line}: {}, skipped", crate::show::safe(what));
 }
 
 /// Parses the text of one store file: the rows, in order, with notes for skipped lines. With
