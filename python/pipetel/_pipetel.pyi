@@ -516,7 +516,7 @@ class _BenchNoOp:
 # --- pipetel.rows: the fleet's rows store, read by the reader of `pipetel rows --url` ---
 from typing import Any, Dict, List, Optional
 
-class RowsQueryError(Exception): ...
+class _RowsQueryError(Exception): ...
 
 def _rows_logsql(
     *,
