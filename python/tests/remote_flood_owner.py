@@ -3,9 +3,10 @@ authenticate, while one real ``spawn`` worker runs a shard. Prints one JSON line
 row, how long the worker's shard end (its report) took, the flood's counts, the most threads
 the owner had during the flood, and the receiver threads left after the stage ended.
 
-    python remote_flood_owner.py CONNECTIONS
+    python remote_flood_owner.py CONNECTIONS [during]
 
-The owner runs with a soft limit of 1,024 descriptors (a common default), so a flood larger
+By default the worker starts once every connection of the flood is open; with ``during``, once
+half of them are (the rest keep arriving while the worker reports). The owner runs with a soft limit of 1,024 descriptors (a common default), so a flood larger
 than that exhausts descriptors unless the listener bounds what unauthenticated connections hold.
 Used by python/tests/test_remote_hardening.py; the figure in docs/src/reliability.md comes
 from it.
@@ -33,7 +34,9 @@ want = n + 64
 if soft < want and (hard == resource.RLIM_INFINITY or hard >= want):
     resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
 held, failed = [], 0
-for _ in range(n):
+for i in range(n):
+    if i == n // 2:
+        print("half", flush=True)
     try:
         s = socket.create_connection((host, port), timeout=5)
         held.append(s)
@@ -53,6 +56,7 @@ def work(handle):
 
 def main() -> int:
     connections = int(sys.argv[1])
+    during = len(sys.argv) > 2 and sys.argv[2] == "during"
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard), hard))
     pipetel.init("flood-owner", prometheus_port=0, exporters_metrics=["prometheus"])
@@ -75,10 +79,15 @@ def main() -> int:
         text=True,
     )
     try:
-        ready = (flood.stdout.readline() if flood.stdout else "").split()
+        assert flood.stdout is not None
+        ready = flood.stdout.readline().split()  # "half" (or "ready" for no connections)
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(1) as pool:
+            if ready == ["half"] and not during:
+                ready = flood.stdout.readline().split()
             report_seconds = pool.apply(work, (handle,))
+            if ready == ["half"]:
+                ready = flood.stdout.readline().split()
             sampling.set()
             row = stage.finish()
             # The stage ended while the worker's connection and the flood's are still open.

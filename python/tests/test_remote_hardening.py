@@ -26,9 +26,11 @@ HERE = Path(__file__).resolve().parent
 FLOOD = 2000
 
 
-def test_two_thousand_idle_connections_do_not_stop_a_real_workers_report():
+@pytest.mark.parametrize("when", ["after", "during"])
+def test_two_thousand_idle_connections_do_not_stop_a_real_workers_report(when):
+    # "after": the worker reports once all 2,000 are open; "during": once half are.
     done = subprocess.run(
-        [sys.executable, str(HERE / "remote_flood_owner.py"), str(FLOOD)],
+        [sys.executable, str(HERE / "remote_flood_owner.py"), str(FLOOD), when],
         env=peers.clean_env(),
         capture_output=True,
         text=True,
