@@ -5,7 +5,8 @@ use std::io::{self, BufRead, BufReader, Read};
 
 use serde_json::{Map, Value};
 
-use super::{FleetError, FleetErrorKind, Limits};
+use super::error::{FleetError, FleetErrorKind};
+use super::limits::Limits;
 use crate::escape_controls;
 
 /// The most bytes of an error answer's body kept for the message.

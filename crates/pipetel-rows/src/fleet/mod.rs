@@ -41,14 +41,18 @@
 //! # }
 //! ```
 
+mod error;
 mod http;
+mod limits;
+mod row;
 mod value;
 
 use std::collections::BTreeSet;
-use std::fmt;
-use std::time::Duration;
 
+pub use error::{FleetError, FleetErrorKind};
 pub use http::redact;
+pub use limits::Limits;
+pub use row::{FieldValue, FleetRow};
 
 /// The filters a query narrows the rows by; `None` matches anything.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -98,127 +102,6 @@ impl Query {
             }
         }
         format!("{} | sort by (_time)", q.join(" "))
-    }
-}
-
-/// How long and how much a query may read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// The longest wait for the store: to connect, and for each further part of the answer.
-    pub timeout: Duration,
-    /// The most bytes of one line of the answer (one stored record), its line end included.
-    pub max_line_bytes: usize,
-    /// The most bytes of the whole answer.
-    pub max_bytes: u64,
-}
-
-impl Limits {
-    /// The default read timeout: 30 s.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
-    /// The default cap on one line of the answer: 1 MiB (a stored row is a few hundred bytes).
-    pub const DEFAULT_MAX_LINE_BYTES: usize = 1 << 20;
-    /// The default cap on the whole answer: 256 MiB.
-    pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            timeout: Limits::DEFAULT_TIMEOUT,
-            max_line_bytes: Limits::DEFAULT_MAX_LINE_BYTES,
-            max_bytes: Limits::DEFAULT_MAX_BYTES,
-        }
-    }
-}
-
-/// What went wrong with a query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum FleetErrorKind {
-    /// The URL is not a VictoriaLogs base URL this build can reach (not `http://`).
-    Url,
-    /// The store could not be reached, or the connection failed mid-answer.
-    Connect,
-    /// Nothing came from the store for the read timeout.
-    Timeout,
-    /// The store answered with an HTTP error status.
-    Status(u16),
-    /// A line of the answer, or the whole answer, passed its cap.
-    TooLarge,
-    /// The answer is not what VictoriaLogs answers (a line that is not a JSON object).
-    Answer,
-}
-
-/// A query that failed: what went wrong, and a message naming the URL (redacted) and the limit
-/// or the server's words (control characters escaped).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FleetError {
-    kind: FleetErrorKind,
-    message: String,
-}
-
-impl FleetError {
-    fn new(kind: FleetErrorKind, message: String) -> FleetError {
-        FleetError { kind, message }
-    }
-
-    /// What went wrong.
-    pub fn kind(&self) -> FleetErrorKind {
-        self.kind
-    }
-}
-
-impl fmt::Display for FleetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for FleetError {}
-
-/// The value of one row field, typed as the writer wrote it.
-#[derive(Debug, Clone, PartialEq)]
-pub enum FieldValue {
-    /// Text (names, ids, statuses; a number field whose text is not a number).
-    Text(String),
-    /// A whole number.
-    Int(i64),
-    /// A finite floating point number.
-    Float(f64),
-    /// A boolean user counter.
-    Bool(bool),
-}
-
-/// One row read back from the store.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FleetRow {
-    /// When it was stored: milliseconds since the epoch and the sub-millisecond rest in
-    /// nanoseconds (rows are ordered by it).
-    pub time: (u64, u32),
-    /// The row's fields as its writer kept them locally: `event`, `timestamp_ms`, then
-    /// `trace_id` and `span_id` when the row has them, then every `pipeline.*` field by name.
-    pub fields: Vec<(String, FieldValue)>,
-}
-
-impl FleetRow {
-    /// The row as the JSON line of a local store (keys sorted).
-    pub fn to_json(&self) -> String {
-        let map: serde_json::Map<String, serde_json::Value> = self
-            .fields
-            .iter()
-            .map(|(k, v)| {
-                let v = match v {
-                    FieldValue::Text(t) => serde_json::Value::from(t.as_str()),
-                    FieldValue::Int(n) => serde_json::Value::from(*n),
-                    // Finite by construction; a non-finite one could only be text.
-                    FieldValue::Float(f) => serde_json::Number::from_f64(*f)
-                        .map_or_else(|| serde_json::Value::from(f.to_string()), serde_json::Value::Number),
-                    FieldValue::Bool(b) => serde_json::Value::from(*b),
-                };
-                (k.clone(), v)
-            })
-            .collect();
-        serde_json::Value::Object(map).to_string()
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use super::{FieldValue, FleetRow};
+use super::row::{FieldValue, FleetRow};
 use crate::{FLOAT_FIELDS, TEXT_FIELDS};
 
 /// `10^-k` as Go's `math.Pow10(-k)` computes it (what VictoriaLogs multiplies by).
