@@ -75,7 +75,7 @@ import struct
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 from urllib.parse import urlsplit, urlunsplit
 
 from ._pipetel import Shard, Stage, _init_settings, init, is_initialized
@@ -396,11 +396,6 @@ class _Receiver:
             with self._lock:
                 self._conns.pop(conn, None)
             conn.close()
-
-    def threads(self) -> List[threading.Thread]:
-        """The threads reading authenticated connections now."""
-        with self._lock:
-            return list(self._conns.values())
 
 
 # (execution id, stage name) -> (the stage, its receiver), in the owning process.
