@@ -3,8 +3,6 @@
 from typing import Optional, Sequence, Tuple, List
 
 __version__: str
-_ROW_TEXT_FIELDS: List[str]
-_ROW_FLOAT_FIELDS: List[str]
 
 class PipetelError(Exception): ...
 class FamilyError(PipetelError): ...

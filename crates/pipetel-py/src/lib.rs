@@ -53,9 +53,6 @@ type Register = fn(&Bound<'_, PyModule>) -> PyResult<()>;
 #[pymodule]
 fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    // The value types of the standard row fields, for `pipetel.rows` (one declaration, the store's).
-    m.add("_ROW_TEXT_FIELDS", pipetel::pipeline::store::TEXT_FIELDS.to_vec())?;
-    m.add("_ROW_FLOAT_FIELDS", pipetel::pipeline::store::FLOAT_FIELDS.to_vec())?;
     let registers: [Register; 14] = [
         errors::register,
         recorders::register,
