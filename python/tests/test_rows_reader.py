@@ -2,7 +2,9 @@
 ``pipetel rows --url`` (crates/pipetel-rows, through the extension), so the same recorded answer
 gives the same rows with the same floats (the file ``crates/pipetel-cli/tests/rows_url_limits.rs``
 holds the CLI to), and a store that stalls, sends a line or an answer without end, or answers
-an error with terminal escapes in it ends the query with the CLI's error."""
+an error with terminal escapes in it ends the query with the CLI's error. And rows written into
+a real VictoriaLogs (``PIPETEL_VICTORIA_LOGS_BIN``) come back with the floats they were written
+with."""
 
 import json
 import pathlib
@@ -160,3 +162,51 @@ def test_bad_arguments_are_refused_before_any_request():
         pipetel.rows.query("http://127.0.0.1:9", frame=False, max_bytes=0)
     with pytest.raises(TypeError, match="start"):
         pipetel.rows.query("http://127.0.0.1:9", frame=False, start=5)  # type: ignore[arg-type]
+
+
+#: Floats as a writer's rows hold them: VictoriaLogs stores a column of decimals as floats parsed
+#: its own way (0.35 can come back as 0.3500000000000001); the reader gives back what was written.
+WRITTEN_FLOATS = [0.35, 0.3, 25.985576186226307, 4650474.661029901, 1 / 3, 9082.958322324026, 1.0000000000000004,
+                  53.333333333333336, 0.5, 12.0]
+
+
+def test_rows_stored_in_a_real_victoria_logs_come_back_as_written(victoria_logs):
+    """Entries written straight into a real VictoriaLogs (its JSON-lines ingestion, every value
+    as text, as the gateways write rows) read back with the floats, integers and counters each
+    row was written with."""
+    import peers
+    import urllib.request
+
+    written = []
+    lines = []
+    for i, f in enumerate(WRITTEN_FLOATS):
+        time_ms = 1_796_205_629_000 + i
+        row = {
+            "event": "pipeline.worker", "timestamp_ms": time_ms, "pipeline.namespace": "pipeline.worker",
+            "pipeline.stage.name": "round-trip", "pipeline.execution.id": "rt-1", "pipeline.shard.index": i,
+            "pipeline.status": "end", "pipeline.items": 7 * i, "pipeline.cpu.percent": f, "pipeline.item_rate": f * 3,
+            "pipeline.counter.loss": f if i % 2 else float(i),  # a float counter, whole in some rows
+        }
+        written.append(row)
+        entry = {k: str(v) if not isinstance(v, float) else repr(v) for k, v in row.items() if k.startswith("pipeline.")}
+        seconds, ms = divmod(time_ms, 1000)
+        entry.update(_msg="row", _time=time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{ms:03d}Z",
+                     event_name="pipeline.worker")
+        lines.append(json.dumps(entry))
+    ingest = urllib.request.Request(
+        victoria_logs.url + "/insert/jsonline?_stream_fields=event_name&_time_field=_time&_msg_field=_msg",
+        data=("\n".join(lines) + "\n").encode(), method="POST",
+        # A form's content type would be answered 200 and nothing stored.
+        headers={"Content-Type": "application/stream+json"},
+    )
+    urllib.request.urlopen(ingest, timeout=10).close()
+
+    def stored():
+        urllib.request.urlopen(victoria_logs.url + "/internal/force_flush", timeout=10).close()
+        rows = pipetel.rows.query(victoria_logs.url, execution="rt-1", frame=False)
+        return rows if len(rows) >= len(written) else None
+
+    got = peers.wait_until("every entry in VictoriaLogs", stored, 30.0, lambda: victoria_logs.process.output(40))
+    assert got == written
+    for g, w in zip(got, written):
+        assert {k: (type(v), repr(v)) for k, v in g.items()} == {k: (type(v), repr(v)) for k, v in w.items()}, g
