@@ -158,6 +158,21 @@ fn an_error_body_prints_escaped_and_the_password_does_not_print() {
     assert!(err.contains("http://***@127.0.0.1:9/select/logsql/query") && !err.contains("s3cret"), "{err}");
 }
 
+#[test]
+fn a_redirect_is_not_followed() {
+    let target = serve(ok_answer(String::new()));
+    let location = format!("{}/elsewhere", target.replace("http://", "http://someone:s3cret@"));
+    let url = serve(move |s| {
+        let head = format!("HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n");
+        let _ = s.write_all(head.as_bytes());
+    });
+    let (out, _) = pipetel(&["--url", &url]);
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    let target = target.replace("http://", "http://***@");
+    assert!(err.contains(&format!("HTTP 307: a redirect to {target}/elsewhere, not followed")), "{err}");
+}
+
 /// A row whose stage name, execution id and failure reason hold terminal escapes.
 const HOSTILE: &str = "tok\u{1b}[2J\u{9b}1;1H\u{7f}enize";
 

@@ -98,6 +98,14 @@ pub(super) fn entries(
     limits: &Limits,
 ) -> Result<Vec<Map<String, Value>>, FleetError> {
     let response = agent.post(endpoint).send_form(form).map_err(|e| request_error(e, shown, limits))?;
+    let status = response.status();
+    if !(200..300).contains(&status) {
+        let to = response.header("location").map(|l| format!(" to {}", redact(l))).unwrap_or_default();
+        return Err(FleetError::new(
+            FleetErrorKind::Status(status),
+            format!("{shown}: HTTP {status}: a redirect{to}, not followed (give the store's own URL)"),
+        ));
+    }
     read_lines(response.into_reader(), shown, limits)
 }
 

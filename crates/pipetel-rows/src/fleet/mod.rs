@@ -146,6 +146,8 @@ impl FleetReader {
             .timeout_connect(limits.timeout)
             .timeout_read(limits.timeout)
             .timeout_write(limits.timeout)
+            // A redirect is an error: the query (and any credentials) goes to the URL given, only.
+            .redirects(0)
             .build();
         Ok(FleetReader { target, endpoint, agent, limits, float_counters: BTreeSet::new() })
     }
