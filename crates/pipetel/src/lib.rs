@@ -91,6 +91,7 @@ mod limits;
 mod measure;
 pub mod pipeline;
 mod process_metrics;
+mod redact;
 pub mod registry;
 pub mod sampling;
 pub mod service;
