@@ -36,27 +36,77 @@ What happens:
 
 The owner listens on ``listen`` (default ``127.0.0.1``, an ephemeral port). For workers on
 other machines, pass an address they can reach (``listen="0.0.0.0", advertise="10.0.0.5"``;
-:mod:`pipetel.ray` uses the Ray node address). A connection must present the handle's random
-token before its reports are read; a report for another stage or one that does not decode is
-refused whole and the worker logs it. The listener stops when the stage ends.
+:mod:`pipetel.ray` uses the Ray node address). A report for another stage or one that does not
+decode is refused whole and the worker logs it. The listener stops when the stage ends, closing
+every connection and waiting for the threads that served them.
+
+**A handle is a credential.** It carries the stage's random token, and whoever holds the token
+can add to the stage's counts until the stage ends: give handles only to your workers, do not log
+them (``repr`` leaves the token out). The token itself never crosses the network: the owner
+sends each connection a random challenge, the worker answers with an HMAC-SHA256 of it keyed by
+the token, and every report carries an HMAC over the challenge, its sequence number on that
+connection and its bytes, so a report read off the wire can be neither altered, nor replayed,
+nor sent again on another connection. (HMAC rather than TLS: it needs no certificate on every
+worker host and no configuration, holds on any network, and the reports are counts, not
+secrets; what an eavesdropper can learn is the stage's progress, never the token.)
+
+A handle carries the owner's :func:`pipetel.init` arguments **without credentials**: request
+headers (``headers`` of any signal), the pull endpoint's ``bearer_token``, ``basic_auth`` and
+TLS files, OTLP client keys and certificates are left out, and ``user:password@`` is removed from
+any URL. A worker takes those from its own environment (``OTEL_EXPORTER_OTLP_HEADERS``...), like
+any process that calls ``init``.
+
+What an unauthenticated connection costs the owner is bounded: it must answer the challenge
+within ``HELLO_TIMEOUT`` (5 s), and holds no thread meanwhile (one thread runs every challenge);
+at most ``MAX_PENDING`` (256) connections wait for that at once, the oldest being closed to make
+room; running out of descriptors or threads pauses the accept loop, which then goes on. Workers retry a closed connection for a few seconds, so a flood of idle
+connections delays a report, and does not lose it (docs/src/reliability.md has the figure).
 """
 
+import errno
+import hashlib
+import hmac
 import logging
 import os
 import secrets
+import selectors
 import socket
 import struct
 import threading
+import time
+from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
+from urllib.parse import urlsplit, urlunsplit
 
 from ._pipetel import Shard, Stage, _init_settings, init, is_initialized
 
 __all__ = ["RemoteShard", "RemoteStage"]
 
 _log = logging.getLogger("pipetel.remote")
-_MAGIC = b"PTRS1"
+_MAGIC = b"PTRS2"
+_NONCE = 32  # bytes of the owner's challenge
+_MAC = 32  # bytes of an HMAC-SHA256
 _MAX_REPORT = 64 << 20  # a report larger than this is refused (a garbled length, not a report)
 _OK, _REFUSED = 0, 1
+#: Seconds a connection has, from its accept, to answer the owner's challenge.
+HELLO_TIMEOUT = 5.0
+#: Most connections waiting to authenticate at once; the oldest is closed to make room.
+MAX_PENDING = 256
+#: The longest pause of the accept loop when the process is out of descriptors or threads.
+_MAX_BACKOFF = 0.5
+#: Seconds a worker keeps trying fresh connections to send one report.
+_SEND_WINDOW = 5.0
+#: Keys of ``init`` settings a handle never carries (compared on their last part, ``.`` or
+#: ``_`` separated): credentials, and the TLS files of the owner's own endpoint.
+_SECRET_SUFFIXES = (
+    "headers",
+    "bearer_token",
+    "basic_auth",
+    "tls_cert",
+    "tls_key",
+    "client_key",
+    "client_certificate",
+)
 
 
 def _recv_exact(sock: socket.socket, n: int) -> Optional[bytes]:
@@ -69,11 +119,76 @@ def _recv_exact(sock: socket.socket, n: int) -> Optional[bytes]:
     return bytes(buf)
 
 
+def _key(token: str) -> bytes:
+    return token.encode()
+
+
+def _hello_mac(token: str, nonce: bytes) -> bytes:
+    return hmac.new(_key(token), b"pipetel-remote-hello\0" + nonce, hashlib.sha256).digest()
+
+
+def _frame_mac(token: str, nonce: bytes, sequence: int, body: bytes) -> bytes:
+    mac = hmac.new(_key(token), b"pipetel-remote-report\0" + nonce + struct.pack(">Q", sequence), hashlib.sha256)
+    mac.update(body)
+    return mac.digest()
+
+
+def _without_userinfo(value: Any) -> Any:
+    """A URL's ``user:password@`` removed (other values as they are)."""
+    if not isinstance(value, str) or "://" not in value or "@" not in value:
+        return value
+    try:
+        parts = urlsplit(value)
+        if "@" not in parts.netloc:
+            return value
+        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    except ValueError:
+        return value
+
+
+def _worker_settings_of(settings: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The owner's ``init`` arguments as a handle carries them: no credentials (request headers,
+    the pull endpoint's bearer token, basic auth and TLS files, OTLP client keys), no
+    ``user:password@`` in any URL. A worker takes credentials from its own environment."""
+    if settings is None:
+        return None
+    out = {}
+    for key, value in settings.items():
+        norm = str(key).replace(".", "_").lower()
+        if any(norm == s or norm.endswith("_" + s) for s in _SECRET_SUFFIXES):
+            continue
+        if isinstance(value, (list, tuple)):
+            value = type(value)(_without_userinfo(v) for v in value)
+        out[key] = _without_userinfo(value)
+    return out
+
+
 # ----- the owner's side -----
 
 
+class _Pending:
+    """A connection that has been sent the challenge and has not answered it yet."""
+
+    __slots__ = ("nonce", "deadline", "answer")
+
+    def __init__(self, nonce: bytes, deadline: float) -> None:
+        self.nonce = nonce
+        self.deadline = deadline
+        self.answer = b""
+
+
 class _Receiver:
-    """Accepts workers' connections for one stage and counts their reports in it."""
+    """Accepts workers' connections for one stage and counts their reports in it.
+
+    One thread accepts connections and runs every challenge: it sends each connection a random
+    nonce and reads the answer (an HMAC of the nonce keyed by the handle's token) without
+    blocking, so an unauthenticated connection costs a descriptor and no thread. A connection
+    that has not answered within :data:`HELLO_TIMEOUT` is closed; at most :data:`MAX_PENDING`
+    wait at once (the oldest is closed to make room). An authenticated connection gets a thread
+    that reads its reports. Running out of descriptors or threads pauses the accept loop, which
+    then goes on: it ends only with the stage, closing every connection and waiting for the
+    threads that served them.
+    """
 
     def __init__(self, stage: Stage, listen: str, port: int) -> None:
         self.stage = stage
@@ -83,10 +198,19 @@ class _Receiver:
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind((listen, port))
         self.sock.listen(128)
-        self.sock.settimeout(0.2)
+        self.sock.setblocking(False)
         self.port = self.sock.getsockname()[1]
         self.reports = 0
         self.refused = 0
+        self._lock = threading.Lock()
+        self._stopped = False
+        # Authenticated connections, each read by its own thread.
+        self._conns: Dict[socket.socket, threading.Thread] = {}
+        # Connections waiting to answer the challenge, oldest first (the accept thread's alone).
+        self._pending: "OrderedDict[socket.socket, _Pending]" = OrderedDict()
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self.sock, selectors.EVENT_READ)
+        self._warned: set = set()
         self._thread = threading.Thread(target=self._accept, name="pipetel-remote-stage", daemon=True)
         self._thread.start()
 
@@ -94,37 +218,169 @@ class _Receiver:
         # A stage that ended has no execution id any more.
         return self.stage.execution_id is not None
 
+    def _warn_once(self, what: str, message: str) -> None:
+        if what not in self._warned:
+            self._warned.add(what)
+            _log.warning("stage %r: %s (not logged again for this stage)", self.stage.name, message)
+
+    def _close_pending(self, conn: socket.socket) -> None:
+        self._pending.pop(conn, None)
+        try:
+            self._selector.unregister(conn)
+        except (KeyError, ValueError):
+            pass
+        conn.close()
+
     def _accept(self) -> None:
+        backoff = 0.0
         try:
             while self._running():
                 try:
-                    conn, _ = self.sock.accept()
-                except socket.timeout:
-                    continue
-                except OSError:
-                    return
-                threading.Thread(target=self._serve, args=(conn,), name="pipetel-remote-report", daemon=True).start()
+                    backoff = self._round(backoff)
+                except Exception as e:  # never the end of the loop while the stage runs
+                    self._warn_once("loop", f"the remote-shard listener met {e!r}; going on")
+                    backoff = _MAX_BACKOFF
         finally:
-            self.sock.close()
-            with _OWNED_LOCK:
-                for key, value in list(_OWNED.items()):
-                    if value[1] is self:
-                        del _OWNED[key]
+            self._stop()
 
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(None)
-            hello = _recv_exact(conn, len(_MAGIC) + 32)
-            if hello is None or not secrets.compare_digest(hello, _MAGIC + self.token.encode()):
+    def _round(self, backoff: float) -> float:
+        """One round of the accept loop: expired challenges closed, then what is ready served;
+        the pause before the next round."""
+        if backoff:
+            time.sleep(backoff)
+            backoff = 0.0
+        now = time.monotonic()
+        while self._pending:  # the oldest first: expired ones are at the front
+            conn, pending = next(iter(self._pending.items()))
+            if pending.deadline > now:
+                break
+            self._close_pending(conn)
+        wait = 0.2
+        if self._pending:
+            wait = max(0.0, min(wait, next(iter(self._pending.values())).deadline - now))
+        for key, _ in self._selector.select(wait):
+            ready = key.fileobj
+            if ready is self.sock:
+                backoff = self._accept_some(backoff)
+            elif isinstance(ready, socket.socket):
+                self._read_answer(ready)
+        return backoff
+
+    def _accept_some(self, backoff: float) -> float:
+        """Accepts what waits (a bounded batch); the pause before the next round."""
+        for _ in range(64):
+            try:
+                conn, _ = self.sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return 0.0
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # Out of descriptors: make room by closing the oldest unauthenticated
+                    # connection, pause, and go on accepting.
+                    self._warn_once("fd", f"cannot accept a worker's connection ({e}); retrying")
+                    if self._pending:
+                        self._close_pending(next(iter(self._pending)))
+                    return min(max(backoff * 2, 0.01), _MAX_BACKOFF)
+                continue  # ECONNABORTED and the like: that connection only
+            if len(self._pending) >= MAX_PENDING:
+                self._close_pending(next(iter(self._pending)))
+            nonce = secrets.token_bytes(_NONCE)
+            try:
+                conn.setblocking(False)
+                # A few dozen bytes into a fresh socket's buffer: sent at once or not at all.
+                if conn.send(_MAGIC + nonce) != len(_MAGIC) + _NONCE:
+                    conn.close()
+                    continue
+                self._selector.register(conn, selectors.EVENT_READ)
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            self._pending[conn] = _Pending(nonce, time.monotonic() + HELLO_TIMEOUT)
+        return 0.0
+
+    def _read_answer(self, conn: socket.socket) -> None:
+        pending = self._pending.get(conn)
+        if pending is None:
+            return
+        want = len(_MAGIC) + _MAC
+        try:
+            chunk = conn.recv(want - len(pending.answer))
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self._close_pending(conn)
+            return
+        if not chunk:
+            self._close_pending(conn)
+            return
+        pending.answer += chunk
+        if len(pending.answer) < want:
+            return
+        self._pending.pop(conn, None)
+        self._selector.unregister(conn)
+        if not hmac.compare_digest(pending.answer, _MAGIC + _hello_mac(self.token, pending.nonce)):
+            conn.close()
+            return
+        self._start_serving(conn, pending.nonce)
+
+    def _start_serving(self, conn: socket.socket, nonce: bytes) -> None:
+        """Reads ``conn``'s reports on a thread of its own."""
+        with self._lock:
+            if self._stopped:
+                conn.close()
                 return
+            thread = threading.Thread(
+                target=self._serve, args=(conn, nonce), name="pipetel-remote-report", daemon=True
+            )
+            self._conns[conn] = thread
+        try:
+            conn.setblocking(True)
+            thread.start()
+        except (RuntimeError, OSError) as e:  # no thread to be had now: drop this one, go on
+            with self._lock:
+                self._conns.pop(conn, None)
+            conn.close()
+            self._warn_once("thread", f"cannot start a thread for a worker's connection ({e}); retrying")
+
+    def _stop(self) -> None:
+        self.sock.close()
+        with _OWNED_LOCK:
+            for key, value in list(_OWNED.items()):
+                if value[1] is self:
+                    del _OWNED[key]
+        for conn in list(self._pending):
+            self._close_pending(conn)
+        self._selector.close()
+        with self._lock:
+            self._stopped = True
+            conns = list(self._conns.items())
+            for conn, _ in conns:
+                # Wakes the thread reading it (which closes it on its way out); under the lock
+                # that thread forgets it under, so a descriptor number is never shut down once
+                # it may belong to another socket.
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 5.0
+        for _, thread in conns:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def _serve(self, conn: socket.socket, nonce: bytes) -> None:
+        try:
+            sequence = 0
             while True:
-                head = _recv_exact(conn, 4)
+                head = _recv_exact(conn, 4 + _MAC)
                 if head is None:
                     return
-                (n,) = struct.unpack(">I", head)
+                (n,) = struct.unpack(">I", head[:4])
                 body = _recv_exact(conn, n) if n <= _MAX_REPORT else None
                 if body is None:
                     return
+                sequence += 1
+                if not hmac.compare_digest(head[4:], _frame_mac(self.token, nonce, sequence, body)):
+                    self._warn_once("mac", "a report whose authentication code does not hold was refused")
+                    return  # forged, replayed or out of order: the connection is not trusted
                 try:
                     self.stage._ingest_remote(body)
                     self.reports += 1
@@ -133,10 +389,13 @@ class _Receiver:
                     self.refused += 1
                     msg = str(e).encode()[:4096]
                     reply = bytes([_REFUSED]) + struct.pack(">I", len(msg)) + msg
-                try:
-                    conn.sendall(reply)
-                except OSError:
-                    return
+                conn.sendall(reply)
+        except OSError:
+            return
+        finally:
+            with self._lock:
+                self._conns.pop(conn, None)
+            conn.close()
 
 
 # (execution id, stage name) -> (the stage, its receiver), in the owning process.
@@ -226,7 +485,7 @@ class RemoteStage:
             traceparent,
             (advertise, receiver.port),
             receiver.token,
-            _init_settings(),
+            _worker_settings_of(_init_settings()),
             worker_settings,
             report_interval,
         )
@@ -266,19 +525,40 @@ class _View:
         self.source = f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
         self.lock = threading.Lock()
         self.sock: Optional[socket.socket] = None
+        self.nonce = b""  # the owner's challenge on the current connection
+        self.sequence = 0  # reports sent on the current connection
         self.open_shards = 0
         self.warned = False
         self._wake = threading.Condition(self.lock)
 
+    def _connect(self) -> socket.socket:
+        """A connection to the owner that answered its challenge (``self.nonce`` set)."""
+        sock = socket.create_connection(self.handle.address, timeout=30)
+        try:
+            challenge = _recv_exact(sock, len(_MAGIC) + _NONCE)
+            if challenge is None or not challenge.startswith(_MAGIC):
+                raise ConnectionError("the owner did not send its challenge (another program, or another version)")
+            self.nonce = challenge[len(_MAGIC) :]
+            self.sequence = 0
+            sock.sendall(_MAGIC + _hello_mac(self.handle.token, self.nonce))
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
     def _send_locked(self) -> bool:
         report = self.stage._remote_report(self.source)
-        frame = struct.pack(">I", len(report)) + report
-        for attempt in (0, 1):  # once more on a fresh connection when the old one broke
+        start = time.monotonic()
+        pause = 0.05
+        attempt = 0
+        while True:  # on a fresh connection when the old one broke, a few times within a window
+            attempt += 1
             try:
                 if self.sock is None:
-                    self.sock = socket.create_connection(self.handle.address, timeout=30)
-                    self.sock.sendall(_MAGIC + self.handle.token.encode())
-                self.sock.sendall(frame)
+                    self.sock = self._connect()
+                self.sequence += 1
+                mac = _frame_mac(self.handle.token, self.nonce, self.sequence, report)
+                self.sock.sendall(struct.pack(">I", len(report)) + mac + report)
                 status = _recv_exact(self.sock, 1)
                 if status is None:
                     raise ConnectionError("the owner closed the connection")
@@ -292,10 +572,16 @@ class _View:
                 if self.sock is not None:
                     self.sock.close()
                     self.sock = None
-                if attempt == 1:
+                # A refused connection means no listener (the stage ended): one more try only.
+                # Otherwise (a busy owner closing unauthenticated connections) retry a while.
+                refused = isinstance(e, ConnectionRefusedError)
+                if (refused and attempt >= 2) or time.monotonic() - start + pause > _SEND_WINDOW:
                     host, port = self.handle.address
                     self._warn(f"cannot send a report of stage {self.handle.name!r} to {host}:{port}: {e}")
-        return False
+                    return False
+                if not refused:
+                    time.sleep(pause)
+                    pause = min(pause * 2, 1.0)
 
     def _warn(self, message: str) -> None:
         if not self.warned:

@@ -10,9 +10,10 @@ returns), and ``MetricRegistry`` is its registry. Registries, metrics, stage con
 metrics are the Rust ones
 (``pipetel::registry``, ``pipetel::stage_metrics``, ``pipetel::service``): a metric reaches the
 pull endpoint and every OTLP exporter that :func:`pipetel.init` installed, and
-``registry.get_prometheus_format()`` renders one registry alone, except on the global registry
-(:func:`get_metrics_registry`), where it is the whole page of the pull endpoint, as TeleFuser's
-own ``/metrics`` route expects.
+``registry.get_prometheus_format()`` renders one registry alone (each registry is independent),
+with bucket bounds as prometheus_client writes them (``le="1.0"``); on the global registry
+(:func:`get_metrics_registry`) it adds the stage metrics, as TeleFuser's global registry held
+them. :func:`pipetel.prometheus_text` is the whole page of the pull endpoint.
 ``counter.inc()`` is one atomic add behind a method bound straight to Rust.
 
 What is deliberately different from TeleFuser (see docs/src/python.md, "TeleFuser metrics"):
@@ -123,22 +124,21 @@ _global_registry: Optional[MetricRegistry] = None
 
 
 class _ProcessRegistry(MetricRegistry):
-    """The process-wide registry: its exposition is the whole page the pull endpoint serves."""
+    """The process-wide registry: its exposition is what TeleFuser's global registry held."""
 
     def get_prometheus_format(self) -> str:
-        """The whole page the pull endpoint serves (:func:`pipetel.prometheus_text`: this
-        registry's metrics with the stage, GPU, span, pipeline and other registries' ones), as
-        TeleFuser's own ``/metrics`` route expects of the global registry; this registry alone
-        before :func:`pipetel.init` or without the Prometheus exporter."""
-        if _pipetel._has_prometheus_text():
-            return _pipetel.prometheus_text()
-        return super().get_prometheus_format()
+        """What TeleFuser's global registry held: this registry's metrics (with the service
+        metrics of its namespace, which share it), then the stage contexts' metrics
+        (``function_*{stage="..."}``, once :func:`pipetel.init` installed the Prometheus
+        exporter). Not other registries' metrics, nor pipetel's own (spans, pipelines, GPU,
+        process): :func:`pipetel.prometheus_text` is the whole page of the pull endpoint."""
+        return super().get_prometheus_format() + _pipetel._tf_stage_metrics_text()
 
 
 def get_metrics_registry(namespace: str = "telefuser") -> MetricRegistry:
     """The process-wide registry, made with ``namespace`` on the first call. Its
-    ``get_prometheus_format()`` is the whole page the pull endpoint serves, once
-    :func:`pipetel.init` installed the Prometheus exporter."""
+    ``get_prometheus_format()`` is its own metrics and the stage metrics, as TeleFuser's global
+    registry's; :func:`pipetel.prometheus_text` is the whole page of the pull endpoint."""
     global _global_registry
     with _registry_lock:
         if _global_registry is None:

@@ -1,7 +1,8 @@
 """pipetel.prometheus_text(): the whole page the pull endpoint serves (registry, stage, span and
-pipeline metrics), for an app's own /metrics route, and the TeleFuser global registry's
-get_prometheus_format() giving the same page; Python spans in span.duration. Each program runs
-as a subprocess: it calls init."""
+pipeline metrics), for an app's own /metrics route; the TeleFuser global registry's
+get_prometheus_format() giving what TeleFuser's global registry held (its own metrics and the
+stage metrics, not another registry's); Python spans in span.duration. Each program runs as a
+subprocess: it calls init."""
 
 import re
 import subprocess
@@ -24,6 +25,20 @@ guard = pipetel.init("page", prometheus_host="127.0.0.1", prometheus_port=0)
 registry = telefuser.get_metrics_registry()
 registry.counter("requests", "Requests served").inc(7)
 registry.gauge("queue_depth", "Items waiting").set(3)
+registry.histogram("wait_seconds", "Wait", buckets=[0.005, 1.0, 2.5]).observe(0.5)
+app = telefuser.MetricRegistry("app")
+app.counter("hits", "Hits of another registry").inc(2)
+
+class Tokenize:
+    name = "tokenize_tf"
+
+    @telefuser.with_metrics
+    def run(self):
+        return 1
+
+tok = Tokenize()
+telefuser.enable_stage_metrics(tok)
+tok.run()
 with pipetel.stage("tokenize", shards=2) as stage:
     for i in range(2):
         with stage.shard(i) as shard:
@@ -48,6 +63,7 @@ pages = {
     "endpoint": endpoint(),
     "text": pipetel.prometheus_text(),
     "telefuser": registry.get_prometheus_format(),
+    "app": app.get_prometheus_format(),
     "endpoint_om": endpoint("application/openmetrics-text; version=1.0.0"),
     "om": pipetel.prometheus_text(openmetrics=True),
     "before": before,
@@ -86,18 +102,38 @@ def run():
     return before, json.loads("{" + pages)
 
 
-def test_the_function_serves_the_pull_endpoints_page_and_telefuser_too():
+def test_the_function_serves_the_pull_endpoints_page_and_telefuser_its_own():
     before, pages = run()
     assert "before init: prometheus_text: no page to render" in before, before
-    endpoint, text, telefuser = series(pages["endpoint"]), series(pages["text"]), series(pages["telefuser"])
+    endpoint, text = series(pages["endpoint"]), series(pages["text"])
     # The same series (within a family the SDK's order of series may differ between renders),
     # the same HELP/TYPE lines in the same order, the same values but for the process metrics,
     # which move by themselves between two renders.
-    for page, name in ((text, "prometheus_text"), (telefuser, "get_prometheus_format")):
-        assert set(page) == set(endpoint), (name, set(page) ^ set(endpoint))
-        moved = {k for k in endpoint if page[k] != endpoint[k]}
-        assert all(k.startswith(TIMING) for k in moved), (name, sorted(moved))
+    assert set(text) == set(endpoint), set(text) ^ set(endpoint)
+    moved = {k for k in endpoint if text[k] != endpoint[k]}
+    assert all(k.startswith(TIMING) for k in moved), sorted(moved)
     assert comments(pages["text"]) == comments(pages["endpoint"])
+    # The whole page holds every registry.
+    assert text['app_hits_total{otel_scope_name="pipetel"}'] == "2"
+    # The global TeleFuser registry: its own metrics (bounds as prometheus_client writes them),
+    # then the stage metrics; not another registry's, nor pipetel's own.
+    tf = pages["telefuser"]
+    names = {k.split("{")[0] for k in series(tf)}
+    assert "app_hits_total" not in names and "app_hits_total" in pages["app"], tf
+    assert not any(n.startswith(("span_", "pipeline_", "process_", "target_info")) for n in names), sorted(names)
+    tf_series = series(tf)
+    assert tf_series["telefuser_requests_total{}"] == "7" and tf_series["telefuser_queue_depth{}"] == "3", tf
+    assert [k for k in tf_series if k.startswith("telefuser_wait_seconds_bucket")] == [
+        'telefuser_wait_seconds_bucket{le="0.005"}',
+        'telefuser_wait_seconds_bucket{le="1.0"}',
+        'telefuser_wait_seconds_bucket{le="2.5"}',
+        'telefuser_wait_seconds_bucket{le="+Inf"}',
+    ], tf
+    assert tf_series['function_calls_total{stage="tokenize_tf",otel_scope_name="pipetel"}'] == "1", tf
+    assert 'function_duration_seconds_bucket{stage="tokenize_tf",otel_scope_name="pipetel",le="1.0"}' in tf_series, tf
+    from prometheus_client.parser import text_string_to_metric_families
+
+    assert {f.name for f in text_string_to_metric_families(tf)} >= {"telefuser_requests", "function_calls"}
     # What the page holds: the registry's metrics, stage metrics, Python spans in span.duration.
     assert text['telefuser_requests_total{otel_scope_name="pipetel"}'] == "7"
     assert text['telefuser_queue_depth{otel_scope_name="pipetel"}'] == "3"

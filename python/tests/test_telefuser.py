@@ -195,6 +195,24 @@ def test_names_are_checked():
 # --- gauges, histograms, summaries -----------------------------------------------------------
 
 
+def test_bucket_bounds_are_written_as_prometheus_client_writes_them():
+    import prometheus_client
+
+    bounds = [1e-05, 0.005, 0.1, 1, 2.5, 10, 100000, 1000000, 2500000]
+    r = fresh()
+    h = r.histogram("bounds_seconds", "Bounds", buckets=bounds)
+    theirs = prometheus_client.CollectorRegistry()
+    prometheus_client.Histogram("bounds_seconds", "Bounds", buckets=bounds, registry=theirs)
+    les = [line.split('le="')[1].split('"')[0] for line in r.get_prometheus_format().splitlines() if "_bucket{" in line]
+    their_les = [
+        line.split('le="')[1].split('"')[0]
+        for line in prometheus_client.generate_latest(theirs).decode().splitlines()
+        if "_bucket{" in line
+    ]
+    assert les == their_les == ["1e-05", "0.005", "0.1", "1.0", "2.5", "10.0", "100000.0", "1e+06", "2.5e+06", "+Inf"]
+    assert h.buckets == [float(b) for b in bounds]
+
+
 def test_gauge_goes_up_down_and_to_now():
     r = fresh()
     g = r.gauge("memory_used_bytes", "Memory")
@@ -229,7 +247,7 @@ def test_histogram_buckets_count_sum_average_and_exposition():
     samples, types, _ = parse(r.get_prometheus_format())
     assert types[h.name] == "histogram"
     buckets = {dict(k[1])["le"]: v for k, v in samples.items() if k[0] == f"{h.name}_bucket"}
-    assert buckets == {"100": 1, "1000": 3, "10000": 4, "+Inf": 5}
+    assert buckets == {"100.0": 1, "1000.0": 3, "10000.0": 4, "+Inf": 5}
     assert [v for k, v in samples.items() if k[0] == f"{h.name}_count"] == [5]
     assert [v for k, v in samples.items() if k[0] == f"{h.name}_sum"] == [56050]
     with pytest.raises(tf.InvalidValueError):
@@ -572,7 +590,7 @@ def test_service_metrics_from_a_config():
     assert samples[(f"{prefix}_tasks_created_total", frozenset())] == 2
     assert samples[(f"{prefix}_queue_size", frozenset())] == 10
     assert samples[(f"{prefix}_task_duration_seconds_bucket", frozenset({("le", "2.5")}))] == 1
-    assert samples[(f"{prefix}_task_duration_seconds_bucket", frozenset({("le", "1")}))] == 0
+    assert samples[(f"{prefix}_task_duration_seconds_bucket", frozenset({("le", "1.0")}))] == 0
     assert types[f"{prefix}_task_queue_wait_seconds"] == "histogram"
     with pytest.raises(tf.InvalidValueError, match="duration"):
         service.record_task_completed(-1)

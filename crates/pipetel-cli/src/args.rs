@@ -1,6 +1,7 @@
 //! The command line: `pipetel rows [OPTIONS] [FILE]`, parsed with std only.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub(crate) const USAGE: &str = "\
 usage: pipetel rows [OPTIONS] [FILE]
@@ -20,6 +21,11 @@ Where:
   --url URL            the fleet's rows store instead: VictoriaLogs at URL (http://HOST:9428),
                        where the gateways write every worker's rows; --service then filters
                        by service name
+  --timeout SECONDS    with --url: the read timeout, the longest wait to connect and for
+                       each further part of the answer (default: 30)
+  --max-bytes N        with --url: the cap on the whole answer in bytes (default: 268435456,
+                       256 MiB); a line of the answer is capped at 1 MiB. A query past a cap
+                       or the timeout fails with an error naming it and the URL.
 Filters (all must match):
   --namespace NS       rows of stream NS or NS.* (`pipeline`, `zephyr.worker`, ...)
   --stage NAME         stage name
@@ -34,11 +40,13 @@ Output:
   --follow             keep reading rows as they are appended (follows rotation)
   -h, --help           this help
 
-Torn or malformed lines are skipped with a note on stderr naming the file and line.";
+Torn or malformed lines are skipped with a note on stderr naming the file and line. Control
+characters in names, reasons and error messages are printed escaped (\x1b).";
 
 /// What to print.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) enum Mode {
+    #[default]
     List,
     Json,
     Summary,
@@ -56,7 +64,7 @@ pub(crate) struct Filters {
 }
 
 /// A parsed `pipetel rows` command line.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct RowsArgs {
     pub(crate) file: Option<PathBuf>,
     pub(crate) service: Option<String>,
@@ -66,6 +74,10 @@ pub(crate) struct RowsArgs {
     pub(crate) follow: bool,
     /// The VictoriaLogs to read instead of a local store.
     pub(crate) url: Option<String>,
+    /// `--timeout`: the read timeout of `--url`.
+    pub(crate) timeout: Option<Duration>,
+    /// `--max-bytes`: the cap on the whole answer of `--url`.
+    pub(crate) max_bytes: Option<u64>,
 }
 
 /// What the command line asks for.
@@ -88,15 +100,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
         Some("rows") => {}
         Some(other) => return Err(format!("unknown command {other:?}: the one command is `rows`")),
     }
-    let mut a = RowsArgs {
-        file: None,
-        service: None,
-        dir: None,
-        filters: Filters::default(),
-        mode: Mode::List,
-        follow: false,
-        url: None,
-    };
+    let mut a = RowsArgs::default();
     let mut modes = Vec::new();
     while let Some(arg) = it.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -115,6 +119,25 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
             "--service" => a.service = Some(value(flag)?),
             "--dir" => a.dir = Some(PathBuf::from(value(flag)?)),
             "--url" => a.url = Some(value(flag)?),
+            "--timeout" => {
+                let v = value(flag)?;
+                a.timeout = Some(
+                    v.parse::<f64>()
+                        .ok()
+                        .filter(|s| *s > 0.0)
+                        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                        .ok_or_else(|| format!("--timeout {v:?}: expected a number of seconds above 0"))?,
+                );
+            }
+            "--max-bytes" => {
+                let v = value(flag)?;
+                a.max_bytes = Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| format!("--max-bytes {v:?}: expected a number of bytes above 0"))?,
+                );
+            }
             "--namespace" => a.filters.namespace = Some(value(flag)?),
             "--stage" => a.filters.stage = Some(value(flag)?),
             "--execution" => a.filters.execution = Some(value(flag)?),
@@ -145,6 +168,9 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
     }
     if a.url.is_some() && (a.file.is_some() || a.dir.is_some()) {
         return Err("--url reads the fleet's store: it does not combine with FILE, --file or --dir".into());
+    }
+    if a.url.is_none() && (a.timeout.is_some() || a.max_bytes.is_some()) {
+        return Err("--timeout and --max-bytes apply to --url (a local store is read from disk)".into());
     }
     a.mode = modes.first().map_or(Mode::List, |(_, m)| *m);
     if a.follow && matches!(a.mode, Mode::Summary | Mode::Timeline) {
@@ -178,5 +204,13 @@ mod tests {
         assert!(rows(&["--summary", "--json"]).expect_err("bad").contains("--summary and --json"));
         assert!(rows(&["--follow", "--timeline"]).expect_err("bad").contains("--follow"));
         assert!(matches!(parse(&["nope".to_string()]), Err(e) if e.contains("nope")));
+        let a = rows(&["--url", "http://h:1", "--timeout", "1.5", "--max-bytes=1000"]).expect("valid");
+        assert_eq!((a.timeout, a.max_bytes), (Some(Duration::from_millis(1500)), Some(1000)));
+        for bad in ["0", "-1", "x", "nan", "inf", "1e300"] {
+            let e = rows(&["--url", "http://h:1", "--timeout", bad]).expect_err("bad");
+            assert!(e.contains(&format!("--timeout \"{bad}\"")), "{e}");
+        }
+        assert!(rows(&["--url", "http://h:1", "--max-bytes", "0"]).expect_err("bad").contains("--max-bytes \"0\""));
+        assert!(rows(&["--timeout", "3"]).expect_err("bad").contains("apply to --url"));
     }
 }

@@ -84,7 +84,7 @@ pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Resu
     let print = |rows: Vec<Row>, out: &mut dyn Write| -> io::Result<()> {
         for r in rows.iter().filter(|r| a.filters.matches(r)) {
             match a.mode {
-                Mode::Json => writeln!(out, "{}", r.raw)?,
+                Mode::Json => writeln!(out, "{}", pipetel_rows::escape_json_controls(&r.raw))?,
                 _ => writeln!(out, "{}", show::row_line(r))?,
             }
         }
@@ -101,7 +101,11 @@ pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Resu
     };
     let mut tail = catch_up(None, out, &mut notes)?;
     if tail.file.is_none() {
-        let _ = writeln!(notes, "pipetel rows: {} does not exist yet; waiting for rows", path.display());
+        let _ = writeln!(
+            notes,
+            "pipetel rows: {} does not exist yet; waiting for rows",
+            show::safe(&path.display().to_string())
+        );
     }
     loop {
         let rows = tail.read_new(&mut notes)?;
@@ -117,7 +121,8 @@ pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Resu
             // The files rotated since, read whole, then the new current file.
             tail = catch_up(tail.id, out, &mut notes)?;
         } else if tail.truncated() {
-            let _ = writeln!(notes, "pipetel rows: {} was truncated; reading it from the start", path.display());
+            let shown = show::safe(&path.display().to_string());
+            let _ = writeln!(notes, "pipetel rows: {shown} was truncated; reading it from the start");
             tail.offset = 0;
             tail.pending.clear();
             tail.lines = 0;

@@ -23,7 +23,7 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     match args::parse(&argv) {
         Err(e) => {
-            eprintln!("pipetel: {e}\n(see `pipetel rows --help`)");
+            eprintln!("pipetel: {}\n(see `pipetel rows --help`)", show::safe(&e));
             ExitCode::from(2)
         }
         Ok(Command::Help) => {
@@ -35,7 +35,7 @@ fn main() -> ExitCode {
             // `pipetel rows | head`: the reader went away, which is not a failure.
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("pipetel rows: {e}");
+                eprintln!("pipetel rows: {}", show::safe(&e.to_string()));
                 ExitCode::from(1)
             }
         },
@@ -101,7 +101,7 @@ fn rows(a: &RowsArgs) -> io::Result<()> {
         }
         Mode::Json => {
             for r in &rows {
-                writeln!(out, "{}", r.raw)?;
+                writeln!(out, "{}", pipetel_rows::escape_json_controls(&r.raw))?;
             }
         }
         Mode::Summary => out.write_all(show::summary(&rows).as_bytes())?,

@@ -86,7 +86,9 @@ impl Filters {
 
 /// Notes about skipped lines go to `notes` (stderr in the tool).
 pub(crate) fn note(notes: &mut dyn Write, file: &Path, line: usize, what: &str) {
-    let _ = writeln!(notes, "pipetel rows: {}: line {line}: {what}, skipped", file.display());
+    let file = file.display().to_string();
+    let (file, what) = (pipetel_rows::escape_controls(&file), pipetel_rows::escape_controls(what));
+    let _ = writeln!(notes, "pipetel rows: {file}: line {line}: {what}, skipped");
 }
 
 /// Parses the text of one store file: the rows, in order, with notes for skipped lines. With

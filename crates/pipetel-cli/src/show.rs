@@ -1,9 +1,16 @@
 //! What `pipetel rows` prints: a line per row, a stage summary table, a per-shard timeline.
+//! Names, statuses and reasons come from whoever wrote the rows: everything printed goes through
+//! [`safe`], so control characters in them reach the terminal escaped.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::read::Row;
+
+/// `text` with its control characters escaped (`\x1b`): what every view prints of a store.
+pub(crate) fn safe(text: &str) -> String {
+    pipetel_rows::escape_controls(text).into_owned()
+}
 
 /// A timestamp in milliseconds since the epoch as UTC `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 pub(crate) fn iso(ms: u64) -> String {
@@ -44,7 +51,7 @@ pub(crate) fn row_line(r: &Row) -> String {
     if let Some(reason) = r.fields.get("pipeline.failure.reason").and_then(|v| v.as_str()) {
         let _ = write!(s, " reason={reason:?}");
     }
-    s
+    safe(&s)
 }
 
 /// `total`, plus the succeeded/failed/retried counts when the row carries them.
@@ -171,9 +178,9 @@ pub(crate) fn summary(rows: &[Row]) -> String {
         let rate = if elapsed > 0.0 { items as f64 / elapsed } else { 0.0 };
         let bytes = if v.stage_row.is_some() { human_bytes(bytes) } else { "-".into() };
         lines.push([
-            stage,
-            exec,
-            status,
+            safe(&stage),
+            safe(&exec),
+            safe(&status),
             format!("{done}/{failed}/{total}"),
             items.to_string(),
             bytes,
@@ -211,6 +218,7 @@ pub(crate) fn timeline(rows: &[Row]) -> String {
     for ((stage, exec), v) in stage_views(rows) {
         let span_ms = v.last_ms.saturating_sub(v.first_ms).max(1);
         let status = v.stage_row.map_or("running", |r| r.status());
+        let (stage, exec, status) = (safe(&stage), safe(&exec), safe(status));
         let _ = writeln!(out, "{stage} {exec} ({status}, {:.3}s from {})", span_ms as f64 / 1000.0, iso(v.first_ms));
         let mut lines = Vec::new();
         for (i, s) in &v.shards {
@@ -228,7 +236,7 @@ pub(crate) fn timeline(rows: &[Row]) -> String {
                 format!("|{bar}|"),
                 format!("+{:.3}s", (s.first_ms - v.first_ms) as f64 / 1000.0),
                 format!("+{:.3}s", (s.last_ms - v.first_ms) as f64 / 1000.0),
-                s.status.clone(),
+                safe(&s.status),
                 format!("{} items", s.items),
                 format!("{} samples", s.samples),
                 if s.attempts > 1 { format!("{} attempts", s.attempts) } else { String::new() },

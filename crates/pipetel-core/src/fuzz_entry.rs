@@ -20,4 +20,25 @@ pub mod __fuzz {
         let first_bad = append_checked(text, &mut taken, &mut out, format);
         (out, first_bad)
     }
+
+    /// Ingests `bytes` twice into a fresh owner of stage `stage` / `execution_id`, as
+    /// [`Stage::ingest_remote`](crate::pipeline::Stage::ingest_remote) does (decode, then fold
+    /// into the stage's remote shards), without registering a stage: a fuzzing run makes
+    /// millions, and a stage outlives its end by the retention. Returns both outcomes and the
+    /// items the owner holds after them.
+    pub fn ingest_remote_twice(
+        stage: &str,
+        execution_id: &str,
+        bytes: &[u8],
+    ) -> (
+        Result<crate::pipeline::RemoteIngested, crate::pipeline::RemoteReportError>,
+        Result<crate::pipeline::RemoteIngested, crate::pipeline::RemoteReportError>,
+        u64,
+    ) {
+        let mut into = crate::pipeline::RemoteShards::default();
+        let mut once = || crate::pipeline::ingest_remote_bytes(stage, execution_id, bytes, &mut into);
+        let (first, again) = (once(), once());
+        let items = into.shards.values().fold(0u64, |sum, s| sum.saturating_add(s.items));
+        (first, again, items)
+    }
 }

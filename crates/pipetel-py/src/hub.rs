@@ -206,9 +206,11 @@ impl PySnapshotHub {
 
     /// Decodes and ingests one envelope's bytes (`Envelope.encode()`, a frame's payload).
     /// Returns `"accepted"`, `"restarted"`, `"superseded"` or `"duplicate"`; raises
-    /// `DecodeError` for invalid bytes and `HubError` for a refused envelope.
+    /// `DecodeError` for invalid bytes and `HubError` for a refused envelope. Decodes without
+    /// the GIL (the bytes object is immutable and outlives the call).
     fn ingest_bytes(&self, #[pyo3(from_py_with = arg::data)] data: Bound<'_, PyBytes>) -> PyResult<&'static str> {
-        guard(|| outcome(self.0.ingest_bytes(data.as_bytes())))
+        let (bytes, hub) = (data.as_bytes(), &self.0);
+        data.py().detach(|| guard(|| outcome(hub.ingest_bytes(bytes))))
     }
 
     /// Ingests one envelope; as `ingest_bytes`. With `new_stream=True` the envelope is the first

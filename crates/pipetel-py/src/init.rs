@@ -30,6 +30,18 @@ static INITIALIZED: AtomicBool = AtomicBool::new(false);
 /// running its shards starts pipetel alike.
 static INIT_ARGS: PyOnceLock<Py<PyDict>> = PyOnceLock::new();
 
+/// How the pull endpoint `init` configured answers: its path, the credentials it requires and its
+/// TLS files, for `pipetel._pull_endpoint_settings()` (the multiprocess shared port answers the
+/// same way).
+struct PullSettings {
+    path: String,
+    bearer_token: Option<String>,
+    basic_auth: Option<(String, String)>,
+    tls: Option<(PathBuf, PathBuf)>,
+}
+
+static PULL: OnceLock<PullSettings> = OnceLock::new();
+
 /// The logger of the provider `init` installed, when logs are exported (`pipetel.LoggingHandler`
 /// emits through it). Set once: `init` is once per process; after shutdown the provider drops
 /// what it is given.
@@ -125,6 +137,12 @@ fn init(
         config.validate().map_err(to_py::<ConfigError>)?;
         Ok(config)
     })?;
+    let pull = PullSettings {
+        path: config.prometheus_path().to_string(),
+        bearer_token: config.prometheus_bearer_token().map(str::to_string),
+        basic_auth: config.prometheus_basic_auth().map(|(u, p)| (u.to_string(), p.to_string())),
+        tls: config.prometheus_tls().map(|(c, k)| (c.to_path_buf(), k.to_path_buf())),
+    };
     // Binding the endpoint and building exporters may block: other Python threads run meanwhile.
     let telemetry = py.detach(|| guard(|| pipetel::init(config).map_err(init_error)))?;
     INITIALIZED.store(true, Ordering::SeqCst);
@@ -134,6 +152,7 @@ fn init(
     }
     if let Some(render) = telemetry.prometheus_render() {
         let _ = RENDER.set(render);
+        let _ = PULL.set(pull);
     }
     let prometheus_addr = telemetry.prometheus_addr().map(|a| a.to_string());
     let guard_obj =
@@ -167,10 +186,32 @@ fn prometheus_text(py: Python<'_>, #[pyo3(from_py_with = arg::openmetrics)] open
     py.detach(|| guard(|| Ok(if openmetrics { render.render_openmetrics() } else { render.render() })))
 }
 
+/// The page the pull endpoint serves now (text format), or `None` without the Prometheus
+/// exporter; called without the GIL.
+pub(crate) fn page_text() -> Option<String> {
+    RENDER.get().map(pipetel::PrometheusRender::render)
+}
+
 /// Whether `prometheus_text` has a page to render (`init` installed the Prometheus exporter).
 #[pyfunction]
 fn _has_prometheus_text() -> bool {
     RENDER.get().is_some()
+}
+
+/// `pipetel._pull_endpoint_settings()`: how the pull endpoint `init` installed answers, as a dict
+/// (`path`; `bearer_token`, `basic_auth` as `(user, password)`, `tls_cert` and `tls_key` paths,
+/// each `None` when not set), or `None` before `init` or without the Prometheus exporter. For the
+/// multiprocess shared port, which must answer as the endpoint does.
+#[pyfunction]
+fn _pull_endpoint_settings(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
+    let Some(pull) = PULL.get() else { return Ok(None) };
+    let d = PyDict::new(py);
+    d.set_item("path", &pull.path)?;
+    d.set_item("bearer_token", pull.bearer_token.as_deref())?;
+    d.set_item("basic_auth", pull.basic_auth.as_ref().map(|(u, p)| (u.as_str(), p.as_str())))?;
+    d.set_item("tls_cert", pull.tls.as_ref().map(|(c, _)| c.to_string_lossy().into_owned()))?;
+    d.set_item("tls_key", pull.tls.as_ref().map(|(_, k)| k.to_string_lossy().into_owned()))?;
+    Ok(Some(d))
 }
 
 /// `pipetel._init_settings()`: a copy of the arguments `init` succeeded with in this process
@@ -275,6 +316,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(prometheus_text, m)?)?;
     m.add_function(wrap_pyfunction!(_has_prometheus_text, m)?)?;
     m.add_function(wrap_pyfunction!(_init_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(_pull_endpoint_settings, m)?)?;
     m.add_class::<PyGuard>()?;
     Ok(())
 }

@@ -34,6 +34,7 @@ pub mod logs;
 pub mod pipeline;
 pub mod recorders;
 pub mod registry;
+pub mod rows;
 pub mod service;
 pub mod span;
 pub mod zephyr;
@@ -52,10 +53,7 @@ type Register = fn(&Bound<'_, PyModule>) -> PyResult<()>;
 #[pymodule]
 fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    // The value types of the standard row fields, for `pipetel.rows` (one declaration, the store's).
-    m.add("_ROW_TEXT_FIELDS", pipetel::pipeline::store::TEXT_FIELDS.to_vec())?;
-    m.add("_ROW_FLOAT_FIELDS", pipetel::pipeline::store::FLOAT_FIELDS.to_vec())?;
-    let registers: [Register; 13] = [
+    let registers: [Register; 14] = [
         errors::register,
         recorders::register,
         registry::register,
@@ -69,6 +67,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         zephyr::register,
         hub::register,
         bench::register,
+        rows::register,
     ];
     registers.iter().try_for_each(|register| register(m))
 }

@@ -324,12 +324,17 @@ span_handle_methods!(PyStage, stage, "stage", else "succeeded" by |stage, py| st
     /// Counts a remote view's report in this stage's row and metrics: `"accepted"`, or
     /// `"superseded"` for a report not newer than the latest from its source. Raises
     /// `ValueError` naming what is wrong for a report refused whole.
-    fn _ingest_remote(&self, report: &[u8]) -> PyResult<&'static str> {
-        self.stage.with(|stage| {
-            guard(|| match stage.ingest_remote(report) {
-                Ok(RemoteIngested::Superseded) => Ok("superseded"),
-                Ok(_) => Ok("accepted"),
-                Err(e) => Err(PyValueError::new_err(format!("report: {e}"))),
+    /// Decoding and checking take time linear in the report's size, without the GIL: other
+    /// Python threads run meanwhile (the bytes object is immutable and outlives the call).
+    fn _ingest_remote(&self, py: Python<'_>, report: &[u8]) -> PyResult<&'static str> {
+        let stage = &self.stage;
+        py.detach(|| {
+            stage.with(|stage| {
+                guard(|| match stage.ingest_remote(report) {
+                    Ok(RemoteIngested::Superseded) => Ok("superseded"),
+                    Ok(_) => Ok("accepted"),
+                    Err(e) => Err(PyValueError::new_err(format!("report: {e}"))),
+                })
             })
         })
     }

@@ -501,10 +501,12 @@ impl PyEnvelope {
         })
     }
 
-    /// Decodes bytes made by `encode` (here or in Rust).
+    /// Decodes bytes made by `encode` (here or in Rust), in time linear in their size, without
+    /// the GIL (the bytes object is immutable and outlives the call).
     #[staticmethod]
     fn decode(#[pyo3(from_py_with = arg::data)] data: Bound<'_, PyBytes>) -> PyResult<Self> {
-        guard(|| rec::Envelope::decode(data.as_bytes()).map(PyEnvelope).map_err(to_py::<DecodeError>))
+        let bytes = data.as_bytes();
+        data.py().detach(|| guard(|| rec::Envelope::decode(bytes).map(PyEnvelope).map_err(to_py::<DecodeError>)))
     }
 
     fn __repr__(&self) -> String {

@@ -187,10 +187,13 @@ service_methods! {
         self.metrics().task_counts()
     }
 
-    /// The exposition of the service metrics' registry ("" when disabled).
+    /// The exposition of the service metrics' registry ("" when disabled); bucket bounds as
+    /// prometheus_client writes them (`le="1.0"`).
     fn get_prometheus_format(&self, py: Python<'_>) -> String {
         let metrics = self.metrics();
-        py.detach(move || metrics.registry().map(|r| r.prometheus_text()).unwrap_or_default())
+        py.detach(move || {
+            metrics.registry().map(|r| crate::registry::prometheus_client_bounds(r.prometheus_text())).unwrap_or_default()
+        })
     }
 
     /// The latest sample of the GPU poller `pipetel.init` started, one dict per device with

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! Decoding checks every length against the bytes that remain before it allocates, so a
-//! message can never make the decoder allocate much more than its own size; garbage,
+//! message can never make the decoder allocate much more than its own size, and takes time
+//! linear in the message's size (a family of more than [`MAX_LABEL_NAMES`](crate::MAX_LABEL_NAMES)
+//! label names is refused as soon as the count is read); garbage,
 //! truncated, trailing or wrong-version input is a [`DecodeError`] naming the byte offset, and
 //! decoded snapshots pass the same validation as [`MetricSnapshot::from_columns`].
 
@@ -322,6 +324,8 @@ fn decode_snapshot(r: &mut Reader<'_>) -> Result<MetricSnapshot, DecodeError> {
     let tag = r.u8("kind")?;
     let kind = Kind::from_tag(tag).ok_or(DecodeError::UnknownKind { offset: tag_offset, tag })?;
     let n_labels = r.count("label name count", 1)?;
+    // The cap before the names are read: a family of more names is refused at once.
+    crate::family::check_label_count(name, n_labels).map_err(|source| DecodeError::Family { offset: start, source })?;
     let mut label_names = Vec::with_capacity(n_labels);
     for _ in 0..n_labels {
         label_names.push(r.str("label name")?);

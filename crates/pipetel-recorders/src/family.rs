@@ -1,11 +1,14 @@
 //! Metric families: what a series is called, measured in and labelled by.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
 /// Longest accepted family name, in bytes (the OpenTelemetry instrument name limit).
 pub const MAX_NAME_LEN: usize = 255;
+/// Most label names one family may have (the OpenTelemetry SDK's default attribute count
+/// limit). The decoder refuses a larger count as soon as it reads it, before reading the names.
+pub const MAX_LABEL_NAMES: usize = 128;
 
 /// What a family measures, which decides how its series merge and export.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -74,6 +77,16 @@ pub enum FamilyError {
         family: String,
         /// The rejected label name.
         label: String,
+    },
+    /// More label names than [`MAX_LABEL_NAMES`].
+    #[error("family {family:?} has {count} label names, more than the {max} allowed")]
+    TooManyLabels {
+        /// The family.
+        family: String,
+        /// Label names given (or announced by an encoded family).
+        count: usize,
+        /// The limit, [`MAX_LABEL_NAMES`].
+        max: usize,
     },
     /// A label name appears twice.
     #[error("duplicate label name {label:?} in family {family:?}")]
@@ -183,11 +196,14 @@ impl Family {
                 return Err(FamilyError::InvalidText { family: name.to_owned(), field });
             }
         }
-        for (i, label) in label_names.iter().enumerate() {
+        check_label_count(name, label_names.len())?;
+        // A set, not a scan of the earlier names: linear in the number of names.
+        let mut seen = HashSet::with_capacity(label_names.len());
+        for label in label_names {
             if !valid_label(label) {
                 return Err(FamilyError::InvalidLabel { family: name.to_owned(), label: (*label).to_owned() });
             }
-            if label_names[..i].contains(label) {
+            if !seen.insert(*label) {
                 return Err(FamilyError::DuplicateLabel { family: name.to_owned(), label: (*label).to_owned() });
             }
         }
@@ -321,6 +337,15 @@ fn validate_name(name: &str) -> Result<(), FamilyError> {
     } else {
         Err(FamilyError::InvalidName { name: name.to_owned() })
     }
+}
+
+/// Refuses more than [`MAX_LABEL_NAMES`] label names for family `name`; the decoder calls it on
+/// the announced count before it reads any name.
+pub(crate) fn check_label_count(name: &str, count: usize) -> Result<(), FamilyError> {
+    if count > MAX_LABEL_NAMES {
+        return Err(FamilyError::TooManyLabels { family: name.to_owned(), count, max: MAX_LABEL_NAMES });
+    }
+    Ok(())
 }
 
 fn valid_label(label: &str) -> bool {

@@ -83,7 +83,7 @@ pub mod transport;
 
 pub use codec::DecodeError;
 pub use edge::{EdgeFamilies, EdgeReader, EdgeTransfers, Endpoint, Published};
-pub use family::{Catalog, CatalogError, Family, FamilyError, Kind, MAX_NAME_LEN};
+pub use family::{Catalog, CatalogError, Family, FamilyError, Kind, MAX_LABEL_NAMES, MAX_NAME_LEN};
 pub use recorder::{Counter, Gauge, Histogram, RecordError};
 pub use snapshot::{merge, Columns, Envelope, MergeError, MetricSnapshot, Series, SnapshotError};
 pub use transport::{channel, FrameError, FrameReader, FrameWriter, Receiver, RecvError, SendError, Sender};

@@ -30,6 +30,11 @@
 //! rotates a given file and no line lands in a file after it was rotated away. [`read_store`]
 //! reads every file under the same lock, oldest first: each row once.
 //!
+//! # The fleet's store
+//! With the feature `fleet`, the module `fleet` reads the rows of a whole fleet back from VictoriaLogs
+//! (where the gateways write them): the one reader behind `pipetel rows --url` and Python's
+//! `pipetel.rows.query`. [`escape_controls`] makes names from any store safe to print.
+//!
 //! # Example
 //! ```
 //! use pipetel_rows::{default_file, lines, read_store, Line, Rotation, StoreWriter};
@@ -52,13 +57,17 @@
 #![warn(missing_docs)]
 
 mod dir;
+mod escape;
 mod fields;
+#[cfg(feature = "fleet")]
+pub mod fleet;
 mod paths;
 mod read;
 mod time;
 mod writer;
 
 pub use dir::{file_id, path_id, FileId};
+pub use escape::{escape_controls, escape_json_controls, is_control};
 pub use fields::{FLOAT_FIELDS, TEXT_FIELDS};
 pub use paths::{
     default_dir, default_dir_from, default_file, file_stem, lock_file, rotated, NoStoreDir, EXTENSION, LOCK_SUFFIX,

@@ -151,3 +151,37 @@ pub(crate) fn exposition_lint(text: &str) {
     let _ = lint_exposition(text, &[], true);
     let _ = lint_exposition(text, &["up", "process_cpu_seconds_total", "h"], false);
 }
+
+/// The stage a fuzzed remote report is ingested into (its seeds are reports of this stage).
+pub(crate) const REMOTE_STAGE: (&str, &str) = ("fuzz", "e1");
+
+/// A remote stage report, as a stage's owner receives it from another process
+/// (`Stage::ingest_remote`, through `pipetel::__fuzz`): never a panic; a refused report is kept
+/// in no part (the same bytes are refused again alike, and the owner holds nothing); an accepted
+/// one puts exactly its shards' items in the owner, and the same bytes again are superseded.
+pub(crate) fn remote_report(data: &[u8]) {
+    use pipetel::pipeline::RemoteIngested;
+    let (name, execution_id) = REMOTE_STAGE;
+    let (first, again, items) = pipetel::__fuzz::ingest_remote_twice(name, execution_id, data);
+    match first {
+        Ok(RemoteIngested::Accepted) => {
+            assert_eq!(again, Ok(RemoteIngested::Superseded), "the same report twice");
+            // Per shard index, the last `items` figure of the report (a later series wins).
+            let envelope = Envelope::decode(data).expect("an accepted report decodes");
+            let mut expected = std::collections::BTreeMap::new();
+            for snapshot in envelope.snapshots.iter().filter(|s| s.name() == "pipetel.remote_stage.shard") {
+                for series in snapshot.series().filter(|r| r.labels[3] == "items") {
+                    let index: u32 = series.labels[2].parse().expect("an accepted shard index");
+                    expected.insert(index, series.value as u64);
+                }
+            }
+            assert_eq!(items, expected.values().fold(0u64, |sum, v| sum.saturating_add(*v)));
+        }
+        Ok(other) => panic!("a fresh owner answered {other:?}"),
+        Err(e) => {
+            assert!(!e.to_string().is_empty());
+            assert_eq!(again, Err(e), "a refused report, sent again");
+            assert_eq!(items, 0, "a refused report left items behind");
+        }
+    }
+}

@@ -95,6 +95,7 @@ pub use pipetel_core::{
     buckets, families, global, hub, pipeline, registry, sampling, service, span_metrics, stage_metrics,
 };
 // What the exporters and `init` use of the core, under the names they had in this crate.
+use pipetel_core::settings::redact;
 use pipetel_core::{exposition, process_metrics, sync};
 
 /// Measures a function: a span plus call, error, in-flight, duration and size metrics.

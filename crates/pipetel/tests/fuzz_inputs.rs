@@ -132,6 +132,65 @@ fn hub_frames() {
     replay("hub_frames", 400, 400, 3000, checks::hub_frames);
 }
 
+/// The remote report's seeds: reports of the fuzzed stage as a remote view makes them (finished
+/// and running shards, int and float counters), and refused ones (another stage, cut short, an
+/// unknown state).
+fn remote_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    use pipetel::pipeline::{CounterKey, Stage};
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let (name, execution_id) = checks::REMOTE_STAGE;
+    let view = Stage::remote(name, execution_id, PARENT).expect("remote view");
+    let (items, cpu) = (CounterKey::new("zephyr/item_count").expect("key"), CounterKey::new("cpu").expect("key"));
+    let first = view.shard(0).start();
+    first.record(10, 100);
+    first.add(&items, 10u64);
+    first.finish();
+    let second = view.shard(1).start();
+    second.record(5, 50);
+    second.add(&cpu, 0.5);
+    let running = view.remote_report("w1").encode();
+    second.fail("bad input");
+    let done = view.remote_report("w1").encode();
+    let other = Stage::remote("other", execution_id, PARENT).expect("remote view");
+    other.shard(0).start().finish();
+    let other = other.remote_report("w2").encode();
+    let family = Family::gauge("pipetel.remote_stage.shard", "", "", &["stage", "execution_id", "shard", "field"])
+        .expect("valid");
+    let bad = Gauge::new(family).expect("gauge");
+    bad.set(&[name, execution_id, "0", "state"], 7.0).expect("set");
+    let bad_state = Envelope::new("w3", 1, vec![bad.snapshot()]).encode();
+    vec![
+        ("valid-running.bin", running),
+        ("valid-done.bin", done.clone()),
+        ("garbage-other-stage.bin", other),
+        ("garbage-truncated.bin", done[..done.len() - 5].to_vec()),
+        ("garbage-bad-state.bin", bad_state),
+    ]
+}
+
+#[test]
+fn remote_report() {
+    let dir = corpus_dir("remote_report");
+    if std::env::var_os("PIPETEL_REGENERATE_CORPUS").is_some() {
+        std::fs::create_dir_all(&dir).expect("corpus dir");
+        for (name, bytes) in remote_seeds() {
+            std::fs::write(dir.join(name), bytes).expect("write seed");
+        }
+    }
+    for (name, bytes) in remote_seeds() {
+        let committed = std::fs::read(dir.join(name)).unwrap_or_default();
+        assert_eq!(committed, bytes, "seed {name} is stale: PIPETEL_REGENERATE_CORPUS=1 rewrites it");
+    }
+    let (name, execution_id) = checks::REMOTE_STAGE;
+    for (seed, bytes) in seeds("remote_report") {
+        let stage = pipetel::stage(name).execution_id(execution_id).start();
+        let outcome = stage.ingest_remote(&bytes);
+        assert_eq!(outcome.is_ok(), seed.starts_with("valid-"), "{seed}: {outcome:?}");
+        stage.finish();
+    }
+    replay("remote_report", 300, 300, 2000, checks::remote_report);
+}
+
 #[test]
 fn config_env() {
     for (name, bytes) in valid_seeds("config_env") {

@@ -18,11 +18,13 @@ log.propagate = False
 log.addHandler(pipetel.LoggingHandler())
 
 api = FastAPI()
+items_read = telefuser.get_metrics_registry().counter("items_read", "Items read")
 
 
 @api.get("/items/{item_id}")
 async def read_item(item_id: int):
     log.info("reading item %d", item_id)
+    items_read.inc()
     with pipetel.span("lookup", item=item_id) as s:
         return {"item": item_id, "trace_id": s.trace_id, "span_id": s.span_id}
 
@@ -46,7 +48,7 @@ async def metrics(om: bool = False):
 
 @api.get("/tf-metrics")
 async def tf_metrics():
-    # TeleFuser's route: the global registry's exposition.
+    # TeleFuser's route: the global registry's exposition (its own metrics and the stage metrics).
     return Response(telefuser.get_metrics_registry().get_prometheus_format(), media_type="text/plain")
 
 

@@ -1,6 +1,7 @@
 //! Row field names and attribute keys: one prefix (`pipeline.`) for every standard field, and
 //! user counters under `pipeline.counter.<key>`.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -275,11 +276,49 @@ impl From<f32> for CounterValue {
     }
 }
 
-/// Adds `(key, value)` into `into`, summing a key already there.
-pub(crate) fn sum_into(into: &mut Vec<(String, CounterValue)>, key: &str, value: CounterValue) {
-    match into.iter_mut().find(|(k, _)| k == key) {
-        Some(slot) => slot.1 = slot.1 + value,
-        None => into.push((key.to_string(), value)),
+/// Counter sums in first-use order, indexed by key: adding is one hash lookup, so summing n
+/// entries takes time linear in n (a scan of the list per entry would be quadratic, and a
+/// remote report chooses how many keys it sends).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct CounterSums {
+    list: Vec<(String, CounterValue)>,
+    at: HashMap<String, usize>,
+}
+
+impl CounterSums {
+    /// Sums starting from `entries` (a key repeated there is summed).
+    pub(crate) fn from_entries(entries: impl IntoIterator<Item = (String, CounterValue)>) -> Self {
+        let mut sums = CounterSums::default();
+        for (k, v) in entries {
+            sums.add(&k, v);
+        }
+        sums
+    }
+
+    /// Adds `value` to `key`'s sum, appending the key when it is new.
+    pub(crate) fn add(&mut self, key: &str, value: CounterValue) {
+        match self.at.get(key) {
+            Some(&i) => self.list[i].1 = self.list[i].1 + value,
+            None => {
+                self.at.insert(key.to_string(), self.list.len());
+                self.list.push((key.to_string(), value));
+            }
+        }
+    }
+
+    /// Distinct keys.
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The sums in first-use order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &(String, CounterValue)> + '_ {
+        self.list.iter()
+    }
+
+    /// The sums in first-use order.
+    pub(crate) fn into_vec(self) -> Vec<(String, CounterValue)> {
+        self.list
     }
 }
 
@@ -329,14 +368,15 @@ mod tests {
 
     #[test]
     fn ints_stay_ints_and_any_float_makes_a_float() {
-        let mut sum = Vec::new();
-        sum_into(&mut sum, "a", CounterValue::from(3u64));
-        sum_into(&mut sum, "a", CounterValue::from(4i32));
-        sum_into(&mut sum, "b", CounterValue::from(1u64));
-        sum_into(&mut sum, "b", CounterValue::from(0.25));
-        sum_into(&mut sum, "c", CounterValue::from(-2i64));
+        let mut sum = CounterSums::default();
+        sum.add("a", CounterValue::from(3u64));
+        sum.add("a", CounterValue::from(4i32));
+        sum.add("b", CounterValue::from(1u64));
+        sum.add("b", CounterValue::from(0.25));
+        sum.add("c", CounterValue::from(-2i64));
+        assert_eq!(sum.len(), 3);
         assert_eq!(
-            sum,
+            sum.into_vec(),
             vec![
                 ("a".to_string(), CounterValue::Int(7)),
                 ("b".to_string(), CounterValue::Float(1.25)),

@@ -68,10 +68,12 @@ pub use pipetel_rows as store;
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
+pub(crate) use remote::ingest_bytes as ingest_remote_bytes;
 pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
 pub use shard::{Shard, ShardBuilder, ShardRecorder};
 pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
+pub(crate) use table::RemoteShards;
 
 #[doc(hidden)]
 /// Number of stage entries currently exported (finished ones until their retention ends).

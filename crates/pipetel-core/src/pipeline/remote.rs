@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 
 use pipetel_recorders::{Envelope, Family, Gauge, MetricSnapshot};
 
-use super::keys::{sum_into, CounterKey, CounterValue};
+use super::keys::{CounterKey, CounterValue};
 use super::table::{RemoteShard, RemoteShards, ShardInner, FAILED, RUNNING, SUCCEEDED};
 
 /// Family of per-shard figures.
@@ -27,8 +27,15 @@ const SHARD_LABELS: [&str; 4] = ["stage", "execution_id", "shard", "field"];
 const COUNTER_LABELS: [&str; 5] = ["stage", "execution_id", "shard", "key", "kind"];
 /// Most remote sources one stage keeps.
 pub(crate) const MAX_SOURCES: usize = 4096;
-/// Most shards one source may report.
+/// Most shards one source may hold, over all its reports.
 pub(crate) const MAX_SHARDS_PER_SOURCE: usize = 65_536;
+/// Most distinct counter keys one shard may report.
+pub(crate) const MAX_COUNTER_KEYS_PER_SHARD: usize = 1024;
+/// Most counter series (shard, key, kind) one source may hold, over all its reports; a report
+/// with more is refused before any of them is read.
+pub(crate) const MAX_COUNTER_SERIES_PER_SOURCE: usize = 262_144;
+/// Figures per shard in the shard family (items, bytes, state, attempts).
+const FIELDS: usize = 4;
 
 /// What [`Stage::ingest_remote`](super::Stage::ingest_remote) did with a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +121,7 @@ pub(crate) fn report(
         r.state = s.state.load(std::sync::atomic::Ordering::Acquire);
         r.attempts += 1;
         for (k, v) in s.counters_snapshot() {
-            sum_into(&mut r.counters, &k, v);
+            r.counters.add(&k, v);
         }
     }
     let (figures, counters) = (Gauge::new(shard_family()), Gauge::new(counter_family()));
@@ -129,7 +136,7 @@ pub(crate) fn report(
         ] {
             let _ = figures.set(&[stage, execution_id, &index, field], value);
         }
-        for (key, value) in &r.counters {
+        for (key, value) in r.counters.iter() {
             let kind = match value {
                 CounterValue::Int(_) => "int",
                 CounterValue::Float(_) => "float",
@@ -138,6 +145,19 @@ pub(crate) fn report(
         }
     }
     Envelope::new(source, sequence, vec![figures.snapshot(), counters.snapshot()])
+}
+
+/// Decodes `bytes` and folds the report into `into`: what
+/// [`Stage::ingest_remote`](super::Stage::ingest_remote) does (it decodes before taking the
+/// stage's lock).
+pub(crate) fn ingest_bytes(
+    stage: &str,
+    execution_id: &str,
+    bytes: &[u8],
+    into: &mut RemoteShards,
+) -> Result<RemoteIngested, RemoteReportError> {
+    let envelope = Envelope::decode(bytes).map_err(|e| RemoteReportError::Decode(e.to_string()))?;
+    ingest(stage, execution_id, &envelope, into)
 }
 
 /// Checks `envelope` against the stage and folds it into `into`.
@@ -155,19 +175,43 @@ pub(crate) fn ingest(
     } else if into.sequences.len() >= MAX_SOURCES {
         return Err(RemoteReportError::Limit { from: source.clone(), why: "too many sources for one stage (4096)" });
     }
-    let mut shards: BTreeMap<u32, RemoteShard> = BTreeMap::new();
+    let limit = |why| RemoteReportError::Limit { from: source.clone(), why };
+    let (shard_family, counter_family) = (shard_family(), counter_family());
+    // The families and their sizes first, before any series is read.
+    let mut families = Vec::with_capacity(envelope.snapshots.len());
     for snap in &envelope.snapshots {
-        let family = if snap.family().compatible_with(&shard_family()) {
+        let family = if snap.family().compatible_with(&shard_family) {
+            if snap.len() > FIELDS * MAX_SHARDS_PER_SOURCE {
+                return Err(limit("more than 65536 shards from one source"));
+            }
             SHARD_FAMILY
-        } else if snap.family().compatible_with(&counter_family()) {
+        } else if snap.family().compatible_with(&counter_family) {
+            if snap.len() > MAX_COUNTER_SERIES_PER_SOURCE {
+                return Err(limit("more than 262144 counter series from one source"));
+            }
             COUNTER_FAMILY
         } else {
             return Err(RemoteReportError::Family { from: source.clone(), family: snap.name().to_string() });
         };
+        families.push((family, snap));
+    }
+    let mut shards: BTreeMap<u32, RemoteShard> = BTreeMap::new();
+    for (family, snap) in families {
         read_series(stage, execution_id, source, family, snap, &mut shards)?;
     }
-    if shards.len() > MAX_SHARDS_PER_SOURCE {
-        return Err(RemoteReportError::Limit { from: source.clone(), why: "more than 65536 shards from one source" });
+    // What the source would hold: its earlier shards this report does not replace, and these.
+    let (mut held, mut held_counters) = (shards.len(), shards.values().map(|s| s.counters.len()).sum::<usize>());
+    for ((_, index), shard) in into.shards.range((source.clone(), 0)..=(source.clone(), u32::MAX)) {
+        if !shards.contains_key(index) {
+            held += 1;
+            held_counters += shard.counters.len();
+        }
+    }
+    if held > MAX_SHARDS_PER_SOURCE {
+        return Err(limit("more than 65536 shards from one source"));
+    }
+    if held_counters > MAX_COUNTER_SERIES_PER_SOURCE {
+        return Err(limit("more than 262144 counter series from one source"));
     }
     into.sequences.insert(source.clone(), envelope.sequence);
     for (index, shard) in shards {
@@ -235,8 +279,15 @@ fn read_series(
                 "float" => CounterValue::Float(s.value),
                 _ => return Err(bad("the counter kind is not `int` (whole) or `float`")),
             };
-            sum_into(&mut shard.counters, &l[3], value);
+            shard.counters.add(&l[3], value);
+            if shard.counters.len() > MAX_COUNTER_KEYS_PER_SHARD {
+                return Err(bad("more than 1024 counter keys for one shard"));
+            }
         }
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "remote_tests.rs"]
+mod tests;

@@ -157,8 +157,10 @@ impl Stage {
     ///
     /// # Errors
     /// [`RemoteReportError`] when the bytes do not decode, belong to another stage or execution,
-    /// hold other families or invalid series, or exceed the limits (4096 sources, 65,536 shards
-    /// per source); nothing of a refused report is kept.
+    /// hold other families or invalid series, or exceed the limits (4096 sources; per source,
+    /// 65,536 shards and 262,144 counter series held over all its reports; 1024 counter keys per
+    /// shard); nothing of a refused report is kept. Decoding and checking take time linear in
+    /// the report's size.
     pub fn ingest_remote(&self, bytes: &[u8]) -> Result<RemoteIngested, RemoteReportError> {
         let envelope =
             pipetel_recorders::Envelope::decode(bytes).map_err(|e| RemoteReportError::Decode(e.to_string()))?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::KeyValue;
 
-use super::keys::{self, sum_into, CounterKey, CounterValue};
+use super::keys::{self, CounterKey, CounterSums, CounterValue};
 use super::process::ProcessSampler;
 use super::row::{Namespaces, StageStat, StageStatus, WorkerStat, WorkerStatus};
 use super::sample::{SampleState, Taken};
@@ -103,18 +103,16 @@ impl ShardInner {
     /// The shard's counters: declared ones first, in declaration order, then the others in
     /// first-use order; a declared counter that also took floats is a float.
     pub(crate) fn counters_snapshot(&self) -> Vec<(String, CounterValue)> {
-        let mut out: Vec<(String, CounterValue)> = self
-            .counters
-            .iter()
-            .map(|(k, v)| (k.name().to_string(), CounterValue::Int(v.load(Ordering::Relaxed))))
-            .collect();
+        let mut out = CounterSums::from_entries(
+            self.counters.iter().map(|(k, v)| (k.name().to_string(), CounterValue::Int(v.load(Ordering::Relaxed)))),
+        );
         {
             let extra = crate::sync::lock(&self.extra_counters);
             for (k, v) in extra.iter() {
-                sum_into(&mut out, k.name(), *v);
+                out.add(k.name(), *v);
             }
         }
-        out
+        out.into_vec()
     }
 
     pub(crate) fn is_running(&self) -> bool {
@@ -175,7 +173,7 @@ pub(crate) struct RemoteShard {
     pub(crate) bytes: u64,
     pub(crate) state: u8,
     pub(crate) attempts: u32,
-    pub(crate) counters: Vec<(String, CounterValue)>,
+    pub(crate) counters: CounterSums,
 }
 
 /// The remote shards of one stage, per (source, index), and each source's latest sequence.
@@ -274,16 +272,16 @@ impl StageInner {
         let shards = self.shards();
         let outcome = self.outcome(&shards);
         let (mut items, mut bytes) = self.remote_totals();
-        let mut counters: Vec<(String, CounterValue)> =
-            self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))).collect();
+        let mut counters = self.declared_counters();
         for s in &shards {
             items = items.saturating_add(s.items());
             bytes = bytes.saturating_add(s.bytes());
             for (k, v) in s.counters_snapshot() {
-                sum_into(&mut counters, &k, v);
+                counters.add(&k, v);
             }
         }
         self.add_remote_counters(&mut counters);
+        let counters = counters.into_vec();
         StageStat {
             stage_name: self.meta.name.clone(),
             execution_id: self.meta.execution_id.clone(),
@@ -319,11 +317,16 @@ impl StageInner {
             .fold((0u64, 0u64), |(i, b), s| (i.saturating_add(s.items), b.saturating_add(s.bytes)))
     }
 
-    fn add_remote_counters(&self, counters: &mut Vec<(String, CounterValue)>) {
+    /// The declared counters at zero, first in declaration order.
+    fn declared_counters(&self) -> CounterSums {
+        CounterSums::from_entries(self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))))
+    }
+
+    fn add_remote_counters(&self, counters: &mut CounterSums) {
         let remote = crate::sync::lock(&self.remote);
         for s in remote.shards.values() {
-            for (k, v) in &s.counters {
-                sum_into(counters, k, *v);
+            for (k, v) in s.counters.iter() {
+                counters.add(k, *v);
             }
         }
     }
@@ -340,15 +343,14 @@ impl StageInner {
         if let Some(f) = crate::sync::lock(&self.fixed).as_ref().map(|s| s.counters.clone()) {
             return f;
         }
-        let mut counters: Vec<(String, CounterValue)> =
-            self.counters.iter().map(|k| (k.name().to_string(), CounterValue::Int(0))).collect();
+        let mut counters = self.declared_counters();
         for s in self.shards() {
             for (k, v) in s.counters_snapshot() {
-                sum_into(&mut counters, &k, v);
+                counters.add(&k, v);
             }
         }
         self.add_remote_counters(&mut counters);
-        counters
+        counters.into_vec()
     }
 
     /// Shards by the state of their last attempt: pending (declared but not started), running,

@@ -48,7 +48,7 @@ pub enum ConfigError {
     InvalidValue {
         /// Where the value came from.
         origin: Origin,
-        /// The value as given (`<redacted>` for credentials).
+        /// The value as given (`<redacted>` for credentials, and for the userinfo of a URL).
         value: String,
         /// Why it was refused.
         reason: String,
@@ -105,8 +105,12 @@ impl<T> Sourced<T> {
 }
 
 impl ConfigError {
-    /// A refused value: `value` from `origin`, refused for `reason`.
+    /// A refused value: `value` from `origin`, refused for `reason`. The value and the reason
+    /// lose the userinfo of any URL they quote (a credential).
     pub fn invalid(origin: Origin, value: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError::InvalidValue { origin, value: value.into(), reason: reason.into() }
+        let (value, reason) = (value.into(), reason.into());
+        let value = super::redact::redact_urls_in(&value).into_owned();
+        let reason = super::redact::redact_urls_in(&reason).into_owned();
+        ConfigError::InvalidValue { origin, value, reason }
     }
 }

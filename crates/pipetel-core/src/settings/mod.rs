@@ -14,6 +14,8 @@ mod groups;
 mod names;
 mod pipeline;
 #[doc(hidden)]
+pub mod redact;
+#[doc(hidden)]
 pub mod syntax;
 mod values;
 

@@ -24,9 +24,11 @@ use crate::errors::guard;
 mod exceptions;
 mod handles;
 mod labels;
+mod text;
 
 use exceptions::not_found;
 pub(crate) use exceptions::{invalid_value, registration_error, registry_error};
+pub(crate) use text::prometheus_client_bounds;
 
 use handles::PySummary;
 pub(crate) use handles::{PyCounter, PyGauge, PyHistogram, SeriesHandle};
@@ -311,10 +313,10 @@ registry_methods! {
     }
 
     /// The exposition of this registry alone (Prometheus text format 0.0.4), custom
-    /// collectors' lines last.
+    /// collectors' lines last; bucket bounds as prometheus_client writes them (`le="1.0"`).
     fn get_prometheus_format(&self, py: Python<'_>) -> PyResult<String> {
         let registry = self.inner.clone();
-        py.detach(move || guard(|| Ok(registry.prometheus_text())))
+        py.detach(move || guard(|| Ok(prometheus_client_bounds(registry.prometheus_text()))))
     }
 
     /// Resets every metric (registrations stay).
@@ -353,9 +355,18 @@ registry_methods! {
 }
 }
 
+/// `_tf_stage_metrics_text()`: the stage contexts' series out of the pull endpoint's page (what
+/// TeleFuser's global registry held besides its own metrics), bounds as prometheus_client writes
+/// them; "" before `init` or without the Prometheus exporter. Renders without the GIL.
+#[pyfunction]
+fn stage_metrics_text(py: Python<'_>) -> PyResult<String> {
+    py.detach(|| guard(|| Ok(crate::init::page_text().map(|page| text::stage_metrics_text(&page)).unwrap_or_default())))
+}
+
 /// Adds the classes and exception types to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
+    m.add("_tf_stage_metrics_text", wrap_pyfunction!(stage_metrics_text, m)?)?;
     m.add("_TfMetricLabel", py.get_type::<PyMetricLabel>())?;
     m.add("_TfCounter", py.get_type::<PyCounter>())?;
     m.add("_TfGauge", py.get_type::<PyGauge>())?;

@@ -81,7 +81,9 @@ fn read(slots: &mut Slots, (entry, scope, _): Key, value: &toml::Value, origin: 
 /// A TOML value as an error may show it: a credential not at all, a table of headers by its names.
 fn shown(value: &toml::Value, redaction: Redaction) -> String {
     match (redaction, value) {
-        (Redaction::None, _) => value.to_string(),
+        (Redaction::None, _) => crate::redact::redact_urls_in(&value.to_string()).into_owned(),
+        (Redaction::Userinfo, toml::Value::String(text)) => crate::redact::redact_url(text).into_owned(),
+        (Redaction::Userinfo, _) => crate::redact::redact_urls_in(&value.to_string()).into_owned(),
         (Redaction::HeaderValues, toml::Value::Table(t)) => {
             t.keys().map(|name| format!("{name}={REDACTED}")).collect::<Vec<_>>().join(",")
         }

@@ -14,7 +14,7 @@ use super::values::{OtlpCompression, OtlpProtocol, Signal};
 use pipetel_core::settings::{ConfigError, Sourced};
 
 /// Fully resolved OTLP settings of one signal. Its `Debug` output shows the headers' names,
-/// never their values.
+/// never their values, and the endpoint without its URL's userinfo.
 #[derive(Clone, PartialEq)]
 pub struct OtlpTarget {
     /// The URL requests go to (for HTTP, including the signal's path; a schemeless gRPC
@@ -36,7 +36,7 @@ impl fmt::Debug for OtlpTarget {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let headers: Vec<(&str, &str)> = self.headers.iter().map(|(name, _)| (name.as_str(), REDACTED)).collect();
         f.debug_struct("OtlpTarget")
-            .field("endpoint", &self.endpoint)
+            .field("endpoint", &crate::redact::redact_url(&self.endpoint))
             .field("protocol", &self.protocol)
             .field("headers", &headers)
             .field("timeout", &self.timeout)
@@ -111,7 +111,7 @@ fn with_scheme(endpoint: &Set<String>, protocol: OtlpProtocol, insecure: bool) -
         OtlpProtocol::Grpc => Ok(format!("https://{text}")),
         OtlpProtocol::HttpProtobuf => Err(ConfigError::invalid(
             endpoint.origin.clone(),
-            text,
+            crate::redact::redact_url(text),
             "an OTLP/HTTP endpoint needs its scheme (http:// or https://); only gRPC takes host:port",
         )),
     }

@@ -15,6 +15,7 @@ use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, OtlpCompression,
     OtlpProtocol, ProgressMode, Propagator, SamplerConfig, Signal, TraceExporter,
 };
+use crate::redact::{redact_url, redact_urls_in};
 use pipetel_core::settings::SpanTime;
 use pipetel_core::settings::{ConfigError, Origin};
 
@@ -27,6 +28,8 @@ pub(crate) enum Redaction {
     All,
     /// Request headers: their names, never their values (`authorization=<redacted>`).
     HeaderValues,
+    /// An endpoint: all but the userinfo of its URL (`http://<redacted>@host:4318`).
+    Userinfo,
 }
 
 /// How a redacted value is written.
@@ -36,7 +39,8 @@ impl Redaction {
     /// The text a value was given as, as an error may show it.
     pub(crate) fn text(self, text: &str) -> String {
         match self {
-            Redaction::None => text.to_string(),
+            Redaction::None => redact_urls_in(text).into_owned(),
+            Redaction::Userinfo => redact_url(text).into_owned(),
             Redaction::All => REDACTED.to_string(),
             Redaction::HeaderValues => text
                 .split(',')
@@ -53,7 +57,8 @@ impl Redaction {
     /// A value, as an error or `Debug` may show it.
     pub(crate) fn value<T: Show>(self, value: &T) -> String {
         match self {
-            Redaction::None => value.show(),
+            Redaction::None => redact_urls_in(&value.show()).into_owned(),
+            Redaction::Userinfo => redact_url(&value.show()).into_owned(),
             Redaction::All => REDACTED.to_string(),
             Redaction::HeaderValues => value.names_only(),
         }
@@ -115,7 +120,10 @@ impl<T: Show> fmt::Debug for Set<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut s = f.debug_struct("Set");
         match self.rule.redaction {
-            Redaction::None => s.field("value", &self.value),
+            Redaction::None => {
+                let shown = format!("{:?}", self.value);
+                s.field("value", &format_args!("{}", redact_urls_in(&shown)))
+            }
             redaction => s.field("value", &redaction.value(&self.value)),
         };
         s.field("origin", &self.origin).finish()
@@ -336,7 +344,7 @@ pub(crate) static METRIC_EXPORTERS: Rule<Vec<MetricExporter>> = Rule::new(export
 pub(crate) static LOG_EXPORTERS: Rule<Vec<LogExporter>> = Rule::new(exporters, any);
 /// A URL with an `http` or `https` scheme, or a schemeless `host:port` (gRPC only, its scheme
 /// from the `INSECURE` switch; see `otlp::target`).
-pub(crate) static ENDPOINT: Rule<String> = Rule::new(trimmed, endpoint);
+pub(crate) static ENDPOINT: Rule<String> = Rule::new(trimmed, endpoint).redacted(Redaction::Userinfo);
 /// A PEM file of certificates (the OTLP CA, the mTLS client certificate): read when checked,
 /// so a missing or unreadable file is an error naming where its path was given.
 pub(crate) static CERTIFICATE_FILE: Rule<PathBuf> = Rule::new(file, |p| pem_file(p, "CERTIFICATE"));

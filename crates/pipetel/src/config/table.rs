@@ -86,7 +86,8 @@ settings_table! {
         env OTEL_EXPORTER_OTLP_INSECURE,
         signals OTEL_EXPORTER_OTLP_TRACES_INSECURE OTEL_EXPORTER_OTLP_METRICS_INSECURE OTEL_EXPORTER_OTLP_LOGS_INSECURE,
         key "insecure" Bool;
-    /// Host the Prometheus pull endpoint binds to (`0.0.0.0` to widen it).
+    /// Host the Prometheus pull endpoint binds to (`0.0.0.0` to widen it: the exporters guide says what
+    /// the endpoint defends against and what belongs in front of it).
     prometheus_host: String = HOST, "`localhost`", env OTEL_EXPORTER_PROMETHEUS_HOST, key "prometheus.host" Text;
     /// Port of the Prometheus pull endpoint (`0` picks a free one).
     prometheus_port: u16 = PORT, "`9464`", env OTEL_EXPORTER_PROMETHEUS_PORT, key "prometheus.port" Int;

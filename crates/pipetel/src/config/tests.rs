@@ -407,6 +407,40 @@ fn credentials_are_refused_without_echoing_them() {
 }
 
 #[test]
+fn endpoint_userinfo_is_never_shown_in_errors_or_debug() {
+    // Refused endpoints: the error names the variable and the host, never the credentials.
+    for (var, value) in [
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "http://user:secret@collector:99999"),
+        (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, "ftp://user:secret@collector:4317"),
+    ] {
+        let err = from(&[(var, value)]).expect_err(value).to_string();
+        assert!(err.contains(var) && err.contains("<redacted>@collector") && !err.contains("secret"), "{err}");
+    }
+    let err = from(&[
+        (OTEL_EXPORTER_OTLP_ENDPOINT, "user:secret@collector:4318"),
+        (OTEL_EXPORTER_OTLP_PROTOCOL, "http/protobuf"),
+    ])
+    .and_then(|c| c.resolve().map(drop))
+    .expect_err("schemeless OTLP/HTTP")
+    .to_string();
+    assert!(err.contains("<redacted>@collector:4318") && !err.contains("secret"), "{err}");
+    let (path, p) = write_file("[otlp]\nendpoint = \"ftp://user:secret@collector\"\n");
+    let err = from(&[(PIPETEL_CONFIG, &p)]).expect_err("file").to_string();
+    let _ = std::fs::remove_file(path);
+    assert!(err.contains("otlp.endpoint") && !err.contains("secret"), "{err}");
+    // Accepted endpoints keep their credentials for the exporter, and `Debug` hides them.
+    let c = from(&[(OTEL_EXPORTER_OTLP_ENDPOINT, "http://user:secret@collector:4318"), (OTEL_TRACES_EXPORTER, "otlp")])
+        .expect("valid");
+    assert!(!format!("{c:?}").contains("secret"), "{c:?}");
+    let s = c.resolve().expect("resolves");
+    let shown = format!("{s:?}");
+    assert!(!shown.contains("secret") && shown.contains("<redacted>@collector:4318"), "{shown}");
+    let target = c.otlp_target(Signal::Traces).expect("target");
+    assert_eq!(target.endpoint, "http://user:secret@collector:4318/v1/traces");
+    assert!(!format!("{target:?}").contains("secret"));
+}
+
+#[test]
 fn service_switches_layer_like_every_setting() {
     let (path, p) = write_file("[service]\nprefix = \"telefuser\"\nqueue_metrics = false\n[metrics]\nhistogram_buckets = [0.1, 1.0]\n[pipeline]\nmetrics = false\n");
     let c = from(&[(PIPETEL_CONFIG, &p), (PIPETEL_QUEUE_METRICS, "true")]).expect("valid");

@@ -25,7 +25,7 @@ pub(crate) struct Ledger {
     signal: &'static str,
     /// What one item is, in reports (`span`, `log record`); empty for metrics.
     items: &'static str,
-    /// Where the exports go (the endpoint URL).
+    /// Where the exports go (the endpoint URL, without its userinfo).
     destination: String,
     failed_items: AtomicU64,
     failed_exports: AtomicU64,
@@ -47,7 +47,7 @@ impl Ledger {
         Arc::new(Self {
             signal,
             items,
-            destination: destination.into(),
+            destination: crate::redact::redact_url(&destination.into()).into_owned(),
             failed_items: AtomicU64::new(0),
             failed_exports: AtomicU64::new(0),
             exports: AtomicU64::new(0),
@@ -66,7 +66,9 @@ impl Ledger {
         match result {
             Ok(()) => self.last_failed.store(false, Ordering::Relaxed),
             Err(e) => {
-                crate::sync::lock(&self.state).last_error = Some(e.to_string());
+                // A client's error may quote the URL, credentials included.
+                crate::sync::lock(&self.state).last_error =
+                    Some(crate::redact::redact_urls_in(&e.to_string()).into_owned());
                 self.failed_items.fetch_add(items as u64, Ordering::Relaxed);
                 self.failed_exports.fetch_add(1, Ordering::Relaxed);
                 self.last_failed.store(true, Ordering::Relaxed);
@@ -256,6 +258,20 @@ mod tests {
 
     fn failed() -> OTelSdkResult {
         Err(OTelSdkError::InternalFailure("connection refused".into()))
+    }
+
+    #[test]
+    fn reports_never_show_the_userinfo_of_the_endpoint() {
+        let url = "http://user:secret@collector:4318/v1/traces";
+        for (signal, items) in [("traces", "span"), ("metrics", "")] {
+            let ledger = Ledger::new(signal, items, url);
+            let quoted = format!("error sending request for url ({url}): connection refused");
+            ledger.record(1, &Err(OTelSdkError::InternalFailure(quoted)));
+            let report = ledger.report().expect("one export failed");
+            assert!(!report.contains("secret") && !report.contains("user:"), "{report}");
+            assert!(report.contains("http://<redacted>@collector:4318/v1/traces"), "{report}");
+            assert!(!format!("{ledger:?}").contains("secret"));
+        }
     }
 
     #[test]

@@ -91,7 +91,7 @@ fn system_roots(target: &OtlpTarget, signal: Signal) -> Result<Vec<CertificateDe
             format!(
                 "no system root certificates to verify {} ({}); install the system's CA bundle or name the CA \
                  with {OTEL_EXPORTER_OTLP_CERTIFICATE}",
-                target.endpoint,
+                crate::redact::redact_url(&target.endpoint),
                 why.join("; ")
             ),
         ));

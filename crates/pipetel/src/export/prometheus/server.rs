@@ -1,9 +1,11 @@
 //! The pull endpoint's HTTP server: a small hyper server on its own thread, with connection
 //! limits, optional credentials and TLS, serving what [`PrometheusRender`] renders.
 
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener, ToSocketAddrs};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Poll;
 use std::thread::JoinHandle;
@@ -21,9 +23,16 @@ use pipetel_core::exposition::pull::{
     wants_openmetrics, PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE,
 };
 
-/// Most connections served at once; more wait in the kernel's accept queue.
+/// Most connections served at once (from their first byte on); a connection past it waits up
+/// to [`HEADER_READ_TIMEOUT`] for a turn.
 pub(crate) const MAX_CONNECTIONS: usize = 64;
-/// Time a client has to send its request headers (and a TLS client its handshake).
+/// Most connections that have sent nothing yet. Past it, the oldest of them is closed to make
+/// room: idle clients can never keep a scraper's connection from being accepted.
+pub(crate) const MAX_SILENT_CONNECTIONS: usize = 256;
+/// Most connections open at once, silent or not: past it a new connection is closed at once.
+pub(crate) const MAX_OPEN_CONNECTIONS: usize = 1024;
+/// Time a client has to send its first byte, then its request headers (and a TLS client its
+/// handshake).
 pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Longest a connection may stay open, keep-alive included.
 pub(crate) const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
@@ -195,16 +204,12 @@ async fn serve(
         }
     };
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(tokio::sync::Semaphore::new(MAX_OPEN_CONNECTIONS));
+    // The connections that have sent nothing yet, oldest first.
+    let mut silent: VecDeque<Silent> = VecDeque::new();
     loop {
-        // A connection is accepted only when a permit is free: a flood of idle connections
-        // waits in the kernel's queue instead of exhausting this process.
-        let permit = tokio::select! {
-            _ = &mut stop => break,
-            permit = permits.clone().acquire_owned() => match permit {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-        };
+        // Accepting never waits for a connection to end: a flood of idle connections cannot
+        // queue a scraper behind it in the kernel's accept queue (see `Silent`).
         let accepted = tokio::select! {
             _ = &mut stop => break,
             accepted = listener.accept() => accepted,
@@ -212,16 +217,56 @@ async fn serve(
         let stream = match accepted {
             Ok((s, _)) => s,
             Err(error) => {
+                // Out of file descriptors (or another transient failure): back off, go on.
                 tracing::debug!(target: "pipetel", %error, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             }
         };
-        let (options, render) = (options.clone(), render.clone());
+        silent.retain(|s| s.silent.load(Ordering::Acquire) && !s.evict.is_closed());
+        while silent.len() >= MAX_SILENT_CONNECTIONS {
+            if let Some(oldest) = silent.pop_front() {
+                let _ = oldest.evict.send(());
+            }
+        }
+        let Ok(open_permit) = open.clone().try_acquire_owned() else {
+            drop(stream);
+            continue;
+        };
+        let (evict, evicted) = tokio::sync::oneshot::channel();
+        let still_silent = Arc::new(AtomicBool::new(true));
+        silent.push_back(Silent { evict, silent: still_silent.clone() });
+        let (options, render, permits) = (options.clone(), render.clone(), permits.clone());
         tokio::spawn(async move {
-            let _permit = permit;
+            let _open = open_permit;
+            // Until its first byte the connection may be closed to make room for a newer one. A
+            // peek, not `readable()`: readiness may be reported before any byte has arrived.
+            let mut first_byte = [0u8; 1];
+            let first = tokio::select! {
+                _ = evicted => return,
+                first = tokio::time::timeout(HEADER_READ_TIMEOUT, stream.peek(&mut first_byte)) => first,
+            };
+            still_silent.store(false, Ordering::Release);
+            if !matches!(first, Ok(Ok(n)) if n > 0) {
+                return;
+            }
+            let Ok(Ok(_permit)) = tokio::time::timeout(HEADER_READ_TIMEOUT, permits.acquire_owned()).await else {
+                return;
+            };
             let _ = tokio::time::timeout(CONNECTION_LIFETIME, connection(stream, options, render)).await;
         });
+        // Let the new connection's task look at its socket before the next accept.
+        tokio::task::yield_now().await;
     }
+}
+
+/// A connection that has not sent a byte yet, as the accept loop keeps it: closing it (by
+/// `evict`) is how the loop makes room when more than [`MAX_SILENT_CONNECTIONS`] are silent.
+/// A scraper sends its request as soon as it connects, so it leaves this state at once; an
+/// idle client stays in it until it is evicted or its [`HEADER_READ_TIMEOUT`] passes.
+struct Silent {
+    evict: tokio::sync::oneshot::Sender<()>,
+    silent: Arc<AtomicBool>,
 }
 
 async fn connection(stream: tokio::net::TcpStream, options: Arc<EndpointOptions>, render: PrometheusRender) {
