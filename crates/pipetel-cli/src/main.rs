@@ -6,6 +6,7 @@
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod args;
 mod follow;

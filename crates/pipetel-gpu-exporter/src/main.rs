@@ -13,6 +13,7 @@
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 use std::time::Duration;

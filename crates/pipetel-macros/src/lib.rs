@@ -8,6 +8,7 @@
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 use proc_macro::TokenStream;
 

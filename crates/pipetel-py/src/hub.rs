@@ -6,7 +6,7 @@
 //! Reading a stream (`read_stream`, `spawn_reader`) happens in Rust with the GIL released.
 
 use std::fs::File;
-use std::os::fd::{BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -142,18 +142,21 @@ fn raw_fd(stream: &Bound<'_, PyAny>) -> PyResult<RawFd> {
 }
 
 /// A `File` of its own over a duplicate of `fd` (the caller's descriptor stays open and theirs).
+// The one `unsafe` of the binding: a descriptor handed over from Python as a number.
+#[allow(unsafe_code)]
 fn dup_file(fd: RawFd) -> PyResult<File> {
     if fd < 0 {
         return Err(PyValueError::new_err(format!("stream: invalid file descriptor {fd}")));
     }
-    // SAFETY: `fd` is only borrowed for the duplication below; `try_clone_to_owned` fails cleanly
-    // (EBADF) when it is not an open descriptor.
+    // SAFETY: the borrow lives only for the duplication below, within this call, while the
+    // caller's stream object (or the number it passed) names the descriptor under the GIL;
+    // `try_clone_to_owned` (F_DUPFD_CLOEXEC) fails with EBADF for a number that is not an open
+    // descriptor, so nothing reads or writes through a closed one.
     let borrowed = unsafe { BorrowedFd::borrow_raw(fd) };
     let owned: OwnedFd = borrowed
         .try_clone_to_owned()
         .map_err(|e| PyValueError::new_err(format!("stream: file descriptor {fd}: {e}")))?;
-    // SAFETY: the descriptor was just duplicated and is owned by nothing else.
-    Ok(unsafe { File::from_raw_fd(owned.into_raw_fd()) })
+    Ok(File::from(owned))
 }
 
 /// Keeps the latest cumulative snapshots per source and exports their sum (see the Rust

@@ -20,6 +20,9 @@
 //! error's message unchanged ([`errors`]). Every entry point runs under a panic guard, so a
 //! Rust panic becomes `pipetel.InternalError` instead of unwinding into Python.
 
+// `unsafe` is denied but for one fenced, argued site (`hub::dup_file`).
+#![deny(unsafe_code)]
+
 use pyo3::prelude::*;
 
 pub mod args;

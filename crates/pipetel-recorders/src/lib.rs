@@ -70,6 +70,7 @@
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod codec;

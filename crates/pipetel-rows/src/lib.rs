@@ -55,6 +55,7 @@
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod dir;
 mod escape;

@@ -22,6 +22,7 @@ const CHILD: &str = "PIPETEL_TEST_JSON_CONSOLE";
 /// `init` from the environment; an event outside any span, then an event and a `log` record
 /// inside the span `json.work` and a warning in its child `json.child`; flush and shut down.
 #[test]
+#[ignore = "a scenario its test runs in a child process (support::child::run_child)"]
 fn child_logs_inside_spans() {
     let Some((_, telemetry)) = init_child(CHILD) else { return };
     tracing::info!(answer = 42, "outside every span");

@@ -4,12 +4,12 @@
 //! terminal, so on a pipe nothing at all. Nothing is timed: the forced scenario waits on the
 //! count of frames drawn.
 
-mod child_process;
+mod support;
 
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use child_process::{scenario_in_child_with, DONE};
+use support::child::{scenario_in_child_with, DONE};
 
 /// The marker variable: set, the test runs its scenario instead of spawning.
 const CHILD: &str = "PIPETEL_TEST_PROGRESS_CHILD";

@@ -3,14 +3,14 @@
 //! written warns once and counts the rows it missed in `pipeline.rows.lost`; rows emitted before
 //! `init` warn once on stderr and count as lost.
 //!
-//! Each scenario runs in a child process of its own (see `child_process`): `init` is once per
+//! Each scenario runs in a child process of its own (see `support::child`): `init` is once per
 //! process, and the warnings on stderr are counted.
 
-mod child_process;
+mod support;
 
 use std::path::{Path, PathBuf};
 
-use child_process::scenario_in_child;
+use support::child::scenario_in_child;
 
 fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("pipetel-rows-defaults-{}-{name}", std::process::id()));

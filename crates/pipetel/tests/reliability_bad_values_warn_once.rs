@@ -3,11 +3,11 @@
 //! per metric however often they come, and leave the recorded state and the exposition
 //! unchanged.
 //!
-//! The scenario runs in a child process (see `child_process`) so its warnings can be counted.
+//! The scenario runs in a child process (see `support::child`) so its warnings can be counted.
 
-mod child_process;
+mod support;
 
-use child_process::scenario_in_child;
+use support::child::scenario_in_child;
 
 const CHILD: &str = "PIPETEL_TEST_BAD_VALUES_CHILD";
 const REPEAT: usize = 500;

@@ -11,11 +11,11 @@
 //! Known gap, printed but not asserted: an OTel counter's own overflow is not warned about (the
 //! SDK does not report it).
 //!
-//! The scenario runs in a child process (see `child_process`) so its warnings can be counted.
+//! The scenario runs in a child process (see `support::child`) so its warnings can be counted.
 
-mod child_process;
+mod support;
 
-use child_process::scenario_in_child;
+use support::child::scenario_in_child;
 
 const LIMIT: usize = 1000;
 const FLOOD: u64 = 100_000;

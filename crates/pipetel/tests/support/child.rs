@@ -1,5 +1,11 @@
-//! The child processes the in-process tests run their scenarios in: `init` is once per process,
-//! so each case re-runs one test of the same binary with its own environment.
+//! The one child-process runner of the in-process tests: `init` is once per process, so each
+//! case re-runs one test of the same binary with its own environment. Two shapes:
+//!
+//! - [`run_child`]: a test starts `child_*` scenarios, which are `#[ignore]`d tests (so a plain
+//!   run reports them as ignored, never as passing without an assertion) that the child runs
+//!   with `--include-ignored`, and asserts on what they printed;
+//! - [`scenario_in_child`]: a test re-runs itself with a variable set; in the child it runs the
+//!   scenario and prints [`DONE`], in the parent it asserts on the child's output.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -27,7 +33,7 @@ impl ChildRun {
 pub fn run_child(test: &str, env: &[(String, String)], limit: Duration) -> ChildRun {
     let mut command = Command::new(std::env::current_exe().expect("the test binary"));
     command
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args(["--exact", test, "--nocapture", "--test-threads=1", "--include-ignored"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -89,4 +95,33 @@ fn outcome(result: Result<(), pipetel::ShutdownError>) -> String {
         Err(pipetel::ShutdownError::Providers(lines)) => lines.join(" | "),
         Err(other) => format!("other error: {other}"),
     }
+}
+
+/// What the child prints once its scenario returned.
+pub const DONE: &str = "scenario done";
+
+/// In the child (`var` set): runs `scenario`, prints [`DONE`] and returns `None`. In the test:
+/// re-runs the test `name` of this binary in a child with `var` set, and returns its
+/// `(stdout, stderr)` once it succeeded and its scenario ran to the end.
+pub fn scenario_in_child(name: &str, var: &str, scenario: fn()) -> Option<(String, String)> {
+    scenario_in_child_with(name, var, &[], scenario)
+}
+
+/// [`scenario_in_child`] with `env` set in the child too.
+pub fn scenario_in_child_with(
+    name: &str,
+    var: &str,
+    env: &[(&str, &str)],
+    scenario: impl FnOnce(),
+) -> Option<(String, String)> {
+    if std::env::var_os(var).is_some() {
+        scenario();
+        println!("{DONE}");
+        return None;
+    }
+    let mut vars: Vec<(String, String)> = vec![(var.to_string(), "1".to_string())];
+    vars.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let run = run_child(name, &vars, Duration::from_secs(120));
+    assert!(run.success && run.stdout.contains(DONE), "the scenario failed:\n{}\n{}", run.stdout, run.stderr);
+    Some((run.stdout, run.stderr))
 }
