@@ -43,7 +43,7 @@ fn write_store(dir: &Path) -> PathBuf {
         }
     });
     let shard = stage.shard(2).start();
-    pipetel::pipeline::__sample_now();
+    pipetel::testing::sample_now();
     drop(shard);
     stage.finish();
     let other = pipetel::stage("detokenize").execution_id("run-1").shards(1).start();

@@ -2,9 +2,8 @@
 //! thin wrappers, taking text, over internals that parse what other programs hand in. Everything
 //! reachable through the public API is fuzzed through it instead.
 
-/// Not part of the API: entry points for fuzzing, which may change in any release.
-#[doc(hidden)]
-pub mod __fuzz {
+/// Entry points for fuzzing (feature `fuzzing`), which may change in any release.
+pub mod fuzzing {
     use std::collections::HashSet;
 
     use crate::exposition::{append_checked, Format};

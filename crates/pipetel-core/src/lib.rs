@@ -37,6 +37,8 @@
 //! | feature | default | what it adds |
 //! |---|---|---|
 //! | `gpu` | no | the GPU poller's latest sample, [`global::gpu_snapshot`] |
+//! | `testing` | no | `testing`: hooks tests use instead of waiting (take a sample now, count redraws) |
+//! | `fuzzing` | no | `fuzzing`: the fuzz targets' entry points into parsers of what other programs hand in |
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
@@ -49,9 +51,11 @@ pub mod buckets;
 pub mod exposition;
 pub mod families;
 mod field_setters;
+#[cfg(feature = "fuzzing")]
 mod fuzz_entry;
-#[doc(hidden)]
-pub use fuzz_entry::__fuzz;
+#[cfg(feature = "fuzzing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
+pub use fuzz_entry::fuzzing;
 pub mod global;
 pub mod hub;
 #[doc(hidden)]
@@ -71,6 +75,9 @@ pub mod stage_metrics;
 pub mod sync;
 #[cfg(test)]
 mod test_exporter;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 #[doc(hidden)]
 pub use measure::__private;

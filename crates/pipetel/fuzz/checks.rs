@@ -142,7 +142,7 @@ pub(crate) fn otlp_headers(value: &str) {
 /// whole and unchanged; it never grows the text; the OpenMetrics rewrite and a scrape that
 /// already has families do not panic.
 pub(crate) fn exposition_lint(text: &str) {
-    use pipetel::__fuzz::lint_exposition;
+    use pipetel::fuzzing::lint_exposition;
     let (kept, _) = lint_exposition(text, &[], false);
     assert!(kept.len() <= text.len() + 1, "kept {} bytes of {}", kept.len(), text.len());
     let (again, refused) = lint_exposition(&kept, &[], false);
@@ -156,13 +156,13 @@ pub(crate) fn exposition_lint(text: &str) {
 pub(crate) const REMOTE_STAGE: (&str, &str) = ("fuzz", "e1");
 
 /// A remote stage report, as a stage's owner receives it from another process
-/// (`Stage::ingest_remote`, through `pipetel::__fuzz`): never a panic; a refused report is kept
+/// (`Stage::ingest_remote`, through `pipetel::fuzzing`): never a panic; a refused report is kept
 /// in no part (the same bytes are refused again alike, and the owner holds nothing); an accepted
 /// one puts exactly its shards' items in the owner, and the same bytes again are superseded.
 pub(crate) fn remote_report(data: &[u8]) {
     use pipetel::pipeline::RemoteIngested;
     let (name, execution_id) = REMOTE_STAGE;
-    let (first, again, items) = pipetel::__fuzz::ingest_remote_twice(name, execution_id, data);
+    let (first, again, items) = pipetel::fuzzing::ingest_remote_twice(name, execution_id, data);
     match first {
         Ok(RemoteIngested::Accepted) => {
             assert_eq!(again, Ok(RemoteIngested::Superseded), "the same report twice");

@@ -127,6 +127,13 @@ pub mod recorders {
     pub use pipetel_recorders::*;
 }
 
+#[cfg(feature = "fuzzing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
+pub use pipetel_core::fuzzing;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub use pipetel_core::testing;
+
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.
 pub use opentelemetry;
 /// The OTel SDK crate pipetel is built on.
@@ -143,8 +150,6 @@ pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 #[doc(hidden)]
 pub use export::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
-#[doc(hidden)]
-pub use pipetel_core::__fuzz;
 #[doc(hidden)]
 pub use pipetel_core::__private;
 #[doc(hidden)]

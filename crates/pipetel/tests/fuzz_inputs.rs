@@ -228,7 +228,7 @@ fn otlp_headers() {
 #[test]
 fn exposition_lint() {
     for (name, bytes) in seeds("exposition_lint") {
-        let (kept, refused) = pipetel::__fuzz::lint_exposition(text(&bytes), &[], false);
+        let (kept, refused) = pipetel::fuzzing::lint_exposition(text(&bytes), &[], false);
         if name.starts_with("valid-") {
             assert_eq!(refused, None, "{name}");
         } else {

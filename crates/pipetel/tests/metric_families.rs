@@ -66,9 +66,9 @@ fn the_page_serves_each_pipeline_and_service_family_under_its_tables_name_and_at
     let shard = stage.shard(0).start();
     shard.record(1, 1);
     shard.add(&pipetel::pipeline::CounterKey::new("families/items").expect("key"), 1u64);
-    pipetel::pipeline::__sample_now();
+    pipetel::testing::sample_now();
     std::thread::sleep(std::time::Duration::from_millis(20));
-    pipetel::pipeline::__sample_now();
+    pipetel::testing::sample_now();
     let running = stage.shard(1).start();
     shard.finish();
     // Shard 0 again: a retry.

@@ -31,9 +31,9 @@ fn quiet_env(progress: &'static str) -> Vec<(&'static str, &'static str)> {
 /// Waits until the display has drawn `n` more frames with a live line (a failure, not a
 /// timing assertion, if it never does).
 fn wait_for_frames(n: u64) {
-    let target = pipetel::pipeline::__progress_redraws() + n;
+    let target = pipetel::testing::progress_redraws() + n;
     let give_up = Instant::now() + Duration::from_secs(60);
-    while pipetel::pipeline::__progress_redraws() < target {
+    while pipetel::testing::progress_redraws() < target {
         assert!(Instant::now() < give_up, "the progress display drew no frame in 60 s");
         std::thread::sleep(Duration::from_millis(20));
     }

@@ -31,7 +31,7 @@ fn ten_thousand_short_stages_keep_memory_flat() {
         sizes.push(render.render().len());
         rss.push(rss_bytes());
     }
-    assert!(pipetel::pipeline::__exported_stage_count() <= 1, "finished stages were not dropped");
+    assert!(pipetel::testing::exported_stage_count() <= 1, "finished stages were not dropped");
     let (first, last) = (sizes[1], sizes[9]);
     assert!(first < 64 * 1024, "finished runs are still exported: {first} bytes");
     assert!(last <= first + 1024, "the exposition grew from {first} to {last} bytes: {sizes:?}");

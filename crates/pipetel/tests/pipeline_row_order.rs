@@ -40,7 +40,7 @@ fn no_sample_after_the_end_and_every_row_has_its_ids() {
         // A 1 ms sampler: the real sampling pass, at a thousand times the shortest interval.
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
-                pipetel::pipeline::__sample_now();
+                pipetel::testing::sample_now();
                 std::thread::sleep(Duration::from_millis(1));
             }
         });

@@ -68,27 +68,29 @@ pub use pipetel_rows as store;
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
+#[cfg(feature = "fuzzing")]
 pub(crate) use remote::ingest_bytes as ingest_remote_bytes;
 pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
 pub use shard::{Shard, ShardBuilder, ShardRecorder};
 pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
+#[cfg(feature = "fuzzing")]
 pub(crate) use table::RemoteShards;
 
-#[doc(hidden)]
 /// Number of stage entries currently exported (finished ones until their retention ends).
-pub fn __exported_stage_count() -> usize {
+#[cfg(feature = "testing")]
+pub(crate) fn exported_stage_count() -> usize {
     table::table().len()
 }
 
-#[doc(hidden)]
-/// Frames the progress display has drawn with a live line (tests wait on it instead of on time).
-pub fn __progress_redraws() -> u64 {
+/// Frames the progress display has drawn with a live line.
+#[cfg(feature = "testing")]
+pub(crate) fn progress_redraws() -> u64 {
     progress::redraws()
 }
 
-#[doc(hidden)]
-/// Takes one round of periodic samples now (tests use it instead of waiting an interval).
-pub fn __sample_now() {
+/// Takes one round of periodic samples now.
+#[cfg(feature = "testing")]
+pub(crate) fn sample_now() {
     runtime::sample_all(&mut process::ProcessSampler::new());
 }

@@ -106,6 +106,7 @@ pub fn progress_is_on() -> bool {
 }
 
 /// Frames drawn with at least one live line since the process started.
+#[cfg_attr(not(feature = "testing"), allow(dead_code))]
 pub(crate) fn redraws() -> u64 {
     REDRAWS.load(Ordering::Relaxed)
 }

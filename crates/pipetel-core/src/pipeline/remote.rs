@@ -150,6 +150,7 @@ pub(crate) fn report(
 /// Decodes `bytes` and folds the report into `into`: what
 /// [`Stage::ingest_remote`](super::Stage::ingest_remote) does (it decodes before taking the
 /// stage's lock).
+#[cfg_attr(not(feature = "fuzzing"), allow(dead_code))]
 pub(crate) fn ingest_bytes(
     stage: &str,
     execution_id: &str,

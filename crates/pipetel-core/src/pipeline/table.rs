@@ -483,6 +483,7 @@ impl StageTable {
     }
 
     /// Number of live stage entries (for tests of the retention).
+    #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         crate::sync::lock(&self.stages).len()
     }
