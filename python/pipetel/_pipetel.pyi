@@ -516,6 +516,8 @@ from typing import Any, Dict, List, Optional
 
 class _RowsQueryError(Exception): ...
 
+_ROW_FIELDS: Dict[str, str]
+
 def _rows_logsql(
     *,
     namespace: Optional[str] = None,

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from ._pipetel import _RowsQueryError as RowsQueryError
-from ._pipetel import _rows_logsql, _rows_query
+from ._pipetel import _ROW_FIELDS, _rows_logsql, _rows_query
 
 __all__ = ["query", "logsql", "RowsQueryError"]
 
@@ -50,10 +50,10 @@ def logsql(
     if shard is not None and (isinstance(shard, bool) or not isinstance(shard, int) or shard < 0):
         raise ValueError(f"shard must be a non-negative int, not {shard!r}")
     for field, value in (
-        ("pipeline.stage.name", stage),
-        ("pipeline.execution.id", execution),
-        ("pipeline.status", status),
-        ("pipeline.namespace", namespace),
+        (_ROW_FIELDS["stage"], stage),
+        (_ROW_FIELDS["execution"], execution),
+        (_ROW_FIELDS["status"], status),
+        (_ROW_FIELDS["namespace"], namespace),
         ("service.name", service),
     ):
         if value is not None and not isinstance(value, str):

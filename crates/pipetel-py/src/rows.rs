@@ -84,9 +84,22 @@ fn _rows_query<'py>(
 }
 
 /// Adds `_RowsQueryError` (re-exported as `pipetel.rows.RowsQueryError`, the name its class
-/// carries), `_rows_logsql` and `_rows_query` to the module.
+/// carries), `_rows_logsql`, `_rows_query` and `_ROW_FIELDS` (the row schema's field of each
+/// filter of `pipetel.rows`) to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    use pipetel_rows::fields;
     m.add("_RowsQueryError", m.py().get_type::<RowsQueryError>())?;
+    let schema = pyo3::types::PyDict::new(m.py());
+    for (filter, field) in [
+        ("namespace", fields::NAMESPACE),
+        ("stage", fields::STAGE_NAME),
+        ("execution", fields::EXECUTION_ID),
+        ("shard", fields::SHARD_INDEX),
+        ("status", fields::STATUS),
+    ] {
+        schema.set_item(filter, field)?;
+    }
+    m.add("_ROW_FIELDS", schema)?;
     m.add_function(wrap_pyfunction!(_rows_logsql, m)?)?;
     m.add_function(wrap_pyfunction!(_rows_query, m)?)?;
     Ok(())

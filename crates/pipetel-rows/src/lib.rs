@@ -59,7 +59,7 @@
 
 mod dir;
 mod escape;
-mod fields;
+pub mod fields;
 #[cfg(feature = "fleet")]
 pub mod fleet;
 mod paths;

@@ -1,15 +1,18 @@
 //! The stage and worker families: read from the stage table at each collection (or written
 //! by the pull endpoint straight from it), plus the two recorded when a stage row is emitted.
 
+use pipetel_rows::fields::{
+    COUNTER_NAME, EXECUTION_ID, NAMESPACE, SHARD_INDEX, SHARD_STATE as STATE, STAGE_NAME, STATUS,
+};
+
 use super::family::families;
 
-const STAGE: &[&str] = &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id"];
-const RUN: &[&str] = &["pipeline.namespace", "pipeline.stage.name", "pipeline.status"];
-const SHARD_STATE: &[&str] =
-    &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id", "pipeline.shard.state"];
-const COUNTER: &[&str] =
-    &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id", "pipeline.counter.name"];
-const WORKER: &[&str] = &["pipeline.namespace", "pipeline.stage.name", "pipeline.execution.id", "pipeline.shard.index"];
+// The attributes are the row schema's field names (`pipetel_rows::fields`).
+const STAGE: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID];
+const RUN: &[&str] = &[NAMESPACE, STAGE_NAME, STATUS];
+const SHARD_STATE: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID, STATE];
+const COUNTER: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID, COUNTER_NAME];
+const WORKER: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID, SHARD_INDEX];
 
 families! {
     STAGE_ITEMS = "pipeline.stage.items", Counter, "{item}", STAGE,

@@ -2,9 +2,5 @@
 
 /// Histogram of closed spans' durations, in seconds.
 pub const SPAN_DURATION: &str = crate::families::span::DURATION.name;
-/// Attribute: the span's name.
-pub const ATTR_SPAN_NAME: &str = "span.name";
-/// Attribute: the span's `tracing` target (the module path unless the span set one).
-pub const ATTR_SPAN_TARGET: &str = "span.target";
-/// Attribute: `ok` or `error`.
-pub const ATTR_STATUS: &str = "status";
+// Its attributes are declared once, with the family.
+pub use crate::families::span::{ATTR_SPAN_NAME, ATTR_SPAN_TARGET, ATTR_STATUS};
