@@ -64,30 +64,21 @@ connections delays a report, and does not lose it (docs/src/reliability.md has t
 """
 
 import errno
-import hashlib
-import hmac
 import logging
 import os
 import secrets
 import selectors
 import socket
-import struct
 import threading
 import time
-from collections import OrderedDict
 from typing import Any, Dict, Optional, Tuple
-from urllib.parse import urlsplit, urlunsplit
 
 from ._pipetel import Shard, Stage, _init_settings, init, is_initialized
+from ._remote_wire import _answer_challenge, _Challenges, _Forged, _read_report, _reply, _send_report, _worker_settings_of
 
 __all__ = ["RemoteShard", "RemoteStage"]
 
 _log = logging.getLogger("pipetel.remote")
-_MAGIC = b"PTRS2"
-_NONCE = 32  # bytes of the owner's challenge
-_MAC = 32  # bytes of an HMAC-SHA256
-_MAX_REPORT = 64 << 20  # a report larger than this is refused (a garbled length, not a report)
-_OK, _REFUSED = 0, 1
 #: Seconds a connection has, from its accept, to answer the owner's challenge.
 HELLO_TIMEOUT = 5.0
 #: Most connections waiting to authenticate at once; the oldest is closed to make room.
@@ -96,85 +87,9 @@ MAX_PENDING = 256
 _MAX_BACKOFF = 0.5
 #: Seconds a worker keeps trying fresh connections to send one report.
 _SEND_WINDOW = 5.0
-#: Keys of ``init`` settings a handle never carries (compared on their last part, ``.`` or
-#: ``_`` separated): credentials, and the TLS files of the owner's own endpoint.
-_SECRET_SUFFIXES = (
-    "headers",
-    "bearer_token",
-    "basic_auth",
-    "tls_cert",
-    "tls_key",
-    "client_key",
-    "client_certificate",
-)
-
-
-def _recv_exact(sock: socket.socket, n: int) -> Optional[bytes]:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            return None
-        buf += chunk
-    return bytes(buf)
-
-
-def _key(token: str) -> bytes:
-    return token.encode()
-
-
-def _hello_mac(token: str, nonce: bytes) -> bytes:
-    return hmac.new(_key(token), b"pipetel-remote-hello\0" + nonce, hashlib.sha256).digest()
-
-
-def _frame_mac(token: str, nonce: bytes, sequence: int, body: bytes) -> bytes:
-    mac = hmac.new(_key(token), b"pipetel-remote-report\0" + nonce + struct.pack(">Q", sequence), hashlib.sha256)
-    mac.update(body)
-    return mac.digest()
-
-
-def _without_userinfo(value: Any) -> Any:
-    """A URL's ``user:password@`` removed (other values as they are)."""
-    if not isinstance(value, str) or "://" not in value or "@" not in value:
-        return value
-    try:
-        parts = urlsplit(value)
-        if "@" not in parts.netloc:
-            return value
-        return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
-    except ValueError:
-        return value
-
-
-def _worker_settings_of(settings: Optional[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """The owner's ``init`` arguments as a handle carries them: no credentials (request headers,
-    the pull endpoint's bearer token, basic auth and TLS files, OTLP client keys), no
-    ``user:password@`` in any URL. A worker takes credentials from its own environment."""
-    if settings is None:
-        return None
-    out = {}
-    for key, value in settings.items():
-        norm = str(key).replace(".", "_").lower()
-        if any(norm == s or norm.endswith("_" + s) for s in _SECRET_SUFFIXES):
-            continue
-        if isinstance(value, (list, tuple)):
-            value = type(value)(_without_userinfo(v) for v in value)
-        out[key] = _without_userinfo(value)
-    return out
 
 
 # ----- the owner's side -----
-
-
-class _Pending:
-    """A connection that has been sent the challenge and has not answered it yet."""
-
-    __slots__ = ("nonce", "deadline", "answer")
-
-    def __init__(self, nonce: bytes, deadline: float) -> None:
-        self.nonce = nonce
-        self.deadline = deadline
-        self.answer = b""
 
 
 class _Receiver:
@@ -206,10 +121,10 @@ class _Receiver:
         self._stopped = False
         # Authenticated connections, each read by its own thread.
         self._conns: Dict[socket.socket, threading.Thread] = {}
-        # Connections waiting to answer the challenge, oldest first (the accept thread's alone).
-        self._pending: "OrderedDict[socket.socket, _Pending]" = OrderedDict()
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.sock, selectors.EVENT_READ)
+        # Connections waiting to answer the challenge (the accept thread's alone).
+        self._pending = _Challenges(self._selector, self.token)
         self._warned: set = set()
         self._thread = threading.Thread(target=self._accept, name="pipetel-remote-stage", daemon=True)
         self._thread.start()
@@ -222,14 +137,6 @@ class _Receiver:
         if what not in self._warned:
             self._warned.add(what)
             _log.warning("stage %r: %s (not logged again for this stage)", self.stage.name, message)
-
-    def _close_pending(self, conn: socket.socket) -> None:
-        self._pending.pop(conn, None)
-        try:
-            self._selector.unregister(conn)
-        except (KeyError, ValueError):
-            pass
-        conn.close()
 
     def _accept(self) -> None:
         backoff = 0.0
@@ -250,20 +157,18 @@ class _Receiver:
             time.sleep(backoff)
             backoff = 0.0
         now = time.monotonic()
-        while self._pending:  # the oldest first: expired ones are at the front
-            conn, pending = next(iter(self._pending.items()))
-            if pending.deadline > now:
-                break
-            self._close_pending(conn)
         wait = 0.2
-        if self._pending:
-            wait = max(0.0, min(wait, next(iter(self._pending.values())).deadline - now))
+        deadline = self._pending.expire(now)
+        if deadline is not None:
+            wait = max(0.0, min(wait, deadline - now))
         for key, _ in self._selector.select(wait):
             ready = key.fileobj
             if ready is self.sock:
                 backoff = self._accept_some(backoff)
             elif isinstance(ready, socket.socket):
-                self._read_answer(ready)
+                nonce = self._pending.read(ready)
+                if nonce is not None:
+                    self._start_serving(ready, nonce)
         return backoff
 
     def _accept_some(self, backoff: float) -> float:
@@ -278,50 +183,11 @@ class _Receiver:
                     # Out of descriptors: make room by closing the oldest unauthenticated
                     # connection, pause, and go on accepting.
                     self._warn_once("fd", f"cannot accept a worker's connection ({e}); retrying")
-                    if self._pending:
-                        self._close_pending(next(iter(self._pending)))
+                    self._pending.close_oldest()
                     return min(max(backoff * 2, 0.01), _MAX_BACKOFF)
                 continue  # ECONNABORTED and the like: that connection only
-            if len(self._pending) >= MAX_PENDING:
-                self._close_pending(next(iter(self._pending)))
-            nonce = secrets.token_bytes(_NONCE)
-            try:
-                conn.setblocking(False)
-                # A few dozen bytes into a fresh socket's buffer: sent at once or not at all.
-                if conn.send(_MAGIC + nonce) != len(_MAGIC) + _NONCE:
-                    conn.close()
-                    continue
-                self._selector.register(conn, selectors.EVENT_READ)
-            except (OSError, ValueError):
-                conn.close()
-                continue
-            self._pending[conn] = _Pending(nonce, time.monotonic() + HELLO_TIMEOUT)
+            self._pending.challenge(conn, time.monotonic() + HELLO_TIMEOUT, MAX_PENDING)
         return 0.0
-
-    def _read_answer(self, conn: socket.socket) -> None:
-        pending = self._pending.get(conn)
-        if pending is None:
-            return
-        want = len(_MAGIC) + _MAC
-        try:
-            chunk = conn.recv(want - len(pending.answer))
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._close_pending(conn)
-            return
-        if not chunk:
-            self._close_pending(conn)
-            return
-        pending.answer += chunk
-        if len(pending.answer) < want:
-            return
-        self._pending.pop(conn, None)
-        self._selector.unregister(conn)
-        if not hmac.compare_digest(pending.answer, _MAGIC + _hello_mac(self.token, pending.nonce)):
-            conn.close()
-            return
-        self._start_serving(conn, pending.nonce)
 
     def _start_serving(self, conn: socket.socket, nonce: bytes) -> None:
         """Reads ``conn``'s reports on a thread of its own."""
@@ -348,8 +214,7 @@ class _Receiver:
             for key, value in list(_OWNED.items()):
                 if value[1] is self:
                     del _OWNED[key]
-        for conn in list(self._pending):
-            self._close_pending(conn)
+        self._pending.close_all()
         self._selector.close()
         with self._lock:
             self._stopped = True
@@ -370,26 +235,22 @@ class _Receiver:
         try:
             sequence = 0
             while True:
-                head = _recv_exact(conn, 4 + _MAC)
-                if head is None:
-                    return
-                (n,) = struct.unpack(">I", head[:4])
-                body = _recv_exact(conn, n) if n <= _MAX_REPORT else None
-                if body is None:
-                    return
                 sequence += 1
-                if not hmac.compare_digest(head[4:], _frame_mac(self.token, nonce, sequence, body)):
+                try:
+                    body = _read_report(conn, self.token, nonce, sequence)
+                except _Forged:
                     self._warn_once("mac", "a report whose authentication code does not hold was refused")
                     return  # forged, replayed or out of order: the connection is not trusted
+                if body is None:
+                    return
                 try:
                     self.stage._ingest_remote(body)
                     self.reports += 1
-                    reply = bytes([_OK])
+                    refused = None
                 except Exception as e:  # refused whole (or the stage ended): tell the worker why
                     self.refused += 1
-                    msg = str(e).encode()[:4096]
-                    reply = bytes([_REFUSED]) + struct.pack(">I", len(msg)) + msg
-                conn.sendall(reply)
+                    refused = str(e)
+                _reply(conn, refused)
         except OSError:
             return
         finally:
@@ -535,12 +396,8 @@ class _View:
         """A connection to the owner that answered its challenge (``self.nonce`` set)."""
         sock = socket.create_connection(self.handle.address, timeout=30)
         try:
-            challenge = _recv_exact(sock, len(_MAGIC) + _NONCE)
-            if challenge is None or not challenge.startswith(_MAGIC):
-                raise ConnectionError("the owner did not send its challenge (another program, or another version)")
-            self.nonce = challenge[len(_MAGIC) :]
+            self.nonce = _answer_challenge(sock, self.handle.token)
             self.sequence = 0
-            sock.sendall(_MAGIC + _hello_mac(self.handle.token, self.nonce))
         except BaseException:
             sock.close()
             raise
@@ -557,14 +414,8 @@ class _View:
                 if self.sock is None:
                     self.sock = self._connect()
                 self.sequence += 1
-                mac = _frame_mac(self.handle.token, self.nonce, self.sequence, report)
-                self.sock.sendall(struct.pack(">I", len(report)) + mac + report)
-                status = _recv_exact(self.sock, 1)
-                if status is None:
-                    raise ConnectionError("the owner closed the connection")
-                if status[0] == _REFUSED:
-                    head = _recv_exact(self.sock, 4) or b"\0\0\0\0"
-                    why = (_recv_exact(self.sock, struct.unpack(">I", head)[0]) or b"").decode(errors="replace")
+                why = _send_report(self.sock, self.handle.token, self.nonce, self.sequence, report)
+                if why is not None:
                     self._warn(f"the owner refused a report of stage {self.handle.name!r}: {why}")
                     return False
                 return True

@@ -19,6 +19,7 @@ import pytest
 
 import peers
 import pipetel
+import pipetel._remote_wire as wire
 import pipetel.remote as remote
 from pipetel import Stage
 
@@ -54,12 +55,12 @@ def test_two_thousand_idle_connections_do_not_stop_a_real_workers_report(when):
 
 def _challenge(sock: socket.socket) -> bytes:
     got = b""
-    while len(got) < len(remote._MAGIC) + remote._NONCE:
+    while len(got) < len(wire._MAGIC) + wire._NONCE:
         chunk = sock.recv(64)
         assert chunk, "the owner closed the connection before its challenge"
         got += chunk
-    assert got.startswith(remote._MAGIC)
-    return got[len(remote._MAGIC) :]
+    assert got.startswith(wire._MAGIC)
+    return got[len(wire._MAGIC) :]
 
 
 def _closed_within(sock: socket.socket, seconds: float) -> bool:
@@ -84,7 +85,7 @@ def test_a_connection_that_does_not_answer_is_closed_at_the_deadline(monkeypatch
         # The old hello (the token itself, in clear) is not an answer.
         old = socket.create_connection(handle.address, timeout=5)
         _challenge(old)
-        old.sendall(remote._MAGIC + handle.token.encode()[: remote._MAC])
+        old.sendall(wire._MAGIC + handle.token.encode()[: wire._MAC])
         assert _closed_within(old, 5.0)
         idle.close()
         old.close()
@@ -113,9 +114,9 @@ def test_reports_are_authenticated_and_a_replay_is_refused():
     conn = socket.create_connection(handle.address, timeout=5)
     nonce = _challenge(conn)
     answer = hmac.new(handle.token.encode(), b"pipetel-remote-hello\0" + nonce, hashlib.sha256).digest()
-    conn.sendall(remote._MAGIC + answer)
+    conn.sendall(wire._MAGIC + answer)
     conn.sendall(_frame(handle.token, nonce, 1, body))
-    assert conn.recv(1) == bytes([remote._OK])
+    assert conn.recv(1) == bytes([wire._OK])
     # The same frame again (a replay) is refused: the connection is closed, nothing counted.
     conn.sendall(_frame(handle.token, nonce, 1, body))
     assert _closed_within(conn, 5.0)
@@ -123,7 +124,7 @@ def test_reports_are_authenticated_and_a_replay_is_refused():
     # A frame made with a wrong key, on a fresh authenticated connection: refused as well.
     conn = socket.create_connection(handle.address, timeout=5)
     nonce = _challenge(conn)
-    conn.sendall(remote._MAGIC + hmac.new(handle.token.encode(), b"pipetel-remote-hello\0" + nonce, hashlib.sha256).digest())
+    conn.sendall(wire._MAGIC + hmac.new(handle.token.encode(), b"pipetel-remote-hello\0" + nonce, hashlib.sha256).digest())
     conn.sendall(_frame("0" * 32, nonce, 1, _report(handle, 7)))
     assert _closed_within(conn, 5.0)
     conn.close()
@@ -176,4 +177,4 @@ def test_a_pickled_handle_carries_no_credentials():
     ],
 )
 def test_settings_a_handle_leaves_out(settings, kept):
-    assert remote._worker_settings_of(settings) == kept
+    assert wire._worker_settings_of(settings) == kept
