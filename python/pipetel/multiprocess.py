@@ -64,6 +64,11 @@ store):
   skips what is not a regular file of this user or is larger than ``MAX_FILE_BYTES`` (64 MiB),
   logging each once. Metric and label names are checked, and label values and help are escaped
   on the merged page, so no file can add lines to it.
+
+A worker's page is read back into snapshots, and the merged page written, by pipetel's Rust
+exposition code (the pull endpoint's writer, its escaping and number rules), without the GIL;
+this module keeps the directory (its rules and file I/O are in ``pipetel._mpdir``), which worker
+is alive, and the shared port.
 - The shared port closes a connection silent for ``SOCKET_TIMEOUT`` (5 s), and answers as the
   pull endpoint ``init`` configured would: its path, its bearer token or basic auth (a 401 with
   the challenge otherwise, compared in constant time) and its TLS certificate and key
@@ -79,259 +84,50 @@ import atexit
 import base64
 import hmac
 import http.server
-import logging
 import os
-import re
-import secrets
 import socket
 import ssl
-import stat
 import threading
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from ._pipetel import Counter, Envelope, Family, Gauge, Guard, _pull_endpoint_settings, prometheus_text
+# MAX_FILE_BYTES and open_directory stay names of this module (pipetel.multiprocess.MAX_FILE_BYTES).
+from ._mpdir import MAX_FILE_BYTES, _read_file, _warn_once, _write_file, open_directory
+from ._pipetel import Envelope, Guard, MetricSnapshot, _merged_page, _page_snapshots, _pull_endpoint_settings, _read_page
 from ._pipetel import init as _init
+from ._pipetel import prometheus_text
 
 __all__ = ["init", "merged_page", "open_directory", "page_snapshots", "read_page", "serving", "write_snapshot"]
 
 DIRECTORY_ENV = "PIPETEL_MULTIPROCESS_DIR"
 _SUFFIX = ".envelope"
-#: A worker file larger than this is not read (skipped, and logged once): no worker's page is
-#: anywhere near it, and a scrape must not read a planted giant.
-MAX_FILE_BYTES = 64 << 20
 #: Seconds the shared port waits on a silent client before closing its connection.
 SOCKET_TIMEOUT = 5.0
-_log = logging.getLogger("pipetel.multiprocess")
-_NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-_KINDS = ("counter", "gauge", "histogram", "summary", "untyped")
-_UNESCAPE = re.compile(r"\\(.)")
-_warned: Set[str] = set()
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)(?:\s+\S+)?$")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
 
-# ----- the page as recorder snapshots -----
-
-
-def _parse_labels(block: Optional[str]) -> Dict[str, str]:
-    if not block:
-        return {}
-    inner = block[1:-1]
-    labels, pos = {}, 0
-    while pos < len(inner):
-        m = _LABEL.match(inner, pos)
-        if m is None or m.end() == pos:
-            raise ValueError(f"cannot read the labels {block!r}")
-        labels[m.group(1)] = _unescape(m.group(2))
-        pos = m.end()
-    return labels
-
-
-def _unescape(value: str) -> str:
-    """A label value or help text of the text format as the string it stands for."""
-    if "\\" not in value:
-        return value
-    return _UNESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
-
-
-def _escape_label(value: str) -> str:
-    """A label value as the text format writes it: backslash, double quote and newline escaped."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(value: str) -> str:
-    """Help text as the text format writes it: backslash and newline escaped."""
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
+# ----- the page as recorder snapshots, and the merged page (the core's exposition code) -----
 
 
 def read_page(text: str) -> List[Tuple[str, str, str, str, Dict[str, str], float]]:
     """The samples of a text exposition (0.0.4) as ``(sample name, family name, type, help,
-    labels, value)``; label values and help unescaped (the strings they stand for)."""
-    types: Dict[str, str] = {}
-    helps: Dict[str, str] = {}
-    out = []
-    for line in text.splitlines():
-        if line.startswith("# TYPE "):
-            _, _, name, declared = line.split(" ", 3)
-            types[name] = declared.strip()
-            continue
-        if line.startswith("# HELP "):
-            parts = line.split(" ", 3)
-            helps[parts[2]] = _unescape(parts[3]) if len(parts) > 3 else ""
-            continue
-        if not line.strip() or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        if m is None:
-            continue
-        sample, block, value = m.groups()
-        family, kind = sample, types.get(sample)
-        if kind is None:
-            for suffix in ("_total", "_bucket", "_sum", "_count", "_created"):
-                if sample.endswith(suffix) and sample[: -len(suffix)] in types:
-                    family = sample[: -len(suffix)]
-                    kind = types[family]
-                    break
-        out.append((sample, family, kind or "untyped", helps.get(family, ""), _parse_labels(block), float(value)))
-    return out
+    labels, value)``; label values and help unescaped (the strings they stand for). A
+    :class:`ValueError` for a sample whose labels or value cannot be read. Read by the core's
+    exposition code."""
+    return _read_page(text)
 
 
-def _is_cumulative(sample: str, family: str, kind: str, labels: Dict[str, str]) -> Optional[bool]:
-    """True: summed over every worker; False: a gauge (summed over live workers); None: left out."""
-    if sample.endswith("_created"):
-        return None
-    if kind == "counter" or kind == "histogram":
-        return True
-    if kind == "summary":
-        return None if "quantile" in labels else True
-    return False
-
-
-def page_snapshots(text: str) -> list:
+def page_snapshots(text: str) -> List[MetricSnapshot]:
     """A page as recorder snapshots: one family per sample name (a counter for cumulative
     samples, a gauge otherwise), its labels the union of the sample's label names, an absent
-    label written as the empty string; the unit field carries ``<type>:<family name>``. Made
-    with fresh recorders on the calling thread."""
-    groups: Dict[str, Tuple[str, str, str, bool, List[Tuple[Dict[str, str], float]]]] = {}
-    for sample, family, kind, help_, labels, value in read_page(text):
-        cumulative = _is_cumulative(sample, family, kind, labels)
-        if cumulative is None:
-            continue
-        g = groups.setdefault(sample, (family, kind, help_, cumulative, []))
-        g[4].append((labels, value))
-    snapshots = []
-    for sample, (family, kind, help_, cumulative, points) in sorted(groups.items()):
-        names = sorted({k for labels, _ in points for k in labels})
-        make = Family.counter if cumulative else Family.gauge
-        fam = make(sample, help_.replace("\t", " ").replace("\n", " "), f"{kind}:{family}", names)
-        recorder = Counter(fam) if cumulative else Gauge(fam)
-        for labels, value in points:
-            values = [labels.get(n, "") for n in names]
-            if isinstance(recorder, Counter):
-                recorder.inc(values, max(value, 0.0))
-            else:
-                recorder.set(values, value)
-        snapshots.append(recorder.snapshot())
-    return snapshots
-
-
-# ----- the directory -----
-
-
-def _refuse(directory: str, why: str) -> PermissionError:
-    return PermissionError(f"{directory}: {why}")
-
-
-def open_directory(directory: str, create: bool = False) -> int:
-    """The multiprocess directory, checked and opened (a descriptor the caller closes): created
-    0700 (with its missing parents) when ``create``; refused when it is a symbolic link, belongs
-    to another user, or is writable by group or other users (any of them could plant or replace
-    files the merged page is made of), with a :class:`PermissionError` naming the directory and
-    the rule. The rules of pipetel's rows store."""
-    if create:
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-    if os.path.islink(directory):
-        raise _refuse(directory, "the multiprocess directory is a symbolic link; refusing it (name the directory itself)")
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(directory, flags)
-    except OSError as e:
-        raise OSError(e.errno, f"{directory}: cannot open the multiprocess directory: {e.strerror}") from e
-    try:
-        st = os.fstat(fd)
-        me = os.geteuid()
-        if st.st_uid != me:
-            raise _refuse(
-                directory,
-                f"the multiprocess directory belongs to uid {st.st_uid}, not to this user (uid {me}); refusing it",
-            )
-        if st.st_mode & 0o022:
-            raise _refuse(
-                directory,
-                f"the multiprocess directory is writable by group or other users (mode {stat.S_IMODE(st.st_mode):o});"
-                " refusing it (chmod go-w, or pick a private directory)",
-            )
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _warn_once(key: str, message: str) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        _log.warning("%s", message)
-
-
-def _read_file(dir_fd: int, directory: str, name: str) -> Optional[bytes]:
-    """The bytes of a worker file, or ``None`` (logged once) when it is not a regular file of
-    this user, is larger than :data:`MAX_FILE_BYTES`, or vanished. Never follows a link and never
-    blocks on a FIFO."""
-    path = os.path.join(directory, name)
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    try:
-        fd = os.open(name, flags, dir_fd=dir_fd)
-    except FileNotFoundError:
-        return None  # replaced between the listing and the open
-    except OSError as e:
-        _warn_once(f"open:{path}", f"{path}: not read ({e.strerror}; a worker file is never a symbolic link)")
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            _warn_once(f"type:{path}", f"{path}: not read (not a regular file)")
-            return None
-        if st.st_uid != os.geteuid():
-            _warn_once(f"uid:{path}", f"{path}: not read (belongs to uid {st.st_uid}, not to this user)")
-            return None
-        if st.st_size > MAX_FILE_BYTES:
-            _warn_once(f"size:{path}", f"{path}: not read ({st.st_size} bytes, more than {MAX_FILE_BYTES})")
-            return None
-        chunks = []
-        left = MAX_FILE_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        if left <= 0:  # grew past the cap while read
-            _warn_once(f"size:{path}", f"{path}: not read (more than {MAX_FILE_BYTES} bytes)")
-            return None
-        return b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _write_file(dir_fd: int, name: str, data: bytes) -> None:
-    """Writes ``data`` to the entry ``name`` atomically: a new 0600 file with a random name,
-    created exclusively without following links, then renamed over ``name``."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
-    fd = os.open(tmp, flags, 0o600, dir_fd=dir_fd)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except BaseException:
-        os.close(fd)
-        os.unlink(tmp, dir_fd=dir_fd)
-        raise
-    os.close(fd)
-    try:
-        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-    except BaseException:
-        os.unlink(tmp, dir_fd=dir_fd)
-        raise
-
-
-# ----- the merged page -----
+    label written as the empty string; the unit field carries ``<type>:<family name>``. Summary
+    quantiles and ``_created`` samples are left out, and so is a sample a recorder refuses (a
+    name it cannot take, a negative or non-finite counter, a non-finite gauge). Made by the
+    core's exposition code, without the GIL."""
+    return _page_snapshots(text)
 
 
 def _alive(source: str) -> bool:
+    """Whether the worker of ``source`` (``<host>-<pid>-<start>``) runs: a process of this host
+    whose pid still runs."""
     host, _, rest = source.rpartition("-")[0].rpartition("-")
     pid = rest
     if host != socket.gethostname():
@@ -345,83 +141,33 @@ def _alive(source: str) -> bool:
     return True
 
 
-def _sort_key(item: Tuple[Tuple[Tuple[str, str], ...], float]) -> tuple:
-    labels = dict(item[0])
-    try:
-        bound = float(labels.get("le", "+Inf"))
-    except ValueError:  # not a number: after the numbers
-        bound = float("inf")
-    return (tuple((k, v) for k, v in item[0] if k != "le"), bound)
-
-
 def merged_page(directory: str) -> str:
     """The sum of every worker file in ``directory`` as a text exposition (0.0.4), with the
     merge rules of the module documentation. The directory must pass :func:`open_directory`'s
     rules; a file that is not a regular file of this user, or larger than
-    :data:`MAX_FILE_BYTES`, is skipped (logged once); names that are not metric or label names
-    are skipped, and label values and help are escaped, so no file can add lines to the page."""
+    :data:`MAX_FILE_BYTES`, is skipped (logged once), and so is one that is not an envelope (the
+    next scrape reads it again). The files are merged and the page written by the core's
+    exposition code (the pull endpoint's writer), without the GIL: names that are not metric or
+    label names are skipped (logged once), and label values and help are escaped, so no file can
+    add lines to the page."""
     dir_fd = open_directory(directory)
     try:
-        entries = sorted(os.listdir(dir_fd))
-        # family -> (type, help); sample -> labels -> value
-        families: Dict[str, Tuple[str, str]] = {}
-        samples: Dict[str, Dict[str, Dict[Tuple[Tuple[str, str], ...], float]]] = {}
-        for entry in entries:
+        entries: List[str] = []
+        files: List[bytes] = []
+        for entry in sorted(os.listdir(dir_fd)):
             if not entry.endswith(_SUFFIX) or entry.startswith("."):
                 continue
             data = _read_file(dir_fd, directory, entry)
-            if data is None:
-                continue
-            try:
-                envelope = Envelope.decode(data)
-            except Exception:  # not ours, or cut short: the next scrape reads it again
-                continue
-            alive = _alive(envelope.source)
-            for snap in envelope.snapshots:
-                fam = snap.family
-                kind, _, family = fam.unit.partition(":")
-                names = list(fam.label_names)
-                if (
-                    kind not in _KINDS
-                    or not _NAME.match(family)
-                    or not _NAME.match(snap.name)
-                    or not all(_LABEL_NAME.match(n) for n in names)
-                ):
-                    _warn_once(f"names:{entry}", f"{os.path.join(directory, entry)}: a series with invalid names skipped")
-                    continue
-                cumulative = fam.kind == "counter"
-                if not cumulative and not alive:
-                    continue
-                families.setdefault(family, (kind, fam.help))
-                into = samples.setdefault(family, {}).setdefault(snap.name, {})
-                for values, value in zip(snap.label_values, snap.values):
-                    key = tuple((n, v) for n, v in zip(names, values) if v != "")
-                    into[key] = into.get(key, 0.0) + value
+            if data is not None:
+                entries.append(entry)
+                files.append(data)
     finally:
         os.close(dir_fd)
-    lines: List[str] = []
-    for family in sorted(families):
-        kind, help_ = families[family]
-        if help_:
-            lines.append(f"# HELP {family} {_escape_help(help_)}")
-        lines.append(f"# TYPE {family} {kind}")
-        for sample in sorted(samples[family], key=lambda s: (s.endswith("_count"), s.endswith("_sum"), s)):
-            for key, value in sorted(samples[family][sample].items(), key=_sort_key):
-                block = ",".join(f'{k}="{_escape_label(v)}"' for k, v in key)
-                lines.append(f"{sample}{{{block}}} {_number(value)}" if block else f"{sample} {_number(value)}")
-    return "\n".join(lines) + "\n"
-
-
-def _number(value: float) -> str:
-    if value != value:
-        return "NaN"
-    if value == float("inf"):
-        return "+Inf"
-    if value == float("-inf"):
-        return "-Inf"
-    if value.is_integer() and abs(value) < 2**53:
-        return str(int(value))
-    return repr(value)
+    page, _undecodable, invalid = _merged_page(files, _alive)
+    for i in invalid:
+        path = os.path.join(directory, entries[i])
+        _warn_once(f"names:{path}", f"{path}: a series with invalid names skipped")
+    return page
 
 
 # ----- a worker -----

@@ -12,8 +12,9 @@
 //! shard handles), [`span`] (`pipetel.span` and what `parent=` names), [`zephyr`] (Marin
 //! Zephyr's explicit rows), [`logs`] (Python `logging` records as OTel log records), [`http`] (the ASGI and WSGI
 //! middleware's spans and metrics). TeleFuser's metrics: [`registry`], [`service`]. mstar's recorders:
-//! [`recorders`], [`hub`]. Within each group a module imports only from those before it (and
-//! every module from [`errors`]), so no two modules import each other.
+//! [`recorders`], [`hub`], [`multiprocess`] (a worker's page read back and the workers' pages
+//! merged). Within each group a module imports only from those before it (and every module
+//! from [`errors`]), so no two modules import each other.
 //!
 //! # Errors and panics
 //! Every Rust error becomes an exception of the `pipetel.PipetelError` hierarchy carrying the Rust
@@ -34,6 +35,7 @@ pub mod http;
 pub mod hub;
 pub mod init;
 pub mod logs;
+pub mod multiprocess;
 pub mod pipeline;
 pub mod recorders;
 pub mod registry;
@@ -56,7 +58,7 @@ type Register = fn(&Bound<'_, PyModule>) -> PyResult<()>;
 #[pymodule]
 fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    let registers: [Register; 14] = [
+    let registers: [Register; 15] = [
         errors::register,
         recorders::register,
         registry::register,
@@ -71,6 +73,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         hub::register,
         bench::register,
         rows::register,
+        multiprocess::register,
     ];
     registers.iter().try_for_each(|register| register(m))
 }

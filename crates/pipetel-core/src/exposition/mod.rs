@@ -27,6 +27,7 @@ pub(crate) mod direct;
 #[doc(hidden)]
 pub mod exemplar;
 mod lint;
+pub mod merge;
 mod names;
 mod page;
 pub mod pull;
