@@ -16,14 +16,14 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::otelcol::otelcol_binary;
 use crate::support::stores::store_binaries;
-use crate::support::{Otelcol, PipelineRun, free_port, turn, workspace_root};
+use crate::support::{free_port, turn, workspace_root, Otelcol, PipelineRun};
 
 #[test]
 fn a_smoke_fleet_loses_nothing() {

@@ -202,13 +202,13 @@ fn family_of(name: &str, typed: &HashSet<String>, taken: &HashSet<String>) -> St
     name.to_string()
 }
 
-fn is_metric_name(name: &str) -> bool {
+pub(super) fn is_metric_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
 }
 
-fn is_label_name(name: &str) -> bool {
+pub(super) fn is_label_name(name: &str) -> bool {
     let mut chars = name.chars();
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -248,7 +248,7 @@ fn is_value(v: &str) -> bool {
 
 /// Checks `k="v",...}` and returns what follows the closing brace; `pairs` gets each label's
 /// name and (still escaped) value.
-fn labels<'a>(mut s: &'a str, pairs: &mut Vec<(&'a str, &'a str)>) -> Result<&'a str, &'static str> {
+pub(super) fn labels<'a>(mut s: &'a str, pairs: &mut Vec<(&'a str, &'a str)>) -> Result<&'a str, &'static str> {
     let mut names = HashSet::new();
     loop {
         s = s.trim_start();

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use pipetel_recorders::{Counter, Envelope, Family, Gauge, Kind, MetricSnapshot};
 
+use super::lint::{is_label_name, is_metric_name, labels as scan_labels};
 use super::Writer;
 
 /// The Prometheus types a worker's page may declare.
@@ -99,7 +100,9 @@ fn sample_line(line: &str) -> Result<Option<(&str, Vec<(String, String)>, f64)>,
     let mut rest = &line[end..];
     let mut labels = Vec::new();
     if let Some(after) = rest.strip_prefix('{') {
-        rest = read_labels(after, &mut labels).ok_or_else(|| format!("cannot read the labels of {line:?}"))?;
+        let mut pairs = Vec::new();
+        rest = scan_labels(after, &mut pairs).map_err(|why| format!("cannot read the labels of {line:?}: {why}"))?;
+        labels = pairs.into_iter().map(|(k, v)| (k.to_owned(), unescape(v))).collect();
     }
     if !rest.starts_with(char::is_whitespace) {
         return Ok(None);
@@ -117,38 +120,6 @@ fn parse_value(v: &str) -> Option<f64> {
         "-Inf" => Some(f64::NEG_INFINITY),
         "NaN" => Some(f64::NAN),
         _ => v.parse().ok(),
-    }
-}
-
-/// Reads `k="v",...}` (after the `{`), pushing each label unescaped; returns what follows the
-/// closing brace, or `None` when the block is malformed.
-fn read_labels<'a>(mut s: &'a str, labels: &mut Vec<(String, String)>) -> Option<&'a str> {
-    loop {
-        s = s.trim_start();
-        if let Some(after) = s.strip_prefix('}') {
-            return Some(after);
-        }
-        let (key, after) = s.split_once('=')?;
-        let key = key.trim();
-        if !is_label_name(key) {
-            return None;
-        }
-        let body = after.trim_start().strip_prefix('"')?;
-        let mut chars = body.char_indices();
-        let mut value = String::new();
-        let close = loop {
-            match chars.next()? {
-                (_, '\\') => match chars.next()?.1 {
-                    'n' => value.push('\n'),
-                    c => value.push(c),
-                },
-                (i, '"') => break i,
-                (_, c) => value.push(c),
-            }
-        };
-        labels.push((key.to_owned(), value));
-        s = body[close + 1..].trim_start();
-        s = s.strip_prefix(',').unwrap_or(s);
     }
 }
 
@@ -170,18 +141,6 @@ fn unescape(v: &str) -> String {
         }
     }
     out
-}
-
-fn is_metric_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_' || c == ':')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
-}
-
-fn is_label_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Whether a sample is summed over every worker (`Some(true)`), over live workers
