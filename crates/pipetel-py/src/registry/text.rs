@@ -8,20 +8,18 @@
 //! - The stage metrics (`enable_stage_metrics`) out of the pull endpoint's page, for the global
 //!   TeleFuser registry's text, which held them in TeleFuser.
 
-/// The families the stage contexts record into (`pipetel::stage_metrics`), as the page names them.
-const STAGE_FAMILIES: [&str; 6] = [
-    "function_calls_total",
-    "function_errors_total",
-    "function_in_flight",
-    "function_duration_seconds",
-    "function_input_size_bytes",
-    "function_output_size_bytes",
-];
+/// The families the stage contexts record into (`pipetel::stage_metrics`), as the page names
+/// them: `#[measure]`'s families, from their table.
+fn stage_families() -> [String; 6] {
+    use pipetel::families::function::{CALLS, DURATION, ERRORS, INPUT_SIZE, IN_FLIGHT, OUTPUT_SIZE};
+    [CALLS, ERRORS, IN_FLIGHT, DURATION, INPUT_SIZE, OUTPUT_SIZE].map(|f| f.prometheus_name())
+}
 
 /// The series of stage contexts (those with the label `stage`) of the stage families in `page`,
 /// with their `# HELP` / `# TYPE` lines, bounds as prometheus_client writes them.
 pub(crate) fn stage_metrics_text(page: &str) -> String {
     let mut out = String::new();
+    let families = stage_families();
     let mut family: Option<&str> = None;
     let mut comments = String::new();
     for line in page.split_inclusive('\n') {
@@ -29,7 +27,7 @@ pub(crate) fn stage_metrics_text(page: &str) -> String {
             let name = rest.split(' ').next().unwrap_or_default();
             if family != Some(name) {
                 comments.clear();
-                family = STAGE_FAMILIES.iter().find(|f| **f == name).copied();
+                family = families.iter().find(|f| f.as_str() == name).map(String::as_str);
             }
             if family.is_some() {
                 comments.push_str(line);
