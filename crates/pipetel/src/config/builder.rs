@@ -33,31 +33,6 @@ pub struct Config {
     pub(crate) deprecations: Vec<String>,
 }
 
-/// `with_*` setters that store one value (or each field of a group), remembering the setter as
-/// the origin; each value is checked by its setting's rule (the table's, [`Rules`]) when the
-/// configuration is resolved.
-macro_rules! setters {
-    ($( $(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) -> { $($field:ident = $value:expr;)+ } )*) => {$(
-        $(#[$attr])*
-        pub fn $name(mut self, $arg: $ty) -> Self {
-            $(*AnySlot::at(&mut self.slots.$field, 0) = Some(Set::code($value, stringify!($name), Rules::$field));)+
-            self
-        }
-    )*};
-}
-
-/// `with_otlp_signal_*` setters: one value in one signal's OTLP scope, which beats the generic one.
-macro_rules! signal_setters {
-    ($( $(#[$attr:meta])* fn $name:ident($arg:ident: $ty:ty) -> $field:ident = $value:expr; )*) => {$(
-        $(#[$attr])*
-        pub fn $name(mut self, signal: Signal, $arg: $ty) -> Self {
-            let set = Set::code($value, stringify!($name), Rules::$field);
-            *AnySlot::at(&mut self.slots.$field, scope(signal)) = Some(set);
-            self
-        }
-    )*};
-}
-
 impl Config {
     /// Reads the file named by [`PIPETEL_CONFIG`] (when set), then the environment over it.
     ///
@@ -109,154 +84,378 @@ impl Config {
 
     // ----- builder -----
 
-    setters! {
-        /// Sets `service.name`.
-        fn with_service_name(name: impl Into<String>) -> { service_name = name.into(); }
-        /// Sets `service.version`.
-        fn with_service_version(version: impl Into<String>) -> { service_version = version.into(); }
-        /// Sets how `service.instance.id` is made: `random` (a UUID per process, the default), a
-        /// recipe of `hostname`, `pid`, `pod` joined with `-` (`hostname-pid`), or a literal in
-        /// which `{hostname}`, `{pid}` and `{pod}` are replaced (checked at `init`).
-        fn with_instance_id(recipe: impl Into<String>) -> { instance_id = recipe.into(); }
-        /// Sets the global text-map propagators (an empty list means none).
-        fn with_propagators(propagators: impl IntoIterator<Item = Propagator>) -> {
-            propagators = dedup(propagators);
-        }
-        /// Sets the aggregation temporality of OTLP metric exports (the pull endpoint stays
-        /// cumulative).
-        fn with_metric_temporality(temporality: MetricTemporality) -> { metric_temporality = temporality; }
-        /// Sets the aggregation of histograms that name no other (exponential is refused together
-        /// with the `prometheus` exporter, which cannot render it).
-        fn with_default_histogram_aggregation(aggregation: HistogramAggregation) -> {
-            histogram_aggregation = aggregation;
-        }
-        /// Sets the upper bound of one pushed metric export.
-        fn with_metric_export_timeout(timeout: Duration) -> { metric_export_timeout = timeout; }
-        /// Disables (or re-enables) every signal, as `OTEL_SDK_DISABLED` does.
-        fn with_sdk_disabled(disabled: bool) -> { sdk_disabled = disabled; }
-        /// Sets the trace exporters (an empty list means none).
-        fn with_traces_exporters(exporters: impl IntoIterator<Item = TraceExporter>) -> {
-            traces_exporters = dedup(exporters);
-        }
-        /// Sets the metric exporters (an empty list means none).
-        fn with_metrics_exporters(exporters: impl IntoIterator<Item = MetricExporter>) -> {
-            metrics_exporters = dedup(exporters);
-        }
-        /// Sets the log exporters (an empty list means none).
-        fn with_logs_exporters(exporters: impl IntoIterator<Item = LogExporter>) -> {
-            logs_exporters = dedup(exporters);
-        }
-        /// Sets the OTLP endpoint of every signal (checked at `init`).
-        fn with_otlp_endpoint(endpoint: impl Into<String>) -> { otlp_endpoint = endpoint.into(); }
-        /// Sets the OTLP protocol of every signal.
-        fn with_otlp_protocol(protocol: OtlpProtocol) -> { otlp_protocol = protocol; }
-        /// Sets the OTLP export timeout of every signal.
-        fn with_otlp_timeout(timeout: Duration) -> { otlp_timeout = timeout; }
-        /// Sets the OTLP compression of every signal.
-        fn with_otlp_compression(compression: OtlpCompression) -> { otlp_compression = compression; }
-        /// Trusts the CA certificates in this PEM file (instead of the system roots) for every
-        /// signal's `https://` endpoint. The file is read when the configuration is resolved.
-        fn with_otlp_certificate(path: impl Into<PathBuf>) -> { otlp_certificate = path.into(); }
-        /// Presents the client certificate in this PEM file (mTLS) to every signal's endpoint;
-        /// needs [`Config::with_otlp_client_key`] too.
-        fn with_otlp_client_certificate(path: impl Into<PathBuf>) -> {
-            otlp_client_certificate = path.into();
-        }
-        /// The private key (PEM) of the mTLS client certificate.
-        fn with_otlp_client_key(path: impl Into<PathBuf>) -> { otlp_client_key = path.into(); }
-        /// Plain text (`true`) or TLS (`false`, the default) for a gRPC endpoint given as
-        /// `host:port`; an endpoint with a scheme ignores it.
-        fn with_otlp_insecure(insecure: bool) -> { otlp_insecure = insecure; }
-        /// Sets the host the Prometheus endpoint binds to.
-        fn with_prometheus_host(host: impl Into<String>) -> { prometheus_host = host.into(); }
-        /// Sets the Prometheus endpoint's port (`0` picks a free one; see `Telemetry::prometheus_addr`).
-        fn with_prometheus_port(port: u16) -> { prometheus_port = port; }
-        /// Sets the path the Prometheus endpoint serves.
-        fn with_prometheus_path(path: impl Into<String>) -> { prometheus_path = path.into(); }
-        /// Requires `Authorization: Bearer <token>` on the pull endpoint.
-        fn with_prometheus_bearer_token(token: impl Into<String>) -> { prometheus_bearer_token = token.into(); }
-        /// Sets the interval of pushed (OTLP, console) metric exports.
-        fn with_metric_export_interval(interval: Duration) -> { metric_export_interval = interval; }
-        /// Prints `tracing` events to stderr (or not).
-        fn with_console_log(enabled: bool) -> { console_log = enabled; }
-        /// Sets the `tracing` filter directives (as in `RUST_LOG`; checked at `init`).
-        fn with_log_filter(directives: impl Into<String>) -> { log_filter = directives.into(); }
-        /// Sets the console's line format: compact (the default), pretty, or JSON lines carrying the
-        /// current span's trace and span ids.
-        fn with_log_format(format: LogFormat) -> { log_format = format; }
-        /// Sets the `EnvFilter` directives of the spans exported as traces and measured by
-        /// `span.duration` (default `info`), whatever `RUST_LOG` lets the console print.
-        fn with_traces_filter(directives: impl Into<String>) -> { traces_filter = directives.into(); }
-        /// Sets the `EnvFilter` directives of the events exported as OTel log records (default
-        /// `info`), whatever `RUST_LOG` lets the console print.
-        fn with_logs_filter(directives: impl Into<String>) -> { logs_filter = directives.into(); }
-        /// Exports the process metrics (CPU, memory, open file descriptors, threads; the default)
-        /// or not.
-        fn with_process_metrics(enabled: bool) -> { process_metrics = enabled; }
-        /// Sets the upper bound of flush and shutdown.
-        fn with_shutdown_timeout(timeout: Duration) -> { shutdown_timeout = timeout; }
-        /// Sets the most attribute sets kept per metric instrument; more fold into an overflow
-        /// series carrying `otel.metric.overflow=true`.
-        fn with_cardinality_limit(limit: usize) -> { cardinality_limit = limit; }
-        /// Sets the prefix of the stage and worker namespaces (`zephyr` gives `zephyr.stage` and
-        /// `zephyr.worker`; checked at `init`).
-        fn with_namespace(prefix: impl Into<String>) -> { namespace = prefix.into(); }
-        /// Sets the interval of periodic worker samples (at least 100 ms; checked at `init`).
-        fn with_sample_interval(interval: Duration) -> { sample_interval = interval; }
-        /// Sets how long a finished stage's series stay exported before they are dropped.
-        fn with_stage_retention(retention: Duration) -> { stage_retention = retention; }
-        /// Appends every stage and worker row to this file as JSON Lines.
-        fn with_rows_file(path: impl Into<PathBuf>) -> { rows_file = path.into(); }
-        /// Writes rows (the default) or none at all: `false` means no local store, no rows file
-        /// and no row log records.
-        fn with_rows(enabled: bool) -> { rows_enabled = enabled; }
-        /// Sets the directory of the local rows store (`<dir>/<service>.jsonl`).
-        fn with_rows_dir(dir: impl Into<PathBuf>) -> { rows_dir = dir.into(); }
-        /// Sets the rows file's rotation: its size limit (0: never rotates) and how many
-        /// rotated files are kept.
-        fn with_rows_rotation(rotation: pipetel_rows::Rotation) -> {
-            rows_max_bytes = rotation.max_bytes;
-            rows_keep = rotation.keep;
-        }
-        /// Draws a live progress line per running stage on stderr, and each stage's summary line
-        /// when it ends (`true`: only when stderr is a terminal; see [`Config::with_progress_mode`]).
-        fn with_progress(enabled: bool) -> {
-            progress = if enabled { ProgressMode::Auto } else { ProgressMode::Off };
-        }
-        /// Sets the progress display's mode; [`ProgressMode::Always`] draws even when stderr is
-        /// not a terminal.
-        fn with_progress_mode(mode: ProgressMode) -> { progress = mode; }
-        /// Registers the stage/worker metrics (or not; rows and spans flow either way).
-        fn with_stage_metrics(enabled: bool) -> { stage_metrics = enabled; }
-        /// Exports the stages' user counters as `pipeline.stage.counters` (or not; rows carry
-        /// them either way).
-        fn with_stage_counter_metrics(enabled: bool) -> { stage_counter_metrics = enabled; }
-        /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
-        fn with_service_metrics(service: ServiceMetricsConfig) -> {
-            queue_metrics = service.queue_metrics;
-            http_metrics = service.http_metrics;
-            service_prefix = service.prefix;
-            histogram_buckets = service.histogram_buckets;
-        }
-        /// Sets which spans feed the `span.duration` histogram, and with which duration.
-        fn with_span_metrics(span_metrics: SpanMetricsConfig) -> {
-            span_metrics_enabled = span_metrics.enabled;
-            span_metrics_allow = span_metrics.allow;
-            span_metrics_filter = span_metrics.filter;
-            span_metrics_time = span_metrics.time;
-        }
-        /// Sets which measurements may carry an exemplar (default
-        /// [`ExemplarFilter::TraceBased`]: those made inside a sampled span).
-        fn with_exemplar_filter(filter: ExemplarFilter) -> { exemplar_filter = filter; }
-        /// Sets the GPU mode (`Auto`, `On`, `Off`).
-        #[cfg(feature = "gpu")]
-        fn with_gpu_mode(mode: pipetel_gpu::GpuMode) -> { gpu_mode = mode; }
-        /// Sets the NVML library path.
-        #[cfg(feature = "gpu")]
-        fn with_nvml_library(path: impl Into<PathBuf>) -> { gpu_nvml_library = path.into(); }
-        /// Sets the GPU poll interval (at least 1 s; checked at `init`).
-        #[cfg(feature = "gpu")]
-        fn with_gpu_poll_interval(interval: Duration) -> { gpu_poll_interval = interval; }
+    /// Sets `service.name`.
+    pub fn with_service_name(mut self, name: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.service_name, 0) =
+            Some(Set::code(name.into(), "with_service_name", Rules::service_name));
+        self
+    }
+
+    /// Sets `service.version`.
+    pub fn with_service_version(mut self, version: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.service_version, 0) =
+            Some(Set::code(version.into(), "with_service_version", Rules::service_version));
+        self
+    }
+
+    /// Sets how `service.instance.id` is made: `random` (a UUID per process, the default), a
+    /// recipe of `hostname`, `pid`, `pod` joined with `-` (`hostname-pid`), or a literal in
+    /// which `{hostname}`, `{pid}` and `{pod}` are replaced (checked at `init`).
+    pub fn with_instance_id(mut self, recipe: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.instance_id, 0) =
+            Some(Set::code(recipe.into(), "with_instance_id", Rules::instance_id));
+        self
+    }
+
+    /// Sets the global text-map propagators (an empty list means none).
+    pub fn with_propagators(mut self, propagators: impl IntoIterator<Item = Propagator>) -> Self {
+        *AnySlot::at(&mut self.slots.propagators, 0) =
+            Some(Set::code(dedup(propagators), "with_propagators", Rules::propagators));
+        self
+    }
+
+    /// Sets the aggregation temporality of OTLP metric exports (the pull endpoint stays
+    /// cumulative).
+    pub fn with_metric_temporality(mut self, temporality: MetricTemporality) -> Self {
+        *AnySlot::at(&mut self.slots.metric_temporality, 0) =
+            Some(Set::code(temporality, "with_metric_temporality", Rules::metric_temporality));
+        self
+    }
+
+    /// Sets the aggregation of histograms that name no other (exponential is refused together
+    /// with the `prometheus` exporter, which cannot render it).
+    pub fn with_default_histogram_aggregation(mut self, aggregation: HistogramAggregation) -> Self {
+        *AnySlot::at(&mut self.slots.histogram_aggregation, 0) =
+            Some(Set::code(aggregation, "with_default_histogram_aggregation", Rules::histogram_aggregation));
+        self
+    }
+
+    /// Sets the upper bound of one pushed metric export.
+    pub fn with_metric_export_timeout(mut self, timeout: Duration) -> Self {
+        *AnySlot::at(&mut self.slots.metric_export_timeout, 0) =
+            Some(Set::code(timeout, "with_metric_export_timeout", Rules::metric_export_timeout));
+        self
+    }
+
+    /// Disables (or re-enables) every signal, as `OTEL_SDK_DISABLED` does.
+    pub fn with_sdk_disabled(mut self, disabled: bool) -> Self {
+        *AnySlot::at(&mut self.slots.sdk_disabled, 0) =
+            Some(Set::code(disabled, "with_sdk_disabled", Rules::sdk_disabled));
+        self
+    }
+
+    /// Sets the trace exporters (an empty list means none).
+    pub fn with_traces_exporters(mut self, exporters: impl IntoIterator<Item = TraceExporter>) -> Self {
+        *AnySlot::at(&mut self.slots.traces_exporters, 0) =
+            Some(Set::code(dedup(exporters), "with_traces_exporters", Rules::traces_exporters));
+        self
+    }
+
+    /// Sets the metric exporters (an empty list means none).
+    pub fn with_metrics_exporters(mut self, exporters: impl IntoIterator<Item = MetricExporter>) -> Self {
+        *AnySlot::at(&mut self.slots.metrics_exporters, 0) =
+            Some(Set::code(dedup(exporters), "with_metrics_exporters", Rules::metrics_exporters));
+        self
+    }
+
+    /// Sets the log exporters (an empty list means none).
+    pub fn with_logs_exporters(mut self, exporters: impl IntoIterator<Item = LogExporter>) -> Self {
+        *AnySlot::at(&mut self.slots.logs_exporters, 0) =
+            Some(Set::code(dedup(exporters), "with_logs_exporters", Rules::logs_exporters));
+        self
+    }
+
+    /// Sets the OTLP endpoint of every signal (checked at `init`).
+    pub fn with_otlp_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_endpoint, 0) =
+            Some(Set::code(endpoint.into(), "with_otlp_endpoint", Rules::otlp_endpoint));
+        self
+    }
+
+    /// Sets the OTLP protocol of every signal.
+    pub fn with_otlp_protocol(mut self, protocol: OtlpProtocol) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_protocol, 0) =
+            Some(Set::code(protocol, "with_otlp_protocol", Rules::otlp_protocol));
+        self
+    }
+
+    /// Sets the OTLP export timeout of every signal.
+    pub fn with_otlp_timeout(mut self, timeout: Duration) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_timeout, 0) =
+            Some(Set::code(timeout, "with_otlp_timeout", Rules::otlp_timeout));
+        self
+    }
+
+    /// Sets the OTLP compression of every signal.
+    pub fn with_otlp_compression(mut self, compression: OtlpCompression) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_compression, 0) =
+            Some(Set::code(compression, "with_otlp_compression", Rules::otlp_compression));
+        self
+    }
+
+    /// Trusts the CA certificates in this PEM file (instead of the system roots) for every
+    /// signal's `https://` endpoint. The file is read when the configuration is resolved.
+    pub fn with_otlp_certificate(mut self, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_certificate, 0) =
+            Some(Set::code(path.into(), "with_otlp_certificate", Rules::otlp_certificate));
+        self
+    }
+
+    /// Presents the client certificate in this PEM file (mTLS) to every signal's endpoint;
+    /// needs [`Config::with_otlp_client_key`] too.
+    pub fn with_otlp_client_certificate(mut self, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_client_certificate, 0) =
+            Some(Set::code(path.into(), "with_otlp_client_certificate", Rules::otlp_client_certificate));
+        self
+    }
+
+    /// The private key (PEM) of the mTLS client certificate.
+    pub fn with_otlp_client_key(mut self, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_client_key, 0) =
+            Some(Set::code(path.into(), "with_otlp_client_key", Rules::otlp_client_key));
+        self
+    }
+
+    /// Plain text (`true`) or TLS (`false`, the default) for a gRPC endpoint given as
+    /// `host:port`; an endpoint with a scheme ignores it.
+    pub fn with_otlp_insecure(mut self, insecure: bool) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_insecure, 0) =
+            Some(Set::code(insecure, "with_otlp_insecure", Rules::otlp_insecure));
+        self
+    }
+
+    /// Sets the host the Prometheus endpoint binds to.
+    pub fn with_prometheus_host(mut self, host: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.prometheus_host, 0) =
+            Some(Set::code(host.into(), "with_prometheus_host", Rules::prometheus_host));
+        self
+    }
+
+    /// Sets the Prometheus endpoint's port (`0` picks a free one; see `Telemetry::prometheus_addr`).
+    pub fn with_prometheus_port(mut self, port: u16) -> Self {
+        *AnySlot::at(&mut self.slots.prometheus_port, 0) =
+            Some(Set::code(port, "with_prometheus_port", Rules::prometheus_port));
+        self
+    }
+
+    /// Sets the path the Prometheus endpoint serves.
+    pub fn with_prometheus_path(mut self, path: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.prometheus_path, 0) =
+            Some(Set::code(path.into(), "with_prometheus_path", Rules::prometheus_path));
+        self
+    }
+
+    /// Requires `Authorization: Bearer <token>` on the pull endpoint.
+    pub fn with_prometheus_bearer_token(mut self, token: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.prometheus_bearer_token, 0) =
+            Some(Set::code(token.into(), "with_prometheus_bearer_token", Rules::prometheus_bearer_token));
+        self
+    }
+
+    /// Sets the interval of pushed (OTLP, console) metric exports.
+    pub fn with_metric_export_interval(mut self, interval: Duration) -> Self {
+        *AnySlot::at(&mut self.slots.metric_export_interval, 0) =
+            Some(Set::code(interval, "with_metric_export_interval", Rules::metric_export_interval));
+        self
+    }
+
+    /// Prints `tracing` events to stderr (or not).
+    pub fn with_console_log(mut self, enabled: bool) -> Self {
+        *AnySlot::at(&mut self.slots.console_log, 0) = Some(Set::code(enabled, "with_console_log", Rules::console_log));
+        self
+    }
+
+    /// Sets the `tracing` filter directives (as in `RUST_LOG`; checked at `init`).
+    pub fn with_log_filter(mut self, directives: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.log_filter, 0) =
+            Some(Set::code(directives.into(), "with_log_filter", Rules::log_filter));
+        self
+    }
+
+    /// Sets the console's line format: compact (the default), pretty, or JSON lines carrying the
+    /// current span's trace and span ids.
+    pub fn with_log_format(mut self, format: LogFormat) -> Self {
+        *AnySlot::at(&mut self.slots.log_format, 0) = Some(Set::code(format, "with_log_format", Rules::log_format));
+        self
+    }
+
+    /// Sets the `EnvFilter` directives of the spans exported as traces and measured by
+    /// `span.duration` (default `info`), whatever `RUST_LOG` lets the console print.
+    pub fn with_traces_filter(mut self, directives: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.traces_filter, 0) =
+            Some(Set::code(directives.into(), "with_traces_filter", Rules::traces_filter));
+        self
+    }
+
+    /// Sets the `EnvFilter` directives of the events exported as OTel log records (default
+    /// `info`), whatever `RUST_LOG` lets the console print.
+    pub fn with_logs_filter(mut self, directives: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.logs_filter, 0) =
+            Some(Set::code(directives.into(), "with_logs_filter", Rules::logs_filter));
+        self
+    }
+
+    /// Exports the process metrics (CPU, memory, open file descriptors, threads; the default)
+    /// or not.
+    pub fn with_process_metrics(mut self, enabled: bool) -> Self {
+        *AnySlot::at(&mut self.slots.process_metrics, 0) =
+            Some(Set::code(enabled, "with_process_metrics", Rules::process_metrics));
+        self
+    }
+
+    /// Sets the upper bound of flush and shutdown.
+    pub fn with_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        *AnySlot::at(&mut self.slots.shutdown_timeout, 0) =
+            Some(Set::code(timeout, "with_shutdown_timeout", Rules::shutdown_timeout));
+        self
+    }
+
+    /// Sets the most attribute sets kept per metric instrument; more fold into an overflow
+    /// series carrying `otel.metric.overflow=true`.
+    pub fn with_cardinality_limit(mut self, limit: usize) -> Self {
+        *AnySlot::at(&mut self.slots.cardinality_limit, 0) =
+            Some(Set::code(limit, "with_cardinality_limit", Rules::cardinality_limit));
+        self
+    }
+
+    /// Sets the prefix of the stage and worker namespaces (`zephyr` gives `zephyr.stage` and
+    /// `zephyr.worker`; checked at `init`).
+    pub fn with_namespace(mut self, prefix: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.namespace, 0) = Some(Set::code(prefix.into(), "with_namespace", Rules::namespace));
+        self
+    }
+
+    /// Sets the interval of periodic worker samples (at least 100 ms; checked at `init`).
+    pub fn with_sample_interval(mut self, interval: Duration) -> Self {
+        *AnySlot::at(&mut self.slots.sample_interval, 0) =
+            Some(Set::code(interval, "with_sample_interval", Rules::sample_interval));
+        self
+    }
+
+    /// Sets how long a finished stage's series stay exported before they are dropped.
+    pub fn with_stage_retention(mut self, retention: Duration) -> Self {
+        *AnySlot::at(&mut self.slots.stage_retention, 0) =
+            Some(Set::code(retention, "with_stage_retention", Rules::stage_retention));
+        self
+    }
+
+    /// Appends every stage and worker row to this file as JSON Lines.
+    pub fn with_rows_file(mut self, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.rows_file, 0) = Some(Set::code(path.into(), "with_rows_file", Rules::rows_file));
+        self
+    }
+
+    /// Writes rows (the default) or none at all: `false` means no local store, no rows file
+    /// and no row log records.
+    pub fn with_rows(mut self, enabled: bool) -> Self {
+        *AnySlot::at(&mut self.slots.rows_enabled, 0) = Some(Set::code(enabled, "with_rows", Rules::rows_enabled));
+        self
+    }
+
+    /// Sets the directory of the local rows store (`<dir>/<service>.jsonl`).
+    pub fn with_rows_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.rows_dir, 0) = Some(Set::code(dir.into(), "with_rows_dir", Rules::rows_dir));
+        self
+    }
+
+    /// Sets the rows file's rotation: its size limit (0: never rotates) and how many
+    /// rotated files are kept.
+    pub fn with_rows_rotation(mut self, rotation: pipetel_rows::Rotation) -> Self {
+        *AnySlot::at(&mut self.slots.rows_max_bytes, 0) =
+            Some(Set::code(rotation.max_bytes, "with_rows_rotation", Rules::rows_max_bytes));
+        *AnySlot::at(&mut self.slots.rows_keep, 0) =
+            Some(Set::code(rotation.keep, "with_rows_rotation", Rules::rows_keep));
+        self
+    }
+
+    /// Draws a live progress line per running stage on stderr, and each stage's summary line
+    /// when it ends (`true`: only when stderr is a terminal; see [`Config::with_progress_mode`]).
+    pub fn with_progress(mut self, enabled: bool) -> Self {
+        *AnySlot::at(&mut self.slots.progress, 0) = Some(Set::code(
+            if enabled { ProgressMode::Auto } else { ProgressMode::Off },
+            "with_progress",
+            Rules::progress,
+        ));
+        self
+    }
+
+    /// Sets the progress display's mode; [`ProgressMode::Always`] draws even when stderr is
+    /// not a terminal.
+    pub fn with_progress_mode(mut self, mode: ProgressMode) -> Self {
+        *AnySlot::at(&mut self.slots.progress, 0) = Some(Set::code(mode, "with_progress_mode", Rules::progress));
+        self
+    }
+
+    /// Registers the stage/worker metrics (or not; rows and spans flow either way).
+    pub fn with_stage_metrics(mut self, enabled: bool) -> Self {
+        *AnySlot::at(&mut self.slots.stage_metrics, 0) =
+            Some(Set::code(enabled, "with_stage_metrics", Rules::stage_metrics));
+        self
+    }
+
+    /// Exports the stages' user counters as `pipeline.stage.counters` (or not; rows carry
+    /// them either way).
+    pub fn with_stage_counter_metrics(mut self, enabled: bool) -> Self {
+        *AnySlot::at(&mut self.slots.stage_counter_metrics, 0) =
+            Some(Set::code(enabled, "with_stage_counter_metrics", Rules::stage_counter_metrics));
+        self
+    }
+
+    /// Sets the service-metrics switches: queue and HTTP metrics, prefix, default buckets.
+    pub fn with_service_metrics(mut self, service: ServiceMetricsConfig) -> Self {
+        *AnySlot::at(&mut self.slots.queue_metrics, 0) =
+            Some(Set::code(service.queue_metrics, "with_service_metrics", Rules::queue_metrics));
+        *AnySlot::at(&mut self.slots.http_metrics, 0) =
+            Some(Set::code(service.http_metrics, "with_service_metrics", Rules::http_metrics));
+        *AnySlot::at(&mut self.slots.service_prefix, 0) =
+            Some(Set::code(service.prefix, "with_service_metrics", Rules::service_prefix));
+        *AnySlot::at(&mut self.slots.histogram_buckets, 0) =
+            Some(Set::code(service.histogram_buckets, "with_service_metrics", Rules::histogram_buckets));
+        self
+    }
+
+    /// Sets which spans feed the `span.duration` histogram, and with which duration.
+    pub fn with_span_metrics(mut self, span_metrics: SpanMetricsConfig) -> Self {
+        *AnySlot::at(&mut self.slots.span_metrics_enabled, 0) =
+            Some(Set::code(span_metrics.enabled, "with_span_metrics", Rules::span_metrics_enabled));
+        *AnySlot::at(&mut self.slots.span_metrics_allow, 0) =
+            Some(Set::code(span_metrics.allow, "with_span_metrics", Rules::span_metrics_allow));
+        *AnySlot::at(&mut self.slots.span_metrics_filter, 0) =
+            Some(Set::code(span_metrics.filter, "with_span_metrics", Rules::span_metrics_filter));
+        *AnySlot::at(&mut self.slots.span_metrics_time, 0) =
+            Some(Set::code(span_metrics.time, "with_span_metrics", Rules::span_metrics_time));
+        self
+    }
+
+    /// Sets which measurements may carry an exemplar (default
+    /// [`ExemplarFilter::TraceBased`]: those made inside a sampled span).
+    pub fn with_exemplar_filter(mut self, filter: ExemplarFilter) -> Self {
+        *AnySlot::at(&mut self.slots.exemplar_filter, 0) =
+            Some(Set::code(filter, "with_exemplar_filter", Rules::exemplar_filter));
+        self
+    }
+
+    /// Sets the GPU mode (`Auto`, `On`, `Off`).
+    #[cfg(feature = "gpu")]
+    pub fn with_gpu_mode(mut self, mode: pipetel_gpu::GpuMode) -> Self {
+        *AnySlot::at(&mut self.slots.gpu_mode, 0) = Some(Set::code(mode, "with_gpu_mode", Rules::gpu_mode));
+        self
+    }
+
+    /// Sets the NVML library path.
+    #[cfg(feature = "gpu")]
+    pub fn with_nvml_library(mut self, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.gpu_nvml_library, 0) =
+            Some(Set::code(path.into(), "with_nvml_library", Rules::gpu_nvml_library));
+        self
+    }
+
+    /// Sets the GPU poll interval (at least 1 s; checked at `init`).
+    #[cfg(feature = "gpu")]
+    pub fn with_gpu_poll_interval(mut self, interval: Duration) -> Self {
+        *AnySlot::at(&mut self.slots.gpu_poll_interval, 0) =
+            Some(Set::code(interval, "with_gpu_poll_interval", Rules::gpu_poll_interval));
+        self
     }
 
     /// Sets one setting by its configuration-file key, at code level (it beats the environment
@@ -288,20 +487,46 @@ impl Config {
         self.add_resource_attributes(vec![(key.into(), value.into())]);
         self
     }
-    signal_setters! {
-        /// Sets the OTLP endpoint of one signal, used as given (checked at `init`).
-        fn with_otlp_signal_endpoint(endpoint: impl Into<String>) -> otlp_endpoint = endpoint.into();
-        /// Sets the OTLP protocol of one signal.
-        fn with_otlp_signal_protocol(protocol: OtlpProtocol) -> otlp_protocol = protocol;
-        /// Trusts the CA certificates in this PEM file for one signal's `https://` endpoint.
-        fn with_otlp_signal_certificate(path: impl Into<PathBuf>) -> otlp_certificate = path.into();
-        /// Presents this PEM client certificate (mTLS) to one signal's endpoint.
-        fn with_otlp_signal_client_certificate(path: impl Into<PathBuf>) ->
-            otlp_client_certificate = path.into();
-        /// The private key (PEM) of one signal's mTLS client certificate.
-        fn with_otlp_signal_client_key(path: impl Into<PathBuf>) -> otlp_client_key = path.into();
-        /// Plain text or TLS for one signal's schemeless gRPC endpoint.
-        fn with_otlp_signal_insecure(insecure: bool) -> otlp_insecure = insecure;
+    /// Sets the OTLP endpoint of one signal, used as given (checked at `init`).
+    pub fn with_otlp_signal_endpoint(mut self, signal: Signal, endpoint: impl Into<String>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_endpoint, scope(signal)) =
+            Some(Set::code(endpoint.into(), "with_otlp_signal_endpoint", Rules::otlp_endpoint));
+        self
+    }
+
+    /// Sets the OTLP protocol of one signal.
+    pub fn with_otlp_signal_protocol(mut self, signal: Signal, protocol: OtlpProtocol) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_protocol, scope(signal)) =
+            Some(Set::code(protocol, "with_otlp_signal_protocol", Rules::otlp_protocol));
+        self
+    }
+
+    /// Trusts the CA certificates in this PEM file for one signal's `https://` endpoint.
+    pub fn with_otlp_signal_certificate(mut self, signal: Signal, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_certificate, scope(signal)) =
+            Some(Set::code(path.into(), "with_otlp_signal_certificate", Rules::otlp_certificate));
+        self
+    }
+
+    /// Presents this PEM client certificate (mTLS) to one signal's endpoint.
+    pub fn with_otlp_signal_client_certificate(mut self, signal: Signal, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_client_certificate, scope(signal)) =
+            Some(Set::code(path.into(), "with_otlp_signal_client_certificate", Rules::otlp_client_certificate));
+        self
+    }
+
+    /// The private key (PEM) of one signal's mTLS client certificate.
+    pub fn with_otlp_signal_client_key(mut self, signal: Signal, path: impl Into<PathBuf>) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_client_key, scope(signal)) =
+            Some(Set::code(path.into(), "with_otlp_signal_client_key", Rules::otlp_client_key));
+        self
+    }
+
+    /// Plain text or TLS for one signal's schemeless gRPC endpoint.
+    pub fn with_otlp_signal_insecure(mut self, signal: Signal, insecure: bool) -> Self {
+        *AnySlot::at(&mut self.slots.otlp_insecure, scope(signal)) =
+            Some(Set::code(insecure, "with_otlp_signal_insecure", Rules::otlp_insecure));
+        self
     }
     /// Adds an OTLP request header for every signal.
     pub fn with_otlp_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {

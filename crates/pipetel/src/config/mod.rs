@@ -35,7 +35,7 @@
 //! | `values`, `defaults` | the value types; the defaults ([`ConfigError`], [`Origin`] and the groups the instrumentation takes whole are `pipetel_core::settings`'s) |
 //!
 //! A new setting is an entry in `table.rs` plus its use: a getter in `getters.rs`, a setter in
-//! `builder.rs` and, when `init` needs it, a field of `Settings`. Its constant, its variable and file key,
+//! `builder.rs` (written out: one method per setter) and, when `init` needs it, a field of `Settings`. Its constant, its variable and file key,
 //! its checks, its error origin and its row in the reference come from the entry.
 
 mod builder;
