@@ -36,7 +36,6 @@
 //! ## Features
 //! | feature | default | what it adds |
 //! |---|---|---|
-//! | `gpu` | no | the GPU poller's latest sample, [`global::gpu_snapshot`] |
 //! | `testing` | no | `testing`: hooks tests use instead of waiting (take a sample now, count redraws) |
 //! | `fuzzing` | no | `fuzzing`: the fuzz targets' entry points into parsers of what other programs hand in |
 

@@ -93,7 +93,7 @@ pub use devices::{
     DeviceFilter, DeviceSelection, ENV_CUDA_VISIBLE_DEVICES, ENV_GPU_DEVICES, ENV_NVIDIA_VISIBLE_DEVICES,
 };
 pub use error::{ConfigError, GpuError};
-pub use metrics::{families, register_metrics, FamilyKind, GpuFamily};
+pub use metrics::{families, reference_table, register_metrics};
 pub use poller::{GpuPoller, GpuState, SampleReader};
 pub use source::nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 #[cfg(feature = "amd")]

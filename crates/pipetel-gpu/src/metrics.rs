@@ -3,13 +3,15 @@
 use opentelemetry::metrics::{AsyncInstrument, AsyncInstrumentBuilder, Meter};
 use opentelemetry::KeyValue;
 
+use pipetel_core::families::{Family, Instrument as FamilyInstrument, Table};
+
 use crate::names;
 use crate::poller::SampleReader;
 use crate::source::{DeviceSample, DeviceStatus};
 
 /// How a GPU instrument aggregates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FamilyKind {
+pub(crate) enum Kind {
     /// A last value.
     Gauge,
     /// A monotonic sum.
@@ -18,53 +20,48 @@ pub enum FamilyKind {
     UpDown,
 }
 
-type Kind = FamilyKind;
-
-/// One GPU metric family as the reference lists it: the instrument's name, kind, unit and
-/// description, and the attributes its series have beside the device's identity (`hw.id`,
-/// `hw.name`, `hw.model`, `hw.vendor`, `hw.type`, `hw.gpu.index`, `hw.driver.version`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GpuFamily {
-    /// The OTel instrument name.
-    pub name: &'static str,
-    /// How it aggregates.
-    pub kind: FamilyKind,
-    /// The UCUM unit.
-    pub unit: &'static str,
-    /// The instrument's description.
-    pub description: &'static str,
-    /// The attributes beside the device's identity.
-    pub attributes: &'static [&'static str],
+impl Kind {
+    const fn instrument(self) -> FamilyInstrument {
+        match self {
+            Kind::Gauge => FamilyInstrument::Gauge,
+            Kind::Counter => FamilyInstrument::Counter,
+            Kind::UpDown => FamilyInstrument::UpDownCounter,
+        }
+    }
 }
 
+// The families below are pipetel's one family type; their attributes are those beside the
+// device's identity (`hw.id`, `hw.name`, `hw.model`, `hw.vendor`, `hw.type`, `hw.gpu.index`,
+// `hw.driver.version`).
+
 /// The fan family: one series per fan, the fan its own hardware entity under the GPU.
-const FAN: GpuFamily = GpuFamily {
-    name: names::FAN_SPEED_RATIO,
-    kind: FamilyKind::Gauge,
-    unit: names::UNIT_RATIO,
-    description: "GPU fan speed as a fraction of its maximum",
-    attributes: &[names::HW_PARENT, names::GPU_FAN_INDEX],
-};
+const FAN: Family = Family::new(
+    names::FAN_SPEED_RATIO,
+    FamilyInstrument::Gauge,
+    names::UNIT_RATIO,
+    "GPU fan speed as a fraction of its maximum",
+    &[names::HW_PARENT, names::GPU_FAN_INDEX],
+);
 /// The identity family (always 1).
-const INFO: GpuFamily = GpuFamily {
-    name: names::GPU_INFO,
-    kind: FamilyKind::UpDown,
-    unit: names::UNIT_RATIO,
-    description: "Always 1; carries the CUDA driver version beside the GPU's identity",
-    attributes: &[names::GPU_CUDA_DRIVER_VERSION],
-};
+const INFO: Family = Family::new(
+    names::GPU_INFO,
+    FamilyInstrument::UpDownCounter,
+    names::UNIT_RATIO,
+    "Always 1; carries the CUDA driver version beside the GPU's identity",
+    &[names::GPU_CUDA_DRIVER_VERSION],
+);
 /// The state-set family of the device's health.
-const STATUS: GpuFamily = GpuFamily {
-    name: names::STATUS,
-    kind: FamilyKind::UpDown,
-    unit: names::UNIT_RATIO,
-    description: "1 for the GPU's current state, 0 for the others",
-    attributes: &[names::HW_STATE],
-};
+const STATUS: Family = Family::new(
+    names::STATUS,
+    FamilyInstrument::UpDownCounter,
+    names::UNIT_RATIO,
+    "1 for the GPU's current state, 0 for the others",
+    &[names::HW_STATE],
+);
 
 /// Every GPU family, in registration order.
-pub fn families() -> Vec<GpuFamily> {
-    let mut all: Vec<GpuFamily> = INSTRUMENTS
+pub fn families() -> Vec<Family> {
+    let mut all: Vec<Family> = INSTRUMENTS
         .iter()
         .map(|i| {
             let (name, kind, unit, description, attributes) = match i {
@@ -72,11 +69,22 @@ pub fn families() -> Vec<GpuFamily> {
                 AnyInstrument::U64(i) => (i.name, i.kind, i.unit, i.description, i.values.attributes()),
                 AnyInstrument::I64(i) => (i.name, i.kind, i.unit, i.description, i.values.attributes()),
             };
-            GpuFamily { name, kind, unit, description, attributes }
+            Family::new(name, kind.instrument(), unit, description, attributes)
         })
         .collect();
     all.extend([FAN, INFO, STATUS]);
     all
+}
+
+/// The GPU table of the metrics reference (`pipetel_core::families::reference_with`).
+pub fn reference_table() -> Table {
+    Table {
+        title: "GPUs",
+        anchor: "gpu",
+        about: "Polled from NVML (or ROCm SMI) in the background, as the OTel hardware semantic conventions name them.",
+        families: families(),
+        prefix: "",
+    }
 }
 
 /// One instrument: its name, unit and description, and what it reports of each answering

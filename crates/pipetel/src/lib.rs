@@ -84,6 +84,7 @@
 pub mod config;
 pub mod error;
 mod export;
+pub mod global;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;
@@ -91,9 +92,7 @@ mod init;
 
 // The instrumentation API lives in `pipetel-core` (a library that only marks its stages depends
 // on it alone); every path of it stays a path of `pipetel`.
-pub use pipetel_core::{
-    buckets, families, global, hub, pipeline, registry, sampling, service, span_metrics, stage_metrics,
-};
+pub use pipetel_core::{buckets, families, hub, pipeline, registry, sampling, service, span_metrics, stage_metrics};
 // What the exporters and `init` use of the core, under the names they had in this crate.
 use pipetel_core::settings::redact;
 use pipetel_core::{exposition, process_metrics, sync};
@@ -150,13 +149,13 @@ pub use error::{InitError, ShutdownError};
 #[cfg(feature = "prometheus")]
 #[doc(hidden)]
 pub use export::{PrometheusRender, OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE};
+#[cfg(feature = "gpu")]
+#[doc(hidden)]
+pub use global::gpu_snapshot;
 #[doc(hidden)]
 pub use pipetel_core::__private;
 #[doc(hidden)]
 pub use pipetel_core::buckets::{SECONDS_BUCKETS, TELEFUSER_BUCKETS};
-#[cfg(feature = "gpu")]
-#[doc(hidden)]
-pub use pipetel_core::global::gpu_snapshot;
 #[doc(hidden)]
 pub use pipetel_core::global::SCOPE_NAME;
 #[doc(hidden)]

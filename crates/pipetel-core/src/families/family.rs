@@ -56,7 +56,9 @@ pub struct Family {
 }
 
 impl Family {
-    pub(crate) const fn new(
+    /// A family: its OTel name, instrument, UCUM unit, description and attributes (the tables of
+    /// this crate and of `pipetel-gpu` are made of these).
+    pub const fn new(
         name: &'static str,
         instrument: Instrument,
         unit: &'static str,

@@ -22,4 +22,4 @@ pub mod service;
 pub mod span;
 
 pub use family::{Family, Instrument};
-pub use reference::{reference, tables, Table};
+pub use reference::{reference, reference_with, tables, Table};

@@ -3,25 +3,30 @@
 use std::fmt::Write as _;
 
 use super::family::Family;
-#[cfg(feature = "gpu")]
-use super::family::Instrument;
 use super::{function, http, pipeline, process, service, span};
 use crate::settings::DEFAULT_SERVICE_PREFIX;
 
 /// The metrics reference as Markdown: a table per group of families, with each family's OTel
 /// name, instrument, unit, name on the Prometheus page, attributes and description. The
-/// checked-in `docs/src/metrics-reference.md` is this text (a test fails when it is stale).
+/// checked-in `docs/src/metrics-reference.md` is [`reference_with`] the GPU table of
+/// `pipetel-gpu` (a test fails when it is stale).
 pub fn reference() -> String {
+    reference_with(Vec::new())
+}
+
+/// [`reference()`] with `extra` tables after this crate's own (the GPU families of `pipetel-gpu`,
+/// which depends on this crate).
+pub fn reference_with(extra: Vec<Table>) -> String {
     let mut out = String::from(
         "# Metrics reference\n\n\
-         <!-- Generated from crates/pipetel/src/families/ (and the GPU table of pipetel-gpu); \
+         <!-- Generated from crates/pipetel-core/src/families/ (and the GPU table of pipetel-gpu); \
          regenerate with `PIPETEL_BLESS=1 cargo test -p pipetel --all-features --test metric_families`. -->\n\n\
          Every metric family pipetel produces itself. The OTel name is what an OTLP backend \
          stores; the Prometheus name is what the pull endpoint and the collector's Prometheus \
          exporters write (OTel → Prometheus translation: unit suffix, `_ratio` for unit `1` \
          gauges, `_total` for counters; every series also has `otel_scope_name=\"pipetel\"`).\n",
     );
-    for table in tables() {
+    for table in tables().into_iter().chain(extra) {
         let _ = write!(out, "\n## {}\n\n{}\n\n", table.title, table.about);
         let _ = writeln!(out, "<!-- ANCHOR: {} -->", table.anchor);
         out.push_str("| OTel name | unit | Prometheus name | instrument | attributes | description |\n");
@@ -66,10 +71,10 @@ pub struct Table {
     pub prefix: &'static str,
 }
 
-/// Every table, in the reference's order (the GPU families with the `gpu` feature).
+/// Every table of this crate's families, in the reference's order (`pipetel-gpu` has the GPU
+/// table).
 pub fn tables() -> Vec<Table> {
-    #[cfg_attr(not(feature = "gpu"), allow(unused_mut))]
-    let mut all = vec![
+    vec![
         Table {
             title: "Pipeline stages and workers",
             anchor: "pipeline",
@@ -112,24 +117,5 @@ pub fn tables() -> Vec<Table> {
             families: service::ALL.to_vec(),
             prefix: DEFAULT_SERVICE_PREFIX,
         },
-    ];
-    #[cfg(feature = "gpu")]
-    all.push(Table {
-        title: "GPUs",
-        anchor: "gpu",
-        about: "Polled from NVML (or ROCm SMI) in the background, as the OTel hardware semantic conventions name them.",
-        families: pipetel_gpu::families()
-            .into_iter()
-            .map(|f| {
-                let instrument = match f.kind {
-                    pipetel_gpu::FamilyKind::Gauge => Instrument::Gauge,
-                    pipetel_gpu::FamilyKind::Counter => Instrument::Counter,
-                    pipetel_gpu::FamilyKind::UpDown => Instrument::UpDownCounter,
-                };
-                Family::new(f.name, instrument, f.unit, f.description, f.attributes)
-            })
-            .collect(),
-        prefix: "",
-    });
-    all
+    ]
 }
