@@ -27,6 +27,10 @@ file named by ``config_file`` (or ``PIPETEL_CONFIG``), then the ``OTEL_*``/``PIP
 variables, then its keywords: each a configuration-file key with ``.`` written ``_``
 (``exporters_metrics=["prometheus", "otlp"]``, ``pipeline_namespace="zephyr"``), which beat the
 variables and the file. Once per process (a second call raises :class:`AlreadyInitialized`).
+``span_exporters=``, ``log_exporters=`` and ``metric_exporters=`` take exporters written for the
+OpenTelemetry Python SDK (``InMemorySpanExporter``, the OTLP exporters, your own), which get
+pipetel's spans, log records and metrics as the SDK's own objects, beside the configured
+exporters or instead of them (``exporters_traces=["none"]``...).
 The :class:`Guard` flushes and shuts down at ``shutdown()``, at the end of a ``with`` block or at
 interpreter exit; ``flush()`` and ``shutdown()`` release the GIL.
 

@@ -1,4 +1,5 @@
-//! `pipetel.init(service_name=None, *, config_file=None, **settings) -> Guard`, its guard, and
+//! `pipetel.init(service_name=None, *, config_file=None, span_exporters=None,
+//! log_exporters=None, metric_exporters=None, **settings) -> Guard`, its guard, and
 //! `pipetel.is_initialized()`.
 //!
 //! # Settings
@@ -7,6 +8,13 @@
 //! [`pipetel::Config::with_setting`] after the file and the environment, so it beats both, as the
 //! Rust builder does. Python values map onto TOML values: `bool`, `int`, `float`, `str`, a list
 //! or tuple (array), a dict with string keys (table).
+//!
+//! # Exporters of the application's
+//! `span_exporters`, `log_exporters` and `metric_exporters` take lists of exporters written for
+//! the OpenTelemetry Python SDK (`SpanExporter`, `LogRecordExporter`, `MetricExporter`), plugged
+//! in beside the exporters the settings name, or instead of them with those set to `none`
+//! (see `crate::plugged`). They are not settings: `_init_settings()` leaves them out, so a
+//! process a remote stage starts gets the settings only.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +29,7 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 use crate::args::{arg, type_name};
 use crate::errors::{exiting_exception, guard, to_py, AlreadyInitialized, ConfigError, InitError, ShutdownError};
+use crate::plugged::Plugged;
 
 /// Set once `init` succeeded in this process (`init` is once per process, also after shutdown).
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
@@ -102,15 +111,30 @@ fn init_error(error: pipetel::InitError) -> PyErr {
 
 /// `pipetel.init`: reads the configuration (the file named by `config_file` or `PIPETEL_CONFIG`,
 /// then the `OTEL_*`/`PIPETEL_*` variables, then `service_name` and the keyword settings),
-/// installs pipetel as Rust `pipetel::init` does, and returns the guard.
+/// installs pipetel as Rust `pipetel::init` does, and returns the guard. `span_exporters`,
+/// `log_exporters` and `metric_exporters` (lists of OpenTelemetry Python SDK exporters) are
+/// plugged in beside the configured exporters, or instead of them with those set to `["none"]`.
 #[pyfunction]
-#[pyo3(signature = (service_name = None, *, config_file = None, **settings))]
+#[pyo3(signature = (
+    service_name = None,
+    *,
+    config_file = None,
+    span_exporters = None,
+    log_exporters = None,
+    metric_exporters = None,
+    **settings
+))]
 fn init(
     py: Python<'_>,
     #[pyo3(from_py_with = arg::service_name)] service_name: Option<String>,
     #[pyo3(from_py_with = arg::config_file)] config_file: Option<PathBuf>,
+    span_exporters: Option<&Bound<'_, PyAny>>,
+    log_exporters: Option<&Bound<'_, PyAny>>,
+    metric_exporters: Option<&Bound<'_, PyAny>>,
     settings: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<Py<PyGuard>> {
+    // Checked first: a wrong exporter argument is reported before any setting is read.
+    let plugged = Plugged::from_args(py, span_exporters, log_exporters, metric_exporters)?;
     let args = PyDict::new(py);
     args.set_item("service_name", &service_name)?;
     args.set_item("config_file", config_file.as_ref().map(|p| p.to_string_lossy().into_owned()))?;
@@ -144,7 +168,8 @@ fn init(
         tls: config.prometheus_tls().map(|(c, k)| (c.to_path_buf(), k.to_path_buf())),
     };
     // Binding the endpoint and building exporters may block: other Python threads run meanwhile.
-    let telemetry = py.detach(|| guard(|| pipetel::init(config).map_err(init_error)))?;
+    let options = plugged.options();
+    let telemetry = py.detach(|| guard(|| pipetel::init_with(config, options).map_err(init_error)))?;
     INITIALIZED.store(true, Ordering::SeqCst);
     let _ = INIT_ARGS.set(py, args.unbind());
     if let Some(lp) = telemetry.logger_provider() {

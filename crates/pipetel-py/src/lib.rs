@@ -7,7 +7,9 @@
 //! exceptions.
 //!
 //! # Modules
-//! Start-up: [`init`]. Spans and stages: [`attributes`] (Python values as attribute values),
+//! Start-up: [`init`] (with `plugged`: the application's own OpenTelemetry Python exporters as
+//! exporters of the Rust providers). Spans and stages: [`attributes`] (Python values as
+//! attribute values),
 //! [`context`] (the current span, the `Span` class, `traceparent`), [`pipeline`] (the stage and
 //! shard handles), [`span`] (`pipetel.span` and what `parent=` names), [`zephyr`] (Marin
 //! Zephyr's explicit rows), [`logs`] (Python `logging` records as OTel log records), [`http`] (the ASGI and WSGI
@@ -37,6 +39,7 @@ pub mod init;
 pub mod logs;
 pub mod multiprocess;
 pub mod pipeline;
+mod plugged;
 pub mod recorders;
 pub mod registry;
 pub mod rows;
