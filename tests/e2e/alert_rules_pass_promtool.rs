@@ -40,7 +40,7 @@ fn prometheus_config_and_rules_pass_promtool_checks() {
     assert!(out.contains("1 rule files found"), "prometheus.yml loads the alert rules:\n{out}");
     let (ok, out) = promtool(&["check", "rules", "rules/pipetel-alerts.yml"], &dir);
     assert!(ok, "promtool check rules:\n{out}");
-    assert!(out.contains("SUCCESS: 12 rules found"), "{out}");
+    assert!(out.contains("SUCCESS: 14 rules found"), "{out}");
 }
 
 #[test]
@@ -49,6 +49,8 @@ fn every_alert_the_issue_names_is_defined_with_severity_and_summary() {
         "PipetelStageFailed",
         "PipetelStageStalled",
         "PipetelShardHeartbeatMissing",
+        "PipetelShardStalled",
+        "PipetelStageSkewed",
         "PipetelGpuIdleWhileStageRuns",
         "PipetelWorkerMemoryNearLimit",
         "PipetelTaskFailureRatioHigh",

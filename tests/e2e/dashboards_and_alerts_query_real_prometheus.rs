@@ -561,12 +561,16 @@ fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
 /// pipeline example on the two fake GPUs of `fake` from their commands; returns once the
 /// pipeline is done. 8 s of service: through a collector the first sample of a series reaches
 /// Prometheus only after the collector's batch timeout (5 s), and rate() sees only the
-/// increases after it.
+/// increases after it. The pipeline keeps every shard's worker series
+/// (`PIPETEL_SHARD_METRICS=all`): by default only running shards have them, and the queries run
+/// after the pipeline finished; the stage-level families (shard durations, skew, stragglers,
+/// stalls, phases) are there either way.
 fn run_service_and_pipeline(mut service: Command, mut pipeline: Command, fake: &FakeNvml) -> (Process, Process) {
     service.args(["--seconds", "8", "--linger-seconds", LINGER_SECONDS]);
     let service = Process::spawn(SERVICE_EXAMPLE, service);
     pipeline
         .env("PIPETEL_SAMPLE_INTERVAL", "500")
+        .env("PIPETEL_SHARD_METRICS", "all")
         .env("PIPETEL_GPU", "on")
         .env("PIPETEL_NVML_LIBRARY", fake.library_path())
         .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
