@@ -10,7 +10,10 @@
 //! Flags (`--help` lists them): `--seconds N` (how long each stage runs, default 6), `--shards N`
 //! (default 8), `--linger-seconds N` (keep serving after the run, default 0),
 //! `--report-record-latency` (time every `shard.record` call and print the longest, and the peak
-//! resident memory, at the end). Every `pipetel::Config` variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per
+//! resident memory, at the end), `--slow-shard STAGE:SHARD:FACTOR` (that shard runs FACTOR times
+//! as long: a straggler), `--stall-shard STAGE:SHARD:SECONDS` (that shard stops moving for
+//! SECONDS halfway through, blocked in `wait.input`: a stall). Shards split their time into the
+//! phases `io` (reading a batch), `decode` (the work) and `wait.output` (handing it on). Every `pipetel::Config` variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per
 //! second, `PIPETEL_ROWS_FILE=rows.jsonl` to keep the rows, `OTEL_EXPORTER_OTLP_ENDPOINT` to push).
 
 mod cli;
@@ -33,6 +36,33 @@ struct Args {
     shards: u32,
     linger: Duration,
     report_record_latency: bool,
+    /// (stage, shard, factor): a shard that runs `factor` times as long.
+    slow: Vec<(String, u32, f64)>,
+    /// (stage, shard, seconds): a shard that stops moving that long halfway through.
+    stall: Vec<(String, u32, f64)>,
+}
+
+/// A planted straggler or stall, `STAGE:SHARD:NUMBER`.
+fn planted(text: &str) -> Result<(String, u32, f64), String> {
+    let mut parts = text.rsplitn(3, ':');
+    let (number, shard, stage) = (parts.next(), parts.next(), parts.next());
+    let (Some(number), Some(shard), Some(stage)) = (number, shard, stage) else {
+        return Err(format!("{text:?}: expected STAGE:SHARD:NUMBER, e.g. tokenize:2:3"));
+    };
+    if !STAGES.contains(&stage) {
+        return Err(format!("{text:?}: no stage {stage:?} (the stages are {})", STAGES.join(", ")));
+    }
+    let shard = shard.parse().map_err(|_| format!("{text:?}: shard {shard:?} is not a shard index"))?;
+    let number: f64 = number.parse().map_err(|_| format!("{text:?}: {number:?} is not a number"))?;
+    if !(number.is_finite() && number > 0.0) {
+        return Err(format!("{text:?}: {number} must be a positive number"));
+    }
+    Ok((stage.to_string(), shard, number))
+}
+
+/// The planted value for (`stage`, `shard`), if any.
+fn plant(list: &[(String, u32, f64)], stage: &str, shard: u32) -> Option<f64> {
+    list.iter().find(|(s, i, _)| s == stage && *i == shard).map(|(_, _, v)| *v)
 }
 
 /// The longest `shard.record` call so far, in nanoseconds (with `--report-record-latency`).
@@ -54,12 +84,33 @@ fn parse_args() -> Args {
             "report-record-latency",
             "Time every shard.record call; print the longest and the peak resident memory at the end",
         ))
+        .arg(
+            clap::Arg::new("slow-shard")
+                .long("slow-shard")
+                .value_name("STAGE:SHARD:FACTOR")
+                .action(clap::ArgAction::Append)
+                .value_parser(planted)
+                .help("Plant a straggler: that shard runs FACTOR times as long (repeatable)"),
+        )
+        .arg(
+            clap::Arg::new("stall-shard")
+                .long("stall-shard")
+                .value_name("STAGE:SHARD:SECONDS")
+                .action(clap::ArgAction::Append)
+                .value_parser(planted)
+                .help("Plant a stall: that shard stops moving for SECONDS halfway through (repeatable)"),
+        )
         .get_matches();
+    let list = |name: &str| -> Vec<(String, u32, f64)> {
+        m.get_many::<(String, u32, f64)>(name).map(|v| v.cloned().collect()).unwrap_or_default()
+    };
     Args {
         seconds: m.get_one("seconds").copied().unwrap_or(6),
         shards: m.get_one("shards").copied().unwrap_or(8),
         linger: cli::linger_of(&m),
         report_record_latency: m.get_flag("report-record-latency"),
+        slow: list("slow-shard"),
+        stall: list("stall-shard"),
     }
 }
 
@@ -71,25 +122,37 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let retries = CounterKey::new("retries")?;
     let execution = format!("run-{}", std::process::id());
     let mut rows = Vec::new();
+    let mut answers = Vec::new();
     for (stage_no, name) in STAGES.iter().enumerate() {
         let stage =
             pipetel::stage(*name).execution_id(execution.clone()).shards(args.shards).counter(retries.clone()).start();
-        let deadline = Instant::now() + Duration::from_secs(args.seconds);
+        let started = Instant::now();
         let failed = std::thread::scope(|s| {
             let workers: Vec<_> = (0..args.shards)
                 .map(|i| {
                     let (stage, retries) = (&stage, &retries);
-                    let timed = args.report_record_latency;
-                    s.spawn(move || run_shard(stage, stage_no, i, deadline, retries, timed))
+                    let factor = plant(&args.slow, name, i).unwrap_or(1.0);
+                    let plan = Plan {
+                        deadline: started + Duration::from_secs_f64(args.seconds as f64 * factor),
+                        stall: plant(&args.stall, name, i).map(|secs| {
+                            (started + Duration::from_secs(args.seconds) / 2, Duration::from_secs_f64(secs))
+                        }),
+                        timed: args.report_record_latency,
+                    };
+                    s.spawn(move || run_shard(stage, stage_no, i, &plan, retries))
                 })
                 .collect();
             workers.into_iter().map(|w| w.join()).filter(|r| !matches!(r, Ok(true))).count()
         });
+        answers.push(answer_line(name, &stage.answers()));
         let row = if failed == 0 { stage.finish() } else { stage.fail(format!("{failed} shard(s) failed")) };
         rows.push(row);
     }
     if !pipetel::pipeline::progress_is_on() {
         print!("{}", pipetel::pipeline::stage_table(&rows));
+    }
+    for a in &answers {
+        println!("{a}");
     }
     let total: u64 = rows.iter().map(|r| r.items).sum();
     println!("done: stages={} items={total}", rows.len());
@@ -107,28 +170,45 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Runs one shard until the deadline; false when it failed. Its span feeds the span-derived
+/// How one shard runs: until when, whether it stalls (from when, how long), whether its
+/// `record` calls are timed.
+struct Plan {
+    deadline: Instant,
+    stall: Option<(Instant, Duration)>,
+    timed: bool,
+}
+
+/// Runs one shard until its deadline; false when it failed. Its span feeds the span-derived
 /// `span.duration` histogram.
 #[tracing::instrument(skip_all, fields(stage = stage_no, shard = index))]
-fn run_shard(
-    stage: &pipetel::Stage,
-    stage_no: usize,
-    index: u32,
-    deadline: Instant,
-    retries: &CounterKey,
-    timed: bool,
-) -> bool {
+fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, plan: &Plan, retries: &CounterKey) -> bool {
     let shard = stage.shard(index).start();
     // Work done under the shard's span nests under it in traces.
     let span = shard.span().clone();
     let _entered = span.enter();
     let mut batch = 0u64;
-    while Instant::now() < deadline {
+    let mut stall = plan.stall;
+    while Instant::now() < plan.deadline {
         if (stage_no, index) == FAILING && batch == 10 {
             shard.fail("synthetic failure: corrupt input batch 10");
             return false;
         }
-        process(stage_no, index, batch);
+        if let Some((at, length)) = stall.filter(|(at, _)| Instant::now() >= *at) {
+            // Upstream gives nothing for a while: the shard is blocked waiting for input.
+            let _waiting = shard.phase("wait.input");
+            std::thread::sleep(length.saturating_sub(Instant::now().saturating_duration_since(at)));
+            stall = None;
+        }
+        {
+            // Reading the batch: a short pause, as a read from storage would be.
+            let _io = shard.phase("io");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        {
+            let _decode = shard.phase("decode");
+            process(stage_no, index, batch);
+        }
+        let timed = plan.timed;
         if timed {
             let t = Instant::now();
             shard.record(BATCH_ITEMS, BATCH_BYTES);
@@ -139,6 +219,11 @@ fn run_shard(
         }
         if batch % 50 == 49 {
             shard.add(retries, 1);
+        }
+        {
+            // Handing the batch on: downstream takes it after a short wait (backpressure).
+            let _out = shard.phase("wait.output");
+            std::thread::sleep(Duration::from_micros(100));
         }
         batch += 1;
     }
@@ -162,6 +247,31 @@ fn process(stage_no: usize, index: u32, batch: u64) {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     }
     std::hint::black_box(x);
+}
+
+/// One line of a stage's answers: its shards' spread and skew, stragglers, stalls and where
+/// their time went.
+fn answer_line(name: &str, a: &pipetel::pipeline::answers::StageAnswers) -> String {
+    let spread = a
+        .shard_elapsed
+        .map(|d| format!("shards {:.1}/{:.1}/{:.1} s (p0/p50/max)", d.p0, d.p50, d.max))
+        .unwrap_or_else(|| "no finished shard".to_string());
+    let skew = match a.skew {
+        Some(s) => format!("skew {s:.2}{}", if a.skewed { " (skewed)" } else { "" }),
+        None => "skew -".to_string(),
+    };
+    let total: f64 = a.phases.iter().map(|(_, s)| s).sum::<f64>() + a.unphased_seconds;
+    let phases: Vec<String> = a
+        .phases
+        .iter()
+        .map(|(p, s)| format!("{p} {:.0}%", if total > 0.0 { 100.0 * s / total } else { 0.0 }))
+        .collect();
+    format!(
+        "{name}: {spread}, {skew}, {} straggler(s), {} stall(s); time: {}",
+        a.stragglers,
+        a.stalls,
+        phases.join(", ")
+    )
 }
 
 /// The process's peak resident memory (`VmHWM`), in KiB; Linux only.

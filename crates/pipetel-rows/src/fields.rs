@@ -54,9 +54,97 @@ pub const COUNTER_PREFIX: &str = "pipeline.counter.";
 /// `pipeline.counter.name`: the counter key, as an attribute of `pipeline.stage.counters`.
 pub const COUNTER_NAME: &str = "pipeline.counter.name";
 
-/// The standard row fields whose values are text; every other standard field is a number.
-pub const TEXT_FIELDS: [&str; 6] = [NAMESPACE, STAGE_NAME, EXECUTION_ID, STATUS, SHARD_STATE, REASON];
+// ----- answers: distribution, skew, stragglers, stalls, phases -----
+
+/// Prefix of a stage row's shard-duration distribution: `pipeline.shard.elapsed.<q>` for each
+/// of [`QUANTILES`] (seconds, over the stage's finished shards).
+pub const SHARD_ELAPSED_PREFIX: &str = "pipeline.shard.elapsed.";
+/// Prefix of a stage row's shard-rate distribution: `pipeline.shard.item_rate.<q>` for each of
+/// [`QUANTILES`] (items per second over each finished shard's life).
+pub const SHARD_ITEM_RATE_PREFIX: &str = "pipeline.shard.item_rate.";
+/// The distribution's points, in order: the least, the quartiles, the 90th percentile, the most.
+pub const QUANTILES: [&str; 6] = ["p0", "p25", "p50", "p75", "p90", "max"];
+/// `pipeline.stage.skew`: the slowest finished shard's elapsed ÷ the 75th percentile's.
+pub const SKEW: &str = "pipeline.stage.skew";
+/// `pipeline.stage.skewed`: `true` when the slowest shard took more than 1.5 × the 75th
+/// percentile and more than `PIPETEL_SKEW_MIN` beyond it.
+pub const SKEWED: &str = "pipeline.stage.skewed";
+/// Shards of the stage named stragglers while it ran (stage rows).
+pub const STRAGGLERS: &str = "pipeline.stage.stragglers";
+/// Stalls of the stage's shards while it ran (stage rows).
+pub const STALLS: &str = "pipeline.stage.stalls";
+/// Prefix and suffix of a phase's seconds: `pipeline.phase.<name>.seconds` (end rows: the
+/// shard's time in that phase; stage rows: the sum over its shards).
+pub const PHASE_PREFIX: &str = "pipeline.phase.";
+/// See [`PHASE_PREFIX`].
+pub const PHASE_SUFFIX: &str = ".seconds";
+/// Seconds of the shard's wall time outside any phase (end and stage rows).
+pub const UNPHASED: &str = "pipeline.unphased.seconds";
+/// Seconds of the shard's wall time its thread was off CPU: wall time − CPU time (end and
+/// stage rows, when CPU time is measurable).
+pub const OFF_CPU: &str = "pipeline.off_cpu.seconds";
+/// `pipeline.phase.name`: the phase a stalled shard is in (worker rows), and the attribute of
+/// `pipeline.stage.phase.time`.
+pub const PHASE_NAME: &str = "pipeline.phase.name";
+/// The name of the shard's thread (worker rows of a straggler or a stall).
+pub const THREAD_NAME: &str = "pipeline.thread.name";
+/// The stalled thread's current stack, innermost frame last (Python shards' stalled rows).
+pub const STACK: &str = "pipeline.stack";
+/// Seconds the shard has not moved (stalled and resumed rows).
+pub const STALLED_FOR: &str = "pipeline.stalled_seconds";
+/// The rule that named a straggler: `elapsed` (against the finished shards) or `rate` (against
+/// the running peers).
+pub const STRAGGLER_RULE: &str = "pipeline.straggler.rule";
+/// The peers' figure the straggler was compared with: the finished shards' 75th percentile of
+/// elapsed seconds (rule `elapsed`), or the running peers' median items per second (rule `rate`).
+pub const PEERS_MEDIAN: &str = "pipeline.peers.median";
+/// The host the row's process runs on (OpenTelemetry's `host.name`).
+pub const HOST_NAME: &str = "host.name";
+/// The process id of the row's process (OpenTelemetry's `process.pid`).
+pub const PROCESS_PID: &str = "process.pid";
+
+/// The name of phase field `key` (`pipeline.phase.<name>.seconds`), if it is one.
+pub fn phase_of(key: &str) -> Option<&str> {
+    key.strip_prefix(PHASE_PREFIX)?.strip_suffix(PHASE_SUFFIX).filter(|n| !n.is_empty())
+}
+
+/// The standard row fields whose values are text; every other standard field is a number
+/// (or, for [`SKEWED`], a boolean).
+pub const TEXT_FIELDS: [&str; 11] = [
+    NAMESPACE,
+    STAGE_NAME,
+    EXECUTION_ID,
+    STATUS,
+    SHARD_STATE,
+    REASON,
+    PHASE_NAME,
+    THREAD_NAME,
+    STACK,
+    STRAGGLER_RULE,
+    HOST_NAME,
+];
 
 /// The standard row fields whose values are floating point numbers; every other numeric
-/// standard field is an integer.
-pub const FLOAT_FIELDS: [&str; 6] = [ELAPSED, ITEM_RATE, BYTE_RATE, CPU_TIME, CPU_PERCENT, CPU_PERCENT_AVG];
+/// standard field is an integer. Phase fields and the distributions' points are floats too
+/// ([`is_float_field`]).
+pub const FLOAT_FIELDS: [&str; 11] = [
+    ELAPSED,
+    ITEM_RATE,
+    BYTE_RATE,
+    CPU_TIME,
+    CPU_PERCENT,
+    CPU_PERCENT_AVG,
+    SKEW,
+    UNPHASED,
+    OFF_CPU,
+    STALLED_FOR,
+    PEERS_MEDIAN,
+];
+
+/// Whether the standard field `key` holds a floating point number: one of [`FLOAT_FIELDS`], a
+/// phase's seconds, or a point of a shard distribution.
+pub fn is_float_field(key: &str) -> bool {
+    FLOAT_FIELDS.contains(&key)
+        || phase_of(key).is_some()
+        || key.strip_prefix(SHARD_ELAPSED_PREFIX).or_else(|| key.strip_prefix(SHARD_ITEM_RATE_PREFIX)).is_some()
+}

@@ -57,6 +57,7 @@
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod answers;
 mod dir;
 mod escape;
 pub mod fields;

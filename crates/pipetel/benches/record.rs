@@ -5,6 +5,9 @@
 //! `metrics-exporter-prometheus` recorder). Then 2 threads on 2 shards against 1 thread, per
 //! thread.
 //!
+//! The phase guard, `let _p = shard.phase("decode")`, beside two reads of the same clock (what
+//! timing a block by hand costs), also interleaved with it.
+//!
 //! `cargo bench -p pipetel --bench record`
 
 // criterion's macros generate undocumented items.
@@ -15,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion};
+
+mod common;
 use opentelemetry::metrics::MeterProvider as _;
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::metrics::{ManualReader, SdkMeterProvider};
@@ -106,5 +111,31 @@ fn threads(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, one_thread, threads);
+fn phases(c: &mut Criterion) {
+    let mut g = c.benchmark_group("shard_phase");
+    let stage = pipetel::stage("bench-phase").shards(1).start();
+    let shard = stage.shard(0).start();
+    let guard = |shard: &pipetel::Shard| {
+        let _p = shard.phase(black_box("decode"));
+    };
+    let clocks = || {
+        let start = Instant::now();
+        black_box(start.elapsed());
+    };
+    g.bench_function("pipetel_phase_guard", |b| b.iter(|| guard(&shard)));
+    g.bench_function("two_reads_of_the_clock", |b| b.iter(clocks));
+    g.finish();
+    if common::pairing() {
+        common::interleave(
+            "phase_vs_two_clock_reads",
+            (20_000, |n| (0..n).for_each(|_| clocks())),
+            (20_000, |n| (0..n).for_each(|_| guard(&shard))),
+        );
+        common::write_paired("paired-record.json");
+    }
+    shard.finish();
+    stage.finish();
+}
+
+criterion_group!(benches, one_thread, threads, phases);
 criterion_main!(benches);

@@ -2,7 +2,7 @@
 //! by the pull endpoint straight from it), plus the two recorded when a stage row is emitted.
 
 use pipetel_rows::fields::{
-    COUNTER_NAME, EXECUTION_ID, NAMESPACE, SHARD_INDEX, SHARD_STATE as STATE, STAGE_NAME, STATUS,
+    COUNTER_NAME, EXECUTION_ID, NAMESPACE, PHASE_NAME, SHARD_INDEX, SHARD_STATE as STATE, STAGE_NAME, STATUS,
 };
 
 use super::family::families;
@@ -13,6 +13,8 @@ const RUN: &[&str] = &[NAMESPACE, STAGE_NAME, STATUS];
 const SHARD_STATE: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID, STATE];
 const COUNTER: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID, COUNTER_NAME];
 const WORKER: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID, SHARD_INDEX];
+const PHASE: &[&str] = &[NAMESPACE, STAGE_NAME, EXECUTION_ID, PHASE_NAME];
+const SHARD_RUN: &[&str] = &[NAMESPACE, STAGE_NAME, STATUS];
 
 families! {
     STAGE_ITEMS = "pipeline.stage.items", Counter, "{item}", STAGE,
@@ -38,6 +40,25 @@ families! {
     /// Mean of the shards' average CPU utilization.
     STAGE_CPU_UTILIZATION = "pipeline.stage.cpu.utilization", Gauge, "1", STAGE,
         "Mean over the stage's shards of their average CPU utilization (1 = one core)";
+    /// Wall time of finished shards, by stage (recorded with each end row): the spread of a
+    /// stage's shards without a series per shard.
+    STAGE_SHARD_DURATION = "pipeline.stage.shard.duration", Histogram, "s", SHARD_RUN,
+        "Wall time of finished shards, by stage and status";
+    /// The slowest finished shard's elapsed time over the 75th percentile's.
+    STAGE_SKEW = "pipeline.stage.skew", Gauge, "1", STAGE,
+        "Slowest finished shard's elapsed time divided by the 75th percentile of the stage's finished shards";
+    /// 1 while the skew rule holds (max > 1.5 × p75 and more than PIPETEL_SKEW_MIN beyond it).
+    STAGE_SKEWED = "pipeline.stage.skewed", Gauge, "1", STAGE,
+        "1 when the slowest finished shard took over 1.5 times the 75th percentile and more than PIPETEL_SKEW_MIN beyond it";
+    /// Shards named stragglers while the stage ran.
+    STAGE_STRAGGLERS = "pipeline.stage.stragglers", Counter, "{shard}", STAGE,
+        "Running shards named stragglers (slower than the stage's skew rule allows)";
+    /// Stalls of the stage's shards (no movement for PIPETEL_STALL_TIMEOUT).
+    STAGE_STALLS = "pipeline.stage.stalls", Counter, "{stall}", STAGE,
+        "Stalls of the stage's shards: items and bytes unmoved for PIPETEL_STALL_TIMEOUT";
+    /// Seconds of the stage's shards per phase (`unphased`: outside any phase).
+    STAGE_PHASE_TIME = "pipeline.stage.phase.time", Counter, "s", PHASE,
+        "Seconds the stage's shards spent in each phase (unphased: outside any phase)";
     WORKER_ITEMS = "pipeline.worker.items", Counter, "{item}", WORKER,
         "Items processed by a shard";
     WORKER_BYTES = "pipeline.worker.bytes", Counter, "By", WORKER,

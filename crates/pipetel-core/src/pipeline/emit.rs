@@ -19,7 +19,7 @@ use super::table::table;
 pub fn emit_stage_stat(stat: &StageStat) {
     let stat = valid_counters(stat, |s| &s.counters, |s, c| s.counters = c);
     table().record_explicit_stage(namespaces(), retention(), &stat);
-    emit_stage_row(&stat, None);
+    emit_stage_row(&stat, Vec::new(), None);
 }
 
 /// Emits a worker row computed elsewhere: the same log record and JSON line a
@@ -29,7 +29,7 @@ pub fn emit_stage_stat(stat: &StageStat) {
 pub fn emit_worker_stat(stat: &WorkerStat) {
     let stat = valid_counters(stat, |s| &s.counters, |s, c| s.counters = c);
     table().record_explicit_worker(namespaces(), retention(), &stat);
-    emit_worker_row(&stat, None);
+    emit_worker_row(&stat, Vec::new(), None);
 }
 
 /// `stat` itself when all its counters are valid, else a copy without the refused ones (each

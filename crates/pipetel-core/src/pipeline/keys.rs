@@ -8,8 +8,8 @@ use std::sync::Arc;
 // The row schema is `pipetel-rows`'s (one table for the library, the tool and Python).
 pub use pipetel_rows::fields::{
     BYTES, BYTE_RATE, COUNTER_NAME, COUNTER_PREFIX, CPU_PERCENT, CPU_PERCENT_AVG, CPU_TIME, ELAPSED, EXECUTION_ID,
-    ITEMS, ITEM_RATE, MEMORY_AVG, MEMORY_CURRENT, MEMORY_PEAK, NAMESPACE, REASON, SHARDS_FAILED, SHARDS_RETRIED,
-    SHARDS_SUCCEEDED, SHARD_INDEX, SHARD_STATE, STAGE_NAME, STATUS, TOTAL_SHARDS,
+    ITEMS, ITEM_RATE, MEMORY_AVG, MEMORY_CURRENT, MEMORY_PEAK, NAMESPACE, PHASE_NAME, REASON, SHARDS_FAILED,
+    SHARDS_RETRIED, SHARDS_SUCCEEDED, SHARD_INDEX, SHARD_STATE, STAGE_NAME, STATUS, TOTAL_SHARDS,
 };
 
 /// Longest counter key accepted, in bytes.
@@ -359,7 +359,16 @@ mod tests {
 
     #[test]
     fn the_stores_typed_fields_are_these_keys() {
-        assert_eq!(pipetel_rows::TEXT_FIELDS, [NAMESPACE, STAGE_NAME, EXECUTION_ID, STATUS, SHARD_STATE, REASON]);
-        assert_eq!(pipetel_rows::FLOAT_FIELDS, [ELAPSED, ITEM_RATE, BYTE_RATE, CPU_TIME, CPU_PERCENT, CPU_PERCENT_AVG]);
+        assert_eq!(pipetel_rows::TEXT_FIELDS[..6], [NAMESPACE, STAGE_NAME, EXECUTION_ID, STATUS, SHARD_STATE, REASON]);
+        assert_eq!(
+            pipetel_rows::FLOAT_FIELDS[..6],
+            [ELAPSED, ITEM_RATE, BYTE_RATE, CPU_TIME, CPU_PERCENT, CPU_PERCENT_AVG]
+        );
+        for float in ["pipeline.phase.decode.seconds", "pipeline.shard.elapsed.p75", "pipeline.shard.item_rate.max"] {
+            assert!(pipetel_rows::fields::is_float_field(float), "{float}");
+        }
+        for not_float in ["pipeline.phase..seconds", "pipeline.phase.name", ITEMS] {
+            assert!(!pipetel_rows::fields::is_float_field(not_float), "{not_float}");
+        }
     }
 }

@@ -100,6 +100,26 @@ fn shard_values<M>(group: &[Vec<Arc<ShardInner>>], value: ShardValue<M>) -> Vec<
     values
 }
 
+/// The shards of a stage group that have their own worker series (`PIPETEL_SHARD_METRICS`):
+/// all, or the running ones up to the limit, the longest running first.
+fn exported_shards(group: &[Arc<StageInner>]) -> Vec<Vec<Arc<ShardInner>>> {
+    let shards: Vec<Vec<Arc<ShardInner>>> = group.iter().map(|s| s.shards()).collect();
+    let Some(limit) = super::runtime::shard_metrics_limit() else { return shards };
+    shards
+        .into_iter()
+        .map(|mut stage| {
+            stage.retain(|s| s.is_running());
+            if stage.len() > limit {
+                // Earliest started first: the longest running are the ones a user looks at.
+                stage.sort_by_key(|s| s.started);
+                stage.truncate(limit);
+                stage.sort_by_key(|s| s.index);
+            }
+            stage
+        })
+        .collect()
+}
+
 /// A callback observing `value` once per shard index of each stage, under the shard's
 /// attributes, within the cardinality `limit` (see [`super::overflow`]).
 fn per_shard<M>(limit: usize, fold: Fold, value: ShardValue<M>) -> impl Fn(Observer<'_, M>) + Send + Sync + 'static
@@ -109,7 +129,7 @@ where
     move |obs| {
         let mut series = Series::new(limit, fold);
         for group in stage_groups(true) {
-            let shards: Vec<Vec<Arc<ShardInner>>> = group.iter().map(|s| s.shards()).collect();
+            let shards = exported_shards(&group);
             for (shard, v) in shard_values(&shards, value) {
                 series.observe(obs, v, &shard.attrs);
             }
@@ -211,6 +231,39 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
     all.push(Observable::new(
         &fam::STAGE_CPU_UTILIZATION,
         Values::GaugeF64(b(per_stage(|s| s.cpu_percent_avg().map(|p| p / 100.0)))),
+    ));
+
+    all.push(Observable::new(&fam::STAGE_SKEW, Values::GaugeF64(b(per_stage(|s| answers_of(s).skew)))));
+    all.push(Observable::new(
+        &fam::STAGE_SKEWED,
+        Values::GaugeU64(b(per_stage(|s| {
+            let a = answers_of(s);
+            a.shard_elapsed.map(|_| u64::from(a.skewed))
+        }))),
+    ));
+    all.push(Observable::new(
+        &fam::STAGE_STRAGGLERS,
+        Values::CounterU64(b(per_stage(|s| Some(s.stragglers.load(std::sync::atomic::Ordering::Relaxed))))),
+    ));
+    all.push(Observable::new(
+        &fam::STAGE_STALLS,
+        Values::CounterU64(b(per_stage(|s| Some(s.stalls.load(std::sync::atomic::Ordering::Relaxed))))),
+    ));
+    all.push(Observable::new(
+        &fam::STAGE_PHASE_TIME,
+        Values::CounterF64(b(|obs: Observer<'_, f64>| {
+            for group in stage_groups(false) {
+                if let Some(stage) = group.last() {
+                    let a = answers_of(stage);
+                    let unphased = [(super::phase::UNPHASED.to_string(), a.unphased_seconds)];
+                    for (phase, secs) in a.phases.iter().chain(unphased.iter()) {
+                        let mut attrs = stage.meta.attrs.clone();
+                        attrs.push(KeyValue::new(keys::PHASE_NAME, phase.clone()));
+                        obs(*secs, &attrs);
+                    }
+                }
+            }
+        })),
     ));
 
     let limit = cardinality_limit;
@@ -413,16 +466,33 @@ pub(crate) fn register_rows_lost(meter: &Meter) {
         .build();
 }
 
-/// The instruments recorded once per stage row: its duration and its run, by status.
+/// A stage's answers under the installed rules.
+fn answers_of(stage: &StageInner) -> super::answers::StageAnswers {
+    super::findings::stage_answers(stage, super::runtime::answer_settings().skew_min)
+}
+
+/// Buckets of `pipeline.stage.shard.duration`, seconds: finer than the stage's, for the spread.
+const SHARD_DURATION_BUCKETS: [f64; 19] = [
+    0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
+    25000.0, 86400.0,
+];
+
+/// The instruments recorded once per stage row (its duration and its run, by status) and once
+/// per shard end row (the shard's duration).
 pub(crate) struct StageRunInstruments {
     duration: Histogram<f64>,
     runs: Counter<u64>,
+    shard_duration: Histogram<f64>,
 }
 
 impl StageRunInstruments {
     pub(crate) fn new(meter: &Meter) -> Self {
-        let (duration, runs) = (&fam::STAGE_DURATION, &fam::STAGE_RUNS);
+        let (duration, runs, shard) = (&fam::STAGE_DURATION, &fam::STAGE_RUNS, &fam::STAGE_SHARD_DURATION);
         Self {
+            shard_duration: shard
+                .describe(meter.f64_histogram(shard.name))
+                .with_boundaries(SHARD_DURATION_BUCKETS.to_vec())
+                .build(),
             duration: duration
                 .describe(meter.f64_histogram(duration.name))
                 .with_boundaries(DURATION_BUCKETS.to_vec())
@@ -444,6 +514,21 @@ impl StageRunInstruments {
         ];
         self.duration.record(stat.elapsed.as_secs_f64(), &attrs);
         self.runs.add(1, &attrs);
+    }
+
+    /// Records a shard's wall time with its end row (of the stage stream, as the stage's
+    /// duration), unless stage metrics are off.
+    pub(crate) fn record_shard(&self, ns: Namespaces, stat: &super::row::WorkerStat, elapsed: f64) {
+        if !crate::global::stage_metrics() {
+            return;
+        }
+        let status = if stat.status == super::row::WorkerStatus::Failed { "failed" } else { "succeeded" };
+        let attrs = [
+            KeyValue::new(keys::NAMESPACE, ns.stage),
+            KeyValue::new(keys::STAGE_NAME, stat.stage_name.clone()),
+            KeyValue::new(keys::STATUS, status),
+        ];
+        self.shard_duration.record(elapsed, &attrs);
     }
 }
 
@@ -481,6 +566,11 @@ mod direct_tests {
                     out.entry(current.clone()).or_default().0.push(line.to_string());
                 }
             } else if !current.is_empty() && line.contains(&label) {
+                // A running shard's phase time grows between the two renders: its labels only.
+                let line = match line.rsplit_once(' ') {
+                    Some((series, _)) if current == "pipeline_stage_phase_time_seconds_total" => series,
+                    _ => line,
+                };
                 out.entry(current.clone()).or_default().1.push(line.to_string());
             }
         }
@@ -546,7 +636,8 @@ mod direct_tests {
 
         let (want, got) = (families(&sdk_text, &id), families(&text, &id));
         assert_eq!(got, want, "SDK:\n{sdk_text}\nnative:\n{text}");
-        assert_eq!(got.len(), 15, "every stage and worker family: {got:#?}");
+        // Every stage and worker family but the skew pair (no shard of these stages finished).
+        assert_eq!(got.len(), 18, "every stage and worker family: {got:#?}");
         let items = &got["pipeline_worker_items_total"].1;
         assert_eq!(items.iter().filter(|l| l.contains("pipeline_stage_name=\"explicit\"")).count(), 3, "{items:?}");
         let retried: Vec<&String> =

@@ -45,10 +45,13 @@
 //   runtime   runtime (what `init` installs, the sampler thread, retention, row emission)
 //   handles   shard (Shard, ShardBuilder), stage (Stage, StageBuilder; uses shard),
 //             emit (emit_stage_stat, emit_worker_stat)
+pub mod answers;
 mod emit;
+mod findings;
 pub mod keys;
 mod metrics;
 mod overflow;
+pub mod phase;
 mod process;
 mod progress;
 mod remote;
@@ -72,7 +75,7 @@ pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_
 pub(crate) use remote::ingest_bytes as ingest_remote_bytes;
 pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
-pub use shard::{Shard, ShardBuilder, ShardRecorder};
+pub use shard::{OwnedPhase, Shard, ShardBuilder, ShardRecorder};
 pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
 #[cfg(feature = "fuzzing")]
 pub(crate) use table::RemoteShards;

@@ -65,6 +65,12 @@ pub enum WorkerStatus {
     End,
     /// The shard failed, or was dropped without `finish()`.
     Failed,
+    /// The running shard was named a straggler (once per attempt).
+    Straggler,
+    /// The running shard's items and bytes have not moved for `PIPETEL_STALL_TIMEOUT`.
+    Stalled,
+    /// A stalled shard moves again.
+    Resumed,
 }
 
 impl WorkerStatus {
@@ -75,6 +81,9 @@ impl WorkerStatus {
             WorkerStatus::Running => "running",
             WorkerStatus::End => "end",
             WorkerStatus::Failed => "failed",
+            WorkerStatus::Straggler => "straggler",
+            WorkerStatus::Stalled => "stalled",
+            WorkerStatus::Resumed => "resumed",
         }
     }
 }
@@ -151,6 +160,10 @@ pub struct WorkerStat {
     /// Why it failed.
     pub reason: Option<String>,
 }
+
+/// Fields a row carries beyond its struct's (answers: distributions, phases, straggler and
+/// stall details), appended after the struct's fields.
+pub(crate) type Extra = Vec<(String, Value)>;
 
 /// A row's fields in order: the single source of both the log record and the JSON line.
 pub(crate) fn stage_fields(namespace: &str, s: &StageStat) -> Vec<(String, Value)> {

@@ -3,19 +3,22 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use opentelemetry::trace::SpanContext;
+use opentelemetry::trace::{SpanContext, Status};
 use opentelemetry::KeyValue;
 use opentelemetry_sdk::logs::SdkLogger;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+use super::answers::StallChange;
+use super::findings::{end_extra, finding_extra, finding_row, judge, Finding};
 use super::metrics::{self, StageRunInstruments};
 use super::process::ProcessSampler;
-use super::row::{worker_fields, Namespaces, StageStat, WorkerStat, WorkerStatus};
+use super::row::{worker_fields, Extra, Namespaces, StageStat, WorkerStat, WorkerStatus};
 use super::sink::{count_lost, RowSink, StorePath};
-use super::table::table;
+use super::table::{end_state, table, ShardInner};
 use crate::global::Installed;
-use crate::settings::PipelineSettings;
+use crate::settings::{AnswerSettings, PipelineSettings, StallAction};
 
 /// How long finished stages stay exported when no runtime is installed.
 const DEFAULT_RETENTION: Duration = Duration::from_secs(300);
@@ -25,6 +28,8 @@ struct Runtime {
     sink: RowSink,
     stage_runs: StageRunInstruments,
     retention: Duration,
+    answers: AnswerSettings,
+    shard_metrics_limit: Option<usize>,
 }
 
 static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
@@ -43,18 +48,73 @@ pub(crate) fn retention() -> Duration {
     runtime().map(|r| r.retention).unwrap_or(DEFAULT_RETENTION)
 }
 
+/// The rules for skew, stragglers and stalls (the defaults before `init`).
+pub(crate) fn answer_settings() -> AnswerSettings {
+    runtime().map(|r| r.answers).unwrap_or_default()
+}
+
+/// How many shards per stage have their own worker series (`None`: all).
+pub(crate) fn shard_metrics_limit() -> Option<usize> {
+    runtime().map(|r| r.shard_metrics_limit).unwrap_or(Some(RUNNING_SHARD_SERIES))
+}
+
+/// Running shards per stage with their own worker series under `PIPETEL_SHARD_METRICS=running`.
+pub(crate) const RUNNING_SHARD_SERIES: usize = 32;
+
 /// Emits a stage row: its duration and run metrics, its log record and JSON line.
-pub(crate) fn emit_stage_row(stat: &StageStat, span: Option<&SpanContext>) {
+pub(crate) fn emit_stage_row(stat: &StageStat, extra: Extra, span: Option<&SpanContext>) {
     let Some(rt) = runtime() else { return not_initialised() };
     rt.stage_runs.record(rt.ns, stat);
-    rt.sink.stage(rt.ns.stage, stat, span);
+    rt.sink.stage(rt.ns.stage, stat, extra, span);
     super::progress::stage_ended(stat);
 }
 
 /// Emits a worker row: its log record and JSON line.
-pub(crate) fn emit_worker_row(stat: &WorkerStat, span: Option<&SpanContext>) {
+pub(crate) fn emit_worker_row(stat: &WorkerStat, extra: Extra, span: Option<&SpanContext>) {
     let Some(rt) = runtime() else { return not_initialised() };
-    rt.sink.worker(rt.ns.worker, stat, span);
+    if matches!(stat.status, WorkerStatus::End | WorkerStatus::Failed) {
+        if let Some(elapsed) = extra.iter().find(|(k, _)| k == super::keys::ELAPSED).and_then(|(_, v)| match v {
+            opentelemetry::Value::F64(e) => Some(*e),
+            _ => None,
+        }) {
+            rt.stage_runs.record_shard(rt.ns, stat, elapsed);
+        }
+    }
+    rt.sink.worker(rt.ns.worker, stat, extra, span);
+}
+
+/// Ends a running shard: its state, its span's attributes and status, its end row (under the
+/// span lock, which the sampler holds from its "still running?" check to its sample row).
+/// `None` when it had already ended.
+pub(crate) fn end_shard(
+    inner: &ShardInner,
+    span: &tracing::Span,
+    status: WorkerStatus,
+    reason: Option<String>,
+) -> Option<WorkerStat> {
+    let mut emission = crate::sync::lock(&inner.span);
+    if !inner.is_running() {
+        return None;
+    }
+    inner.mark_ended();
+    let row = inner.row(status, &mut ProcessSampler::new(), reason);
+    if !end_state(&inner.state, status == WorkerStatus::Failed) {
+        return None;
+    }
+    let extra = end_extra(inner, &row);
+    for (k, v) in worker_fields(inner.stage.worker_namespace, &row).into_iter().chain(extra.iter().cloned()) {
+        span.set_attribute(k, v);
+    }
+    span.set_status(match &row.reason {
+        Some(r) => Status::error(r.clone()),
+        None => Status::Ok,
+    });
+    if let Some(r) = &row.reason {
+        span.record("error", r.as_str());
+    }
+    emit_worker_row(&row, extra, crate::sampling::span_context(span).as_ref());
+    *emission = None;
+    Some(row)
 }
 
 /// A row emitted while no runtime is installed (before `init`, or after its guard dropped):
@@ -151,6 +211,12 @@ pub fn install(
         sink,
         stage_runs: StageRunInstruments::new(meter),
         retention: settings.retention,
+        answers: settings.answers,
+        shard_metrics_limit: match settings.answers.shard_metrics {
+            crate::settings::ShardMetrics::All => None,
+            crate::settings::ShardMetrics::Off => Some(0),
+            _ => Some(RUNNING_SHARD_SERIES),
+        },
     };
     *crate::sync::write(&RUNTIME) = Some(Arc::new(rt));
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
@@ -181,9 +247,11 @@ fn sampler_loop(interval: Duration, stop: &(Mutex<bool>, Condvar)) {
     }
 }
 
-/// One sampler tick: a running row per running handle shard, then retention pruning.
+/// One sampler tick: a running row per running handle shard, the answers (stragglers, stalls)
+/// it finds, then retention pruning.
 pub(crate) fn sample_all(process: &mut ProcessSampler) {
     let table = table();
+    let rules = answer_settings();
     for stage in table.stages() {
         for shard in stage.shards() {
             if !shard.sampled {
@@ -198,19 +266,49 @@ pub(crate) fn sample_all(process: &mut ProcessSampler) {
             }
             let row = shard.row(WorkerStatus::Running, process, None);
             if let Some(span) = span.as_ref() {
-                use tracing_opentelemetry::OpenTelemetrySpanExt;
-                span.add_event(
-                    "sample",
-                    worker_fields(stage.meta.worker_namespace, &row)
-                        .into_iter()
-                        .map(|(k, v)| KeyValue::new(k, v))
-                        .collect(),
-                );
+                span.add_event("sample", event_fields(&worker_fields(stage.meta.worker_namespace, &row), &[]));
             }
             let sc = span.as_ref().and_then(crate::sampling::span_context);
-            emit_worker_row(&row, sc.as_ref());
+            emit_worker_row(&row, Vec::new(), sc.as_ref());
             drop(span);
+        }
+        for (shard, finding) in judge(&stage, Instant::now(), &rules) {
+            report(&shard, finding, &rules);
         }
     }
     table.prune(retention());
+}
+
+fn event_fields(fields: &[(String, opentelemetry::Value)], extra: &[(String, opentelemetry::Value)]) -> Vec<KeyValue> {
+    fields.iter().chain(extra.iter()).map(|(k, v)| KeyValue::new(k.clone(), v.clone())).collect()
+}
+
+/// Emits the row and span event of a finding; a stall under `PIPETEL_STALL_ACTION=fail` then
+/// ends the shard as failed.
+fn report(shard: &ShardInner, finding: Finding, rules: &AnswerSettings) {
+    let (status, event) = match finding {
+        Finding::Straggler(_) => (WorkerStatus::Straggler, "pipeline.straggler"),
+        Finding::Stall(StallChange::Stalled(_)) => (WorkerStatus::Stalled, "pipeline.stalled"),
+        Finding::Stall(StallChange::Resumed(_)) => (WorkerStatus::Resumed, "pipeline.resumed"),
+    };
+    let stack = (status == WorkerStatus::Stalled).then(|| super::answers::read_stack(shard.tid)).flatten();
+    let span = {
+        let span = crate::sync::lock(&shard.span);
+        if !shard.is_running() {
+            return;
+        }
+        let row = finding_row(shard, status);
+        let extra = finding_extra(shard, finding, stack);
+        if let Some(span) = span.as_ref() {
+            span.add_event(event, event_fields(&worker_fields(shard.stage.worker_namespace, &row), &extra));
+        }
+        let sc = span.as_ref().and_then(crate::sampling::span_context);
+        emit_worker_row(&row, extra, sc.as_ref());
+        span.clone()
+    };
+    if let (Finding::Stall(StallChange::Stalled(d)), StallAction::Fail, Some(span)) =
+        (finding, rules.stall_action, span)
+    {
+        let _ = end_shard(shard, &span, WorkerStatus::Failed, Some(format!("stalled for {} s", d.as_secs())));
+    }
 }

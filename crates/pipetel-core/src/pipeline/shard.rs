@@ -3,14 +3,12 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use opentelemetry::trace::Status;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
-
 use super::keys::{warn_refused_once, CounterKey, CounterValue, CounterValueError};
+use super::phase::Phase;
 use super::process::{current_tid, ProcessSampler};
-use super::row::{worker_fields, WorkerStat, WorkerStatus};
-use super::runtime::emit_worker_row;
-use super::table::{end_state, new_shard, ShardInner, StageInner};
+use super::row::{WorkerStat, WorkerStatus};
+use super::runtime::{emit_worker_row, end_shard};
+use super::table::{new_shard, ShardInner, StageInner};
 use crate::sampling::span_context;
 
 /// Where a stage's shards hang in the trace.
@@ -81,7 +79,7 @@ impl<'a> ShardBuilder<'a> {
                 let mut shards = crate::sync::lock(&stage.shards);
                 shards.push(inner.clone());
             }
-            emit_worker_row(&row, span_context(&span).as_ref());
+            emit_worker_row(&row, Vec::new(), span_context(&span).as_ref());
         }
         Shard { inner, span }
     }
@@ -189,27 +187,71 @@ impl Shard {
     }
 
     fn end(&self, status: WorkerStatus, reason: Option<String>) -> WorkerStat {
-        let row = self.inner.row(status, &mut ProcessSampler::new(), reason);
-        // The state changes and the end row leaves under the span lock, which the sampler holds
-        // from its "still running?" check to its sample row's emission: a sample row is either
-        // out before the end row or not taken at, and it always has the span to take ids from.
-        let mut emission = crate::sync::lock(&self.inner.span);
-        if !end_state(&self.inner.state, status == WorkerStatus::Failed) {
-            return row;
+        match end_shard(&self.inner, &self.span, status, reason.clone()) {
+            Some(row) => row,
+            // Already ended (by the stall action): the row as of now.
+            None => self.inner.row(status, &mut ProcessSampler::new(), reason),
         }
-        for (k, v) in worker_fields(self.inner.stage.worker_namespace, &row) {
-            self.span.set_attribute(k, v);
-        }
-        self.span.set_status(match &row.reason {
-            Some(r) => Status::error(r.clone()),
-            None => Status::Ok,
-        });
-        if let Some(r) = &row.reason {
-            self.span.record("error", r.as_str());
-        }
-        emit_worker_row(&row, span_context(&self.span).as_ref());
-        *emission = None;
-        row
+    }
+
+    /// Enters phase `name` until the returned guard drops: the shard's time in between counts
+    /// in that phase (its end row's `pipeline.phase.<name>.seconds`, the stage row's sum, and
+    /// `pipeline.stage.phase.time`). A phase entered inside another pauses the outer one, so the
+    /// phases and the time outside them add up to the shard's wall time. The conventional names
+    /// are [`phase::WAIT_INPUT`](super::phase::WAIT_INPUT) (`wait.input`: blocked on upstream),
+    /// [`phase::WAIT_OUTPUT`](super::phase::WAIT_OUTPUT) (`wait.output`: blocked on downstream,
+    /// backpressure) and [`phase::IO`](super::phase::IO) (`io`: reads and writes). Costs two
+    /// reads of the monotonic clock and a few relaxed atomics; enter phases on the thread that
+    /// runs the shard.
+    ///
+    /// A name that is not 1–64 characters of `a-z A-Z 0-9 _ . -` (or is `unphased`), or a 16th
+    /// distinct name, counts as outside any phase, with one warning
+    /// ([`phase::check_phase_name`](super::phase::check_phase_name) checks a name beforehand).
+    ///
+    /// ```
+    /// let stage = pipetel_core::stage("parse").shards(1).start();
+    /// let shard = stage.shard(0).start();
+    /// {
+    ///     let _read = shard.phase("io");
+    ///     // ... read the input
+    /// }
+    /// let _decode = shard.phase("decode");
+    /// ```
+    pub fn phase(&self, name: &str) -> Phase<'_> {
+        Phase::enter(&self.inner.phases, name)
+    }
+
+    /// [`Shard::phase`] as a guard that owns a handle to the shard (`'static` and `Send`), for a
+    /// binding that keeps the guard in an object.
+    pub fn phase_owned(&self, name: &str) -> OwnedPhase {
+        let inner = self.inner.clone();
+        let previous = inner.phases.switch(inner.phases.slot(name));
+        OwnedPhase { inner, previous }
+    }
+
+    /// The name of the phase the shard is in now (`None` outside any phase).
+    pub fn current_phase(&self) -> Option<String> {
+        self.inner.phases.current().map(str::to_string)
+    }
+
+    /// Seconds per phase so far (first-use order), and the seconds outside any phase.
+    pub fn phase_seconds(&self) -> (Vec<(String, f64)>, f64) {
+        let (rest, named) = self.inner.phases.seconds();
+        (named, rest)
+    }
+}
+
+/// [`Shard::phase`] owning a handle to its shard ([`Shard::phase_owned`]).
+#[must_use = "the phase lasts until this guard is dropped"]
+#[derive(Debug)]
+pub struct OwnedPhase {
+    inner: Arc<ShardInner>,
+    previous: u8,
+}
+
+impl Drop for OwnedPhase {
+    fn drop(&mut self) {
+        self.inner.phases.switch(self.previous);
     }
 }
 

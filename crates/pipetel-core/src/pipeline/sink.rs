@@ -14,7 +14,7 @@ use opentelemetry::{Key, Value};
 use opentelemetry_sdk::logs::SdkLogger;
 use pipetel_rows::{Rotation, StoreWriter};
 
-use super::row::{stage_fields, worker_fields, StageStat, StageStatus, WorkerStat, WorkerStatus};
+use super::row::{stage_fields, worker_fields, Extra, StageStat, StageStatus, WorkerStat, WorkerStatus};
 
 /// Rows that did not reach the rows store (exported as `pipeline.rows.lost`).
 static LOST: AtomicU64 = AtomicU64::new(0);
@@ -119,7 +119,7 @@ impl RowSink {
     }
 
     /// Writes a stage row under the stage stream `event`.
-    pub(crate) fn stage(&self, event: &'static str, stat: &StageStat, span: Option<&SpanContext>) {
+    pub(crate) fn stage(&self, event: &'static str, stat: &StageStat, extra: Extra, span: Option<&SpanContext>) {
         if !self.enabled {
             return;
         }
@@ -132,18 +132,26 @@ impl RowSink {
             stat.elapsed.as_secs_f64()
         );
         let severity = if stat.status == StageStatus::Failed { Severity::Error } else { Severity::Info };
-        self.emit(event, severity, body, stage_fields(event, stat), SystemTime::now(), span);
+        let mut fields = stage_fields(event, stat);
+        fields.extend(extra);
+        self.emit(event, severity, body, fields, SystemTime::now(), span);
     }
 
     /// Writes a worker row under the worker stream `event`.
-    pub(crate) fn worker(&self, event: &'static str, stat: &WorkerStat, span: Option<&SpanContext>) {
+    pub(crate) fn worker(&self, event: &'static str, stat: &WorkerStat, extra: Extra, span: Option<&SpanContext>) {
         if !self.enabled {
             return;
         }
         let body =
             format!("shard {} of {} {}: {} items", stat.shard_index, stat.stage_name, stat.status.as_str(), stat.items);
-        let severity = if stat.status == WorkerStatus::Failed { Severity::Error } else { Severity::Info };
-        self.emit(event, severity, body, worker_fields(event, stat), stat.timestamp, span);
+        let severity = match stat.status {
+            WorkerStatus::Failed => Severity::Error,
+            WorkerStatus::Straggler | WorkerStatus::Stalled => Severity::Warn,
+            _ => Severity::Info,
+        };
+        let mut fields = worker_fields(event, stat);
+        fields.extend(extra);
+        self.emit(event, severity, body, fields, stat.timestamp, span);
     }
 
     fn emit(
@@ -162,7 +170,11 @@ impl RowSink {
             rec.set_timestamp(at);
             rec.set_observed_timestamp(SystemTime::now());
             rec.set_severity_number(severity);
-            rec.set_severity_text(if severity == Severity::Error { "ERROR" } else { "INFO" });
+            rec.set_severity_text(match severity {
+                Severity::Error => "ERROR",
+                Severity::Warn => "WARN",
+                _ => "INFO",
+            });
             rec.set_body(AnyValue::from(body));
             rec.add_attributes(fields.iter().map(|(k, v)| (Key::from(k.clone()), any(v))));
             if let Some(sc) = span {

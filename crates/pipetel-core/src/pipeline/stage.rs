@@ -8,10 +8,12 @@ use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{Status, TraceContextExt as _};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+use super::answers::StageAnswers;
+use super::findings::{stage_answers, stage_extra};
 use super::keys::CounterKey;
 use super::remote::{self, RemoteIngested, RemoteReportError};
 use super::row::{stage_fields, StageStat, StageStatus};
-use super::runtime::{emit_stage_row, namespaces, retention};
+use super::runtime::{answer_settings, emit_stage_row, namespaces, retention};
 use super::shard::{Parent, ShardBuilder};
 use super::table::{end_state, stage_meta, table, StageInner};
 use crate::sampling::span_context;
@@ -180,6 +182,12 @@ impl Stage {
         remote::ingest(&self.inner.meta.name, &self.inner.meta.execution_id, envelope, &mut into)
     }
 
+    /// The stage's answers as of now: its finished shards' distribution and skew, stragglers,
+    /// stalls and phases (the stage row carries the same figures when it ends).
+    pub fn answers(&self) -> StageAnswers {
+        stage_answers(&self.inner, answer_settings().skew_min)
+    }
+
     /// The stage name.
     pub fn name(&self) -> &str {
         &self.inner.meta.name
@@ -260,7 +268,8 @@ impl Stage {
             return row;
         }
         if let Parent::Local(span) = &self.parent {
-            for (k, v) in stage_fields(self.inner.meta.namespace, &row) {
+            let extra = stage_extra(&self.answers());
+            for (k, v) in stage_fields(self.inner.meta.namespace, &row).into_iter().chain(extra.iter().cloned()) {
                 span.set_attribute(k, v);
             }
             span.set_status(match &row.reason {
@@ -272,7 +281,7 @@ impl Stage {
                 span.record("error", r.as_str());
             }
             let sc = span_context(span);
-            emit_stage_row(&row, sc.as_ref());
+            emit_stage_row(&row, extra, sc.as_ref());
         }
         row
     }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use opentelemetry::KeyValue;
 
+use super::answers::Watch;
 use super::keys::{self, CounterKey, CounterSums, CounterValue};
+use super::phase::PhaseBook;
 use super::process::ProcessSampler;
 use super::row::{Namespaces, StageStat, StageStatus, WorkerStat, WorkerStatus};
 use super::sample::{SampleState, Taken};
@@ -63,6 +65,14 @@ pub(crate) struct ShardInner {
     pub(crate) extra_counters: Mutex<Vec<(CounterKey, CounterValue)>>,
     pub(crate) sample: Mutex<SampleState>,
     pub(crate) span: Mutex<Option<tracing::Span>>,
+    /// Where the shard's time went.
+    pub(crate) phases: PhaseBook,
+    /// Nanoseconds from start to end, once ended (0 while running).
+    pub(crate) ended_nanos: AtomicU64,
+    /// The sampler's straggler and stall state.
+    pub(crate) watch: Mutex<Watch>,
+    /// The name of the thread that started it.
+    pub(crate) thread_name: Option<String>,
 }
 
 impl std::fmt::Debug for ShardInner {
@@ -75,19 +85,24 @@ pub(crate) fn new_shard(stage: &StageInner, index: u32, tid: Option<i32>, sample
     let mut attrs = vec![KeyValue::new(keys::NAMESPACE, stage.meta.worker_namespace)];
     attrs.extend(stage.meta.attrs.iter().filter(|kv| kv.key.as_str() != keys::NAMESPACE).cloned());
     attrs.push(KeyValue::new(keys::SHARD_INDEX, i64::from(index)));
+    let started = Instant::now();
     ShardInner {
         cells: Cells { items: AtomicU64::new(0), bytes: AtomicU64::new(0) },
         index,
         stage: stage.meta.clone(),
         attrs,
         state: AtomicU8::new(RUNNING),
-        started: Instant::now(),
+        started,
         tid,
         sampled,
         counters: stage.counters.iter().map(|k| (k.clone(), AtomicI64::new(0))).collect(),
         extra_counters: Mutex::new(Vec::new()),
         sample: Mutex::new(SampleState::default()),
         span: Mutex::new(None),
+        phases: PhaseBook::new(started),
+        ended_nanos: AtomicU64::new(0),
+        watch: Mutex::new(Watch::new(started)),
+        thread_name: sampled.then(|| std::thread::current().name().map(str::to_string)).flatten(),
     }
 }
 
@@ -117,6 +132,21 @@ impl ShardInner {
 
     pub(crate) fn is_running(&self) -> bool {
         self.state.load(Ordering::Acquire) == RUNNING
+    }
+
+    /// Seconds from start to end once ended, else to now.
+    pub(crate) fn elapsed(&self) -> f64 {
+        match self.ended_nanos.load(Ordering::Acquire) {
+            0 => self.started.elapsed().as_secs_f64(),
+            n => n as f64 / 1e9,
+        }
+    }
+
+    /// Marks the shard's end time and closes its phases (before its end row is built).
+    pub(crate) fn mark_ended(&self) {
+        let n = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX).max(1);
+        let _ = self.ended_nanos.compare_exchange(0, n, Ordering::AcqRel, Ordering::Acquire);
+        self.phases.close();
     }
 
     /// What the last sample computed (none while the sample state's lock is poisoned).
@@ -221,6 +251,9 @@ pub(crate) struct StageInner {
     pub(crate) fixed: Mutex<Option<StageStat>>,
     /// Stage-level failures (the stage itself failed), added to `pipeline.stage.errors`.
     pub(crate) stage_errors: AtomicU64,
+    /// Shards named stragglers, and stalls of its shards.
+    pub(crate) stragglers: AtomicU64,
+    pub(crate) stalls: AtomicU64,
     /// Attribute sets of `pipeline.stage.shards`, one per state, built once.
     pub(crate) state_attrs: [Vec<KeyValue>; 4],
     /// Shards run in other processes, as their reports gave them (see [`super::remote`]).
@@ -247,6 +280,8 @@ impl StageInner {
             shards: Mutex::new(Vec::new()),
             fixed: Mutex::new(None),
             stage_errors: AtomicU64::new(0),
+            stragglers: AtomicU64::new(0),
+            stalls: AtomicU64::new(0),
             state_attrs,
             remote: Mutex::new(RemoteShards::default()),
             view: false,
@@ -561,7 +596,11 @@ impl StageTable {
             s.set_from_row(stat);
         }
         let state = match stat.status {
-            WorkerStatus::Start | WorkerStatus::Running => RUNNING,
+            WorkerStatus::Start
+            | WorkerStatus::Running
+            | WorkerStatus::Straggler
+            | WorkerStatus::Stalled
+            | WorkerStatus::Resumed => RUNNING,
             WorkerStatus::End => SUCCEEDED,
             WorkerStatus::Failed => FAILED,
         };

@@ -25,6 +25,6 @@ pub use names::{
     DEFAULT_CARDINALITY_LIMIT, DEFAULT_SERVICE_PREFIX, PIPETEL_HISTOGRAM_BUCKETS, PIPETEL_HTTP_METRICS,
     PIPETEL_QUEUE_METRICS, PIPETEL_SERVICE_PREFIX, SERVICE_ENV_VARS,
 };
-pub use pipeline::PipelineSettings;
+pub use pipeline::{AnswerSettings, PipelineSettings};
 pub use syntax::parse_buckets;
-pub use values::{named_values, ExemplarFilter, ParseValueError, ProgressMode};
+pub use values::{named_values, ExemplarFilter, ParseValueError, ProgressMode, ShardMetrics, StallAction};

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::error::Sourced;
-use super::values::ProgressMode;
+use super::values::{ProgressMode, ShardMetrics, StallAction};
 
 /// Stage and worker telemetry, as the application resolved it (a plain value: every field is
 /// set by whoever builds it).
@@ -30,4 +30,39 @@ pub struct PipelineSettings {
     pub rows_rotation: pipetel_rows::Rotation,
     /// The live progress display on stderr (`PIPETEL_PROGRESS`).
     pub progress: ProgressMode,
+    /// Skew, stragglers and stalls.
+    pub answers: AnswerSettings,
+}
+
+/// The rules that name skewed stages, stragglers and stalls, and the per-shard series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AnswerSettings {
+    /// A stage is skewed, and a running shard a straggler, only when it is more than this
+    /// beyond the 75th percentile of its stage's finished shards (`PIPETEL_SKEW_MIN`).
+    pub skew_min: Duration,
+    /// A running shard whose items and bytes have not moved for this long is stalled
+    /// (`PIPETEL_STALL_TIMEOUT`; zero: never).
+    pub stall_timeout: Duration,
+    /// What a stalled shard gets (`PIPETEL_STALL_ACTION`).
+    pub stall_action: StallAction,
+    /// Which shards have their own worker series (`PIPETEL_SHARD_METRICS`).
+    pub shard_metrics: ShardMetrics,
+}
+
+impl AnswerSettings {
+    /// The default of `PIPETEL_SKEW_MIN`.
+    pub const DEFAULT_SKEW_MIN: Duration = Duration::from_secs(10);
+    /// The default of `PIPETEL_STALL_TIMEOUT`.
+    pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(300);
+}
+
+impl Default for AnswerSettings {
+    fn default() -> Self {
+        Self {
+            skew_min: Self::DEFAULT_SKEW_MIN,
+            stall_timeout: Self::DEFAULT_STALL_TIMEOUT,
+            stall_action: StallAction::default(),
+            shard_metrics: ShardMetrics::default(),
+        }
+    }
 }

@@ -19,7 +19,7 @@ impl ParseValueError {
 /// Declares a value type named by words (`Copy`, `Eq`, `Debug`, non-exhaustive), with its
 /// `FromStr`: the text, trimmed and in any case, is one of a variant's names (`Variant = "name" |
 /// "alias"`); any other text is the error after `else` (a message, or an error type and how it
-/// is made from the text).
+/// is made from the text). Its `Display` writes the variant's first name.
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __named_values {
@@ -55,6 +55,18 @@ macro_rules! __named_values {
                 }
             }
         }
+
+        impl ::std::fmt::Display for $ty {
+            /// The variant's first name: the text [`FromStr`] reads back as it.
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(match self {
+                    $(Self::$variant => $crate::__named_values!(@first $($name)|+),)+
+                })
+            }
+        }
+    };
+    (@first $first:literal $(| $rest:literal)*) => {
+        $first
     };
 }
 pub use crate::__named_values as named_values;
@@ -89,4 +101,33 @@ named_values! {
         Always = "always",
     }
     else "expected `true`, `false` or `always`"
+}
+
+named_values! {
+    /// What a stalled shard gets (`PIPETEL_STALL_ACTION`).
+    #[derive(Default)]
+    pub enum StallAction {
+        /// A `stalled` worker row, a span event and a count; the shard runs on (the default).
+        #[default]
+        Report = "report",
+        /// As `report`, then the shard ends as failed with reason `stalled for <N> s`.
+        Fail = "fail",
+    }
+    else "expected `report` or `fail`"
+}
+
+named_values! {
+    /// Which shards have their own series on the worker families (`PIPETEL_SHARD_METRICS`).
+    #[derive(Default)]
+    pub enum ShardMetrics {
+        /// Running shards only, at most 32 per stage (the longest running): finished shards are
+        /// in the stage's distribution families and rows (the default).
+        #[default]
+        Running = "running",
+        /// Every shard until its stage's retention ends (the cardinality limit still applies).
+        All = "all",
+        /// None: the stage families, the distribution and the rows carry the shards.
+        Off = "off" | "false" | "none",
+    }
+    else "expected `running`, `all` or `off`"
 }

@@ -1,12 +1,14 @@
 //! A stored VictoriaLogs entry turned back into the row its writer kept locally: every value
-//! comes back as text, typed again from the row schema ([`TEXT_FIELDS`], [`FLOAT_FIELDS`]).
+//! comes back as text, typed again from the row schema ([`TEXT_FIELDS`],
+//! [`FLOAT_FIELDS`](crate::FLOAT_FIELDS), [`is_float_field`]).
 
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
 use super::row::{FieldValue, FleetRow};
-use crate::{FLOAT_FIELDS, TEXT_FIELDS};
+use crate::fields::is_float_field;
+use crate::TEXT_FIELDS;
 
 /// `10^-k` as Go's `math.Pow10(-k)` computes it (what VictoriaLogs multiplies by).
 fn go_pow10_neg(k: usize) -> f64 {
@@ -62,8 +64,10 @@ pub(super) fn field_value(key: &str, text: &str, float_counters: &BTreeSet<Strin
     let int = |t: &str| t.parse::<i64>().ok().map(FieldValue::Int);
     let v = if TEXT_FIELDS.contains(&key) {
         None
-    } else if FLOAT_FIELDS.contains(&key) {
+    } else if is_float_field(key) {
         float(text)
+    } else if key == crate::fields::SKEWED {
+        matches!(text, "true" | "false").then(|| FieldValue::Bool(text == "true"))
     } else if key.starts_with("pipeline.counter.") {
         match text {
             "true" | "false" => Some(FieldValue::Bool(text == "true")),
@@ -99,7 +103,9 @@ pub(super) fn row_of(entry: &Map<String, Value>, float_counters: &BTreeSet<Strin
         }
     }
     // `Map` iterates in key order: the `pipeline.*` fields come sorted.
-    for (k, v) in entry.iter().filter(|(k, _)| k.starts_with("pipeline.")) {
+    for (k, v) in
+        entry.iter().filter(|(k, _)| k.starts_with("pipeline.") || matches!(k.as_str(), "host.name" | "process.pid"))
+    {
         if let Some(t) = v.as_str() {
             fields.push((k.clone(), field_value(k, t, float_counters)));
         }
