@@ -70,14 +70,18 @@ fn the_page_serves_each_pipeline_and_service_family_under_its_tables_name_and_at
     let shard = stage.shard(0).start();
     shard.record(1, 1);
     shard.add(&pipetel::pipeline::CounterKey::new("families/items").expect("key"), 1u64);
+    // Worker series exist for running shards (`PIPETEL_SHARD_METRICS=running`, the default):
+    // shard 1 runs through the first page, sampled twice for its CPU utilization.
+    let running = stage.shard(1).start();
+    let _phase = running.phase("decode");
     pipetel::testing::sample_now();
     std::thread::sleep(std::time::Duration::from_millis(20));
     pipetel::testing::sample_now();
-    let running = stage.shard(1).start();
     shard.finish();
     // Shard 0 again: a retry.
     stage.shard(0).start().finish();
     let first = telemetry.prometheus_render().expect("render").render();
+    drop(_phase);
     running.finish();
     stage.finish();
     let page = format!("{first}{}", telemetry.prometheus_render().expect("render").render());

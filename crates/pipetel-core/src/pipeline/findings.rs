@@ -30,23 +30,32 @@ fn last_attempts(shards: &[Arc<ShardInner>]) -> Vec<&Arc<ShardInner>> {
     last
 }
 
-/// Elapsed seconds and life rates of the stage's finished shards (last attempts that succeeded,
-/// run by a handle in this process).
-fn finished(shards: &[Arc<ShardInner>]) -> (Vec<f64>, Vec<f64>) {
-    last_attempts(shards)
+/// Elapsed seconds and life rates of the stage's finished shards: last attempts that
+/// succeeded, run by a handle in this process or reported by another one.
+fn finished(stage: &StageInner, shards: &[Arc<ShardInner>]) -> (Vec<f64>, Vec<f64>) {
+    let rate = |items: u64, elapsed: f64| if elapsed > 0.0 { items as f64 / elapsed } else { 0.0 };
+    let mut out: (Vec<f64>, Vec<f64>) = last_attempts(shards)
         .into_iter()
         .filter(|s| s.sampled && s.state.load(Ordering::Acquire) == SUCCEEDED)
         .map(|s| {
             let elapsed = s.elapsed();
-            (elapsed, if elapsed > 0.0 { s.items() as f64 / elapsed } else { 0.0 })
+            (elapsed, rate(s.items(), elapsed))
         })
-        .unzip()
+        .unzip();
+    let remote = crate::sync::lock(&stage.remote);
+    for r in remote.shards.values().filter(|r| r.state == SUCCEEDED) {
+        if let Some(elapsed) = r.elapsed {
+            out.0.push(elapsed);
+            out.1.push(rate(r.items, elapsed));
+        }
+    }
+    out
 }
 
 /// A stage's answers as of now.
 pub(crate) fn stage_answers(stage: &StageInner, skew_min: Duration) -> StageAnswers {
     let shards = stage.shards();
-    let (elapsed, rates) = finished(&shards);
+    let (elapsed, rates) = finished(stage, &shards);
     let shard_elapsed = Distribution::of(&elapsed);
     let mut phases: Vec<(String, f64)> = Vec::new();
     let (mut unphased, mut off_cpu, mut cpu_known) = (0.0, 0.0, false);
@@ -135,7 +144,7 @@ pub(crate) enum Finding {
 /// a straggler. Counts what it finds on the stage.
 pub(crate) fn judge(stage: &StageInner, now: Instant, rules: &AnswerSettings) -> Vec<(Arc<ShardInner>, Finding)> {
     let shards = stage.shards();
-    let (finished, _) = finished(&shards);
+    let (finished, _) = finished(stage, &shards);
     let running: Vec<&Arc<ShardInner>> =
         last_attempts(&shards).into_iter().filter(|s| s.sampled && s.is_running()).collect();
     let rates: Vec<(u32, f64)> = running
@@ -274,6 +283,28 @@ mod tests {
         assert_eq!((a.stragglers, a.shard_elapsed.map(|d| d.max)), (1, Some(10.0)));
         assert_eq!(a.skew, Some(1.0));
         assert!(!a.skewed);
+    }
+
+    #[test]
+    fn shards_reported_by_other_processes_join_the_distribution() {
+        let s = stage(&[(5.0, Some(4.0), 40)]);
+        {
+            let mut remote = crate::sync::lock(&s.remote);
+            for (i, elapsed) in [(1u32, 6.0), (2, 8.0)] {
+                let shard = crate::pipeline::table::RemoteShard {
+                    items: 80,
+                    state: SUCCEEDED,
+                    attempts: 1,
+                    elapsed: Some(elapsed),
+                    ..Default::default()
+                };
+                remote.shards.insert(("host-b-7".to_string(), i), shard);
+            }
+        }
+        let a = stage_answers(&s, Duration::from_secs(1));
+        let d = a.shard_elapsed.expect("three finished shards");
+        assert_eq!((d.p0, d.p50, d.max), (4.0, 6.0, 8.0));
+        assert_eq!(a.shard_item_rate.map(|r| (r.p0, r.max)), Some((10.0, 80.0 / 6.0)));
     }
 
     #[test]

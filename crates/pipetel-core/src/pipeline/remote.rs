@@ -4,7 +4,8 @@
 //! A remote view's [`Stage::remote_report`](super::Stage::remote_report) builds a
 //! [`pipetel_recorders::Envelope`]: source = the reporting process's id, a sequence that grows
 //! per report, and two gauge snapshots of **cumulative** per-shard state —
-//! `pipetel.remote_stage.shard` (`items`, `bytes`, `state`, `attempts` per shard index) and
+//! `pipetel.remote_stage.shard` (`items`, `bytes`, `state`, `attempts`, and `elapsed`: the
+//! seconds of its last attempt, for the stage's shard distribution, per shard index) and
 //! `pipetel.remote_stage.counter` (each user counter per shard, with its int/float kind). The
 //! bytes travel however the user likes (the same pipes, sockets or files the snapshot hub
 //! reads; [`pipetel_recorders::FrameWriter`] frames them). The owner's
@@ -34,8 +35,8 @@ pub(crate) const MAX_COUNTER_KEYS_PER_SHARD: usize = 1024;
 /// Most counter series (shard, key, kind) one source may hold, over all its reports; a report
 /// with more is refused before any of them is read.
 pub(crate) const MAX_COUNTER_SERIES_PER_SOURCE: usize = 262_144;
-/// Figures per shard in the shard family (items, bytes, state, attempts).
-const FIELDS: usize = 4;
+/// Figures per shard in the shard family (items, bytes, state, attempts, elapsed).
+const FIELDS: usize = 5;
 
 /// What [`Stage::ingest_remote`](super::Stage::ingest_remote) did with a report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,6 +121,7 @@ pub(crate) fn report(
         r.bytes = r.bytes.saturating_add(s.bytes());
         r.state = s.state.load(std::sync::atomic::Ordering::Acquire);
         r.attempts += 1;
+        r.elapsed = Some(s.elapsed());
         for (k, v) in s.counters_snapshot() {
             r.counters.add(&k, v);
         }
@@ -133,6 +135,7 @@ pub(crate) fn report(
             ("bytes", r.bytes as f64),
             ("state", f64::from(r.state)),
             ("attempts", f64::from(r.attempts)),
+            ("elapsed", r.elapsed.unwrap_or(0.0)),
         ] {
             let _ = figures.set(&[stage, execution_id, &index, field], value);
         }
@@ -269,6 +272,7 @@ fn read_series(
                     }
                 }
                 "attempts" => shard.attempts = u32::try_from(whole(s.value)?).unwrap_or(u32::MAX),
+                "elapsed" => shard.elapsed = Some(s.value),
                 _ => return Err(bad("unknown field")),
             }
         } else {

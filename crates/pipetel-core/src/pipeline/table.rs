@@ -203,6 +203,8 @@ pub(crate) struct RemoteShard {
     pub(crate) bytes: u64,
     pub(crate) state: u8,
     pub(crate) attempts: u32,
+    /// Seconds of its last attempt (so far, while it runs), when the report gave them.
+    pub(crate) elapsed: Option<f64>,
     pub(crate) counters: CounterSums,
 }
 
