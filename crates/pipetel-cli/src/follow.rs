@@ -78,6 +78,63 @@ fn snapshot(path: &Path, after: Option<FileId>) -> io::Result<Snapshot> {
     }
 }
 
+/// A store read as it grows: the rows so far, then, at each [`Follower::poll`], the rows
+/// appended since, across rotation and truncation. What `--follow` and `pipetel top` read a
+/// local store with: each poll reads only the bytes added since the last one.
+pub(crate) struct Follower {
+    path: PathBuf,
+    tail: Tail,
+}
+
+impl Follower {
+    /// Opens the store `path`: the follower, and the rows of its rotated files (complete, read
+    /// whole). The current file's rows come with the first [`Follower::poll`].
+    pub(crate) fn open(path: &Path, notes: &mut dyn Write) -> io::Result<(Follower, Vec<Row>)> {
+        let (tail, rows) = Self::catch_up(path, None, notes)?;
+        Ok((Follower { path: path.to_path_buf(), tail }, rows))
+    }
+
+    /// Whether the store's current file exists (yet).
+    pub(crate) fn exists(&self) -> bool {
+        self.tail.file.is_some()
+    }
+
+    /// The rotated files newer than `after`, read whole, and the current file to follow.
+    fn catch_up(path: &Path, after: Option<FileId>, notes: &mut dyn Write) -> io::Result<(Tail, Vec<Row>)> {
+        let snap = snapshot(path, after)?;
+        let newest = snap.rotated.last().map(|f| f.id).or(after);
+        let mut rows = Vec::new();
+        for f in &snap.rotated {
+            rows.extend(read::parse_text(&String::from_utf8_lossy(&f.bytes), &f.path, 1, notes));
+        }
+        Ok((Tail::new(path, snap.current, newest), rows))
+    }
+
+    /// The rows appended since the last poll, in store order.
+    pub(crate) fn poll(&mut self, notes: &mut dyn Write) -> io::Result<Vec<Row>> {
+        let mut rows = self.tail.read_new(notes)?;
+        if self.tail.replaced() {
+            // Drain the old file once more: rows written to it before the rotation still count.
+            // No process writes to it after (rotation waits for every writer to be out of it).
+            rows.extend(self.tail.read_new(notes)?);
+            if !self.tail.pending.is_empty() {
+                read::note(notes, &self.tail.path, self.tail.lines + 1, "torn last line of the rotated file");
+            }
+            // The files rotated since, read whole, then the new current file.
+            let (tail, rotated) = Self::catch_up(&self.path, self.tail.id, notes)?;
+            rows.extend(rotated);
+            self.tail = tail;
+        } else if self.tail.truncated() {
+            let shown = show::safe(&self.path.display().to_string());
+            let _ = writeln!(notes, "pipetel: {shown} was truncated; reading it from the start");
+            self.tail.offset = 0;
+            self.tail.pending.clear();
+            self.tail.lines = 0;
+        }
+        Ok(rows)
+    }
+}
+
 /// Prints the store's matching rows, then follows it until interrupted.
 pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Result<()> {
     let mut notes = io::stderr();
@@ -90,17 +147,9 @@ pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Resu
         }
         out.flush()
     };
-    // Rotated files are complete: read whole. Then the current file, as it grows.
-    let catch_up = |after: Option<FileId>, out: &mut dyn Write, notes: &mut dyn Write| -> io::Result<Tail> {
-        let snap = snapshot(path, after)?;
-        let newest = snap.rotated.last().map(|f| f.id).or(after);
-        for f in &snap.rotated {
-            print(read::parse_text(&String::from_utf8_lossy(&f.bytes), &f.path, 1, notes), out)?;
-        }
-        Ok(Tail::new(path, snap.current, newest))
-    };
-    let mut tail = catch_up(None, out, &mut notes)?;
-    if tail.file.is_none() {
+    let (mut follower, rows) = Follower::open(path, &mut notes)?;
+    print(rows, out)?;
+    if !follower.exists() {
         let _ = writeln!(
             notes,
             "pipetel rows: {} does not exist yet; waiting for rows",
@@ -108,25 +157,8 @@ pub(crate) fn follow(path: &Path, a: &RowsArgs, out: &mut dyn Write) -> io::Resu
         );
     }
     loop {
-        let rows = tail.read_new(&mut notes)?;
+        let rows = follower.poll(&mut notes)?;
         print(rows, out)?;
-        if tail.replaced() {
-            // Drain the old file once more: rows written to it before the rotation still count.
-            // No process writes to it after (rotation waits for every writer to be out of it).
-            let rows = tail.read_new(&mut notes)?;
-            print(rows, out)?;
-            if !tail.pending.is_empty() {
-                read::note(&mut notes, &tail.path, tail.lines + 1, "torn last line of the rotated file");
-            }
-            // The files rotated since, read whole, then the new current file.
-            tail = catch_up(tail.id, out, &mut notes)?;
-        } else if tail.truncated() {
-            let shown = show::safe(&path.display().to_string());
-            let _ = writeln!(notes, "pipetel rows: {shown} was truncated; reading it from the start");
-            tail.offset = 0;
-            tail.pending.clear();
-            tail.lines = 0;
-        }
         std::thread::sleep(POLL);
     }
 }

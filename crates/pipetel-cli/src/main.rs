@@ -2,7 +2,9 @@
 //!
 //! `pipetel rows` reads the local rows store the library writes by default (or any rows file):
 //! lists and filters rows, prints a stage summary or a per-shard timeline, and follows a live
-//! store across rotation. See `pipetel rows --help`.
+//! store across rotation. `pipetel top` shows the running stages and their slowest, straggling,
+//! stalled and lost shards live, from a rows store, the fleet's store or pull endpoints. See
+//! `pipetel rows --help` and `pipetel top --help`.
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
@@ -10,12 +12,13 @@
 
 mod args;
 mod follow;
+mod lost;
 mod read;
 mod remote;
 mod show;
+mod top;
 
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use args::{Command, Mode, RowsArgs};
@@ -24,13 +27,26 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     match args::parse(&argv) {
         Err(e) => {
-            eprintln!("pipetel: {}\n(see `pipetel rows --help`)", show::safe(&e));
+            let command = if argv.first().is_some_and(|c| c == "top") { "top" } else { "rows" };
+            eprintln!("pipetel: {}\n(see `pipetel {command} --help`)", show::safe(&e));
             ExitCode::from(2)
         }
         Ok(Command::Help) => {
             println!("{}", args::USAGE);
             ExitCode::SUCCESS
         }
+        Ok(Command::TopHelp) => {
+            println!("{}", args::top::USAGE);
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Top(a)) => match top::run(&a) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("pipetel top: {}", show::safe(&e.to_string()));
+                ExitCode::from(1)
+            }
+        },
         Ok(Command::Rows(a)) => match rows(&a) {
             Ok(()) => ExitCode::SUCCESS,
             // `pipetel rows | head`: the reader went away, which is not a failure.
@@ -43,70 +59,29 @@ fn main() -> ExitCode {
     }
 }
 
-/// The store to read: the given file, else `PIPETEL_ROWS_FILE`, else the default store of the
-/// service, else the only store in the directory.
-fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
-    if let Some(f) = &a.file {
-        return Ok(f.clone());
-    }
-    if let Some(f) = std::env::var_os("PIPETEL_ROWS_FILE").filter(|f| !f.is_empty()) {
-        return Ok(PathBuf::from(f));
-    }
-    let dir = match &a.dir {
-        Some(dir) => dir.clone(),
-        None => pipetel_rows::default_dir()
-            .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("{e}, or pass --dir or FILE")))?,
-    };
-    let service = a.service.clone().or_else(|| std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.is_empty()));
-    if let Some(service) = service {
-        return Ok(pipetel_rows::default_file(&dir, &service));
-    }
-    let stores = pipetel_rows::stores_in(&dir);
-    match stores.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => Err(io::Error::new(
-            io::ErrorKind::NotFound,
-            format!("no rows store in {} (name one with FILE, --service or --dir)", dir.display()),
-        )),
-        many => {
-            let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
-            Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "several rows stores in {}: {}; pick one with --service or FILE",
-                    dir.display(),
-                    names.join(", ")
-                ),
-            ))
-        }
-    }
-}
-
 fn rows(a: &RowsArgs) -> io::Result<()> {
     if let Some(url) = &a.url {
         return remote::rows(url, a, &mut io::BufWriter::new(io::stdout().lock()));
     }
-    let path = store_path(a)?;
+    let path = read::store_path(a)?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     if a.follow {
         return follow::follow(&path, a, &mut out);
     }
     let rows = read::read_store(&path, &mut io::stderr())?;
+    // Judged on every row: a filter (--status above all) may hide the rows that end a shard.
+    let lost = show::Lost::judge(&rows, &lost::LostRule::now(a.sample_interval));
     let rows: Vec<read::Row> = rows.into_iter().filter(|r| a.filters.matches(r)).collect();
     match a.mode {
-        Mode::List => {
-            for r in &rows {
-                writeln!(out, "{}", show::row_line(r))?;
-            }
-        }
+        Mode::List => show::listing(&rows, &lost, &mut out)?,
         Mode::Json => {
             for r in &rows {
                 writeln!(out, "{}", pipetel_rows::escape_json_controls(&r.raw))?;
             }
         }
-        Mode::Summary => out.write_all(show::summary(&rows).as_bytes())?,
-        Mode::Timeline => out.write_all(show::timeline(&rows).as_bytes())?,
+        Mode::Summary => out.write_all(show::summary(&rows, &lost).as_bytes())?,
+        Mode::Timeline => out.write_all(show::timeline(&rows, &lost).as_bytes())?,
     }
     out.flush()
 }

@@ -2,11 +2,11 @@
 //! lines are skipped with a note naming the file and line.
 
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::args::Filters;
+use crate::args::{Filters, RowsArgs};
 
 /// One row of the store: the stored line and its fields.
 #[derive(Debug, Clone)]
@@ -125,6 +125,45 @@ pub(crate) fn read_store(path: &Path, notes: &mut dyn Write) -> io::Result<Vec<R
         rows.extend(parse_text(&String::from_utf8_lossy(&f.bytes), &f.path, 1, notes));
     }
     Ok(rows)
+}
+
+/// The store to read: the given file, else `PIPETEL_ROWS_FILE`, else the default store of the
+/// service, else the only store in the directory.
+pub(crate) fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
+    if let Some(f) = &a.file {
+        return Ok(f.clone());
+    }
+    if let Some(f) = std::env::var_os("PIPETEL_ROWS_FILE").filter(|f| !f.is_empty()) {
+        return Ok(PathBuf::from(f));
+    }
+    let dir = match &a.dir {
+        Some(dir) => dir.clone(),
+        None => pipetel_rows::default_dir()
+            .map_err(|e| io::Error::new(io::ErrorKind::NotFound, format!("{e}, or pass --dir or FILE")))?,
+    };
+    let service = a.service.clone().or_else(|| std::env::var("OTEL_SERVICE_NAME").ok().filter(|s| !s.is_empty()));
+    if let Some(service) = service {
+        return Ok(pipetel_rows::default_file(&dir, &service));
+    }
+    let stores = pipetel_rows::stores_in(&dir);
+    match stores.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("no rows store in {} (name one with FILE, --service or --dir)", dir.display()),
+        )),
+        many => {
+            let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "several rows stores in {}: {}; pick one with --service or FILE",
+                    dir.display(),
+                    names.join(", ")
+                ),
+            ))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -52,51 +52,81 @@ fn query(reader: &mut FleetReader, logsql: &str, start: Option<&str>) -> io::Res
     Ok(rows.iter().filter_map(|r: &FleetRow| Row::parse(&r.to_json()).ok().map(|row| (row, r.time))).collect())
 }
 
-fn print(rows: &[Row], mode: Mode, out: &mut dyn Write) -> io::Result<()> {
+fn print(rows: &[Row], mode: Mode, lost: &show::Lost, out: &mut dyn Write) -> io::Result<()> {
     match mode {
-        Mode::List => rows.iter().try_for_each(|r| writeln!(out, "{}", show::row_line(r))),
+        Mode::List => show::listing(rows, lost, out),
         Mode::Json => rows.iter().try_for_each(|r| writeln!(out, "{}", pipetel_rows::escape_json_controls(&r.raw))),
-        Mode::Summary => out.write_all(show::summary(rows).as_bytes()),
-        Mode::Timeline => out.write_all(show::timeline(rows).as_bytes()),
+        Mode::Summary => out.write_all(show::summary(rows, lost).as_bytes()),
+        Mode::Timeline => out.write_all(show::timeline(rows, lost).as_bytes()),
+    }
+}
+
+/// The fleet's store read as it grows: every matching row, then at each [`FleetFollower::poll`]
+/// the rows stored since (each once), for `--follow` and `pipetel top --url`.
+pub(crate) struct FleetFollower<'a> {
+    reader: FleetReader,
+    logsql: String,
+    a: &'a RowsArgs,
+    /// Rows already returned, by time and line, for as long as a poll can return them again.
+    shown: BTreeMap<((u64, u32), String), ()>,
+}
+
+impl<'a> FleetFollower<'a> {
+    /// Connects to the store at `url` with the limits and filters of `a`.
+    pub(crate) fn new(url: &str, a: &'a RowsArgs) -> io::Result<FleetFollower<'a>> {
+        let limits = Limits {
+            timeout: a.timeout.unwrap_or(Limits::DEFAULT_TIMEOUT),
+            max_bytes: a.max_bytes.unwrap_or(Limits::DEFAULT_MAX_BYTES),
+            ..Limits::default()
+        };
+        let reader = FleetReader::new(url, limits).map_err(io_error)?;
+        Ok(FleetFollower { reader, logsql: query_of(a).logsql(), a, shown: BTreeMap::new() })
+    }
+
+    fn query(&mut self, start: Option<&str>) -> io::Result<Vec<(Row, (u64, u32))>> {
+        let rows = query(&mut self.reader, &self.logsql, start)?;
+        Ok(rows.into_iter().filter(|(r, _)| self.a.filters.matches(r)).collect())
+    }
+
+    /// Every matching row in the store now, oldest first.
+    pub(crate) fn all(&mut self) -> io::Result<Vec<Row>> {
+        let rows = self.query(None)?;
+        Ok(self.fresh(rows))
+    }
+
+    /// The rows stored since the last call (stored at most [`FOLLOW_WINDOW_MS`] after their time).
+    pub(crate) fn poll(&mut self) -> io::Result<Vec<Row>> {
+        let from = crate::lost::now_ms().saturating_sub(FOLLOW_WINDOW_MS);
+        self.shown.retain(|(t, _), ()| t.0 + 1000 >= from);
+        let rows = self.query(Some(&show::iso(from)))?;
+        Ok(self.fresh(rows))
+    }
+
+    fn fresh(&mut self, rows: Vec<(Row, (u64, u32))>) -> Vec<Row> {
+        rows.into_iter().filter_map(|(r, t)| self.shown.insert((t, r.raw.clone()), ()).is_none().then_some(r)).collect()
     }
 }
 
 /// `pipetel rows --url URL ...`: the matching rows of the store at `url`, in the view `a`
 /// asks for; with `--follow`, then every new row until interrupted.
 pub(crate) fn rows(url: &str, a: &RowsArgs, out: &mut dyn Write) -> io::Result<()> {
-    let limits = Limits {
-        timeout: a.timeout.unwrap_or(Limits::DEFAULT_TIMEOUT),
-        max_bytes: a.max_bytes.unwrap_or(Limits::DEFAULT_MAX_BYTES),
-        ..Limits::default()
-    };
-    let mut reader = FleetReader::new(url, limits).map_err(io_error)?;
-    let q = query_of(a).logsql();
-    let keep = |rows: Vec<(Row, (u64, u32))>| -> Vec<(Row, (u64, u32))> {
-        rows.into_iter().filter(|(r, _)| a.filters.matches(r)).collect()
-    };
-    let rows = keep(query(&mut reader, &q, None)?);
+    let mut fleet = FleetFollower::new(url, a)?;
+    let rows = fleet.all()?;
     if !a.follow {
-        let rows: Vec<Row> = rows.into_iter().map(|(r, _)| r).collect();
-        print(&rows, a.mode, out)?;
+        // With --status the store leaves out the rows that end a shard: lost cannot be judged.
+        let lost = match a.filters.status {
+            None => show::Lost::judge(&rows, &crate::lost::LostRule::now(a.sample_interval)),
+            Some(_) => show::Lost::default(),
+        };
+        print(&rows, a.mode, &lost, out)?;
         return out.flush();
     }
-    // Rows already shown, by time and line, for as long as a poll can return them again.
-    let mut shown: BTreeMap<((u64, u32), String), ()> = BTreeMap::new();
     let mut batch = rows;
     loop {
-        let fresh: Vec<Row> = batch
-            .into_iter()
-            .filter_map(|(r, t)| shown.insert((t, r.raw.clone()), ()).is_none().then_some(r))
-            .collect();
-        print(&fresh, a.mode, out)?;
+        print(&batch, a.mode, &show::Lost::default(), out)?;
         out.flush()?;
         std::thread::sleep(POLL);
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let from = now_ms.saturating_sub(FOLLOW_WINDOW_MS);
-        shown.retain(|(t, _), ()| t.0 + 1000 >= from);
-        batch = keep(query(&mut reader, &q, Some(&show::iso(from)))?);
+        batch = fleet.poll()?;
     }
 }
 

@@ -2,9 +2,10 @@
 //! Names, statuses and reasons come from whoever wrote the rows: everything printed goes through
 //! [`safe`], so control characters in them reach the terminal escaped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
+use crate::lost::{Gaps, LostRule, ShardFate, LOST_AFTER_INTERVALS};
 use crate::read::Row;
 
 /// `text` with its control characters escaped (`\x1b`): what every view prints of a store.
@@ -78,6 +79,7 @@ struct ShardView {
     items: u64,
     samples: usize,
     attempts: usize,
+    gaps: Gaps,
 }
 
 /// What the rows say about one stage execution.
@@ -115,6 +117,7 @@ fn stage_views(rows: &[Row]) -> Vec<((String, String), StageView<'_>)> {
                     s.first_ms = r.timestamp_ms();
                 }
                 s.last_ms = r.timestamp_ms();
+                s.gaps.add(r.status(), r.timestamp_ms());
                 s.status = r.status().to_string();
                 s.items = r.u64("pipeline.items").unwrap_or(s.items);
                 s.samples += usize::from(r.status() == "running");
@@ -139,8 +142,78 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
+/// The shards and stages the rows leave running whose writers stopped: each lost shard's and
+/// stage's last row time. Judged on every row read (before `--status`, which would hide the
+/// rows that end a shard).
+#[derive(Debug, Default)]
+pub(crate) struct Lost {
+    shards: HashMap<(String, String, u64), u64>,
+    stages: HashMap<(String, String), u64>,
+}
+
+impl Lost {
+    /// The lost shards and stages of `rows` under `rule`.
+    pub(crate) fn judge(rows: &[Row], rule: &LostRule) -> Lost {
+        let mut lost = Lost::default();
+        for ((stage, exec), v) in stage_views(rows) {
+            let mut fates = Vec::with_capacity(v.shards.len());
+            for (i, s) in &v.shards {
+                let fate = if rule.lost(&s.status, s.last_ms, &s.gaps) {
+                    lost.shards.insert((stage.clone(), exec.clone(), *i), s.last_ms);
+                    ShardFate::Lost
+                } else if crate::lost::is_running_status(&s.status) {
+                    ShardFate::Running
+                } else {
+                    ShardFate::Ended
+                };
+                fates.push(fate);
+            }
+            if v.stage_row.is_none() && crate::lost::stage_lost(fates) {
+                lost.stages.insert((stage, exec), v.last_ms);
+            }
+        }
+        lost
+    }
+
+    fn shard(&self, stage: &str, exec: &str, shard: u64) -> Option<u64> {
+        self.shards.get(&(stage.to_string(), exec.to_string(), shard)).copied()
+    }
+
+    fn stage(&self, stage: &str, exec: &str) -> Option<u64> {
+        self.stages.get(&(stage.to_string(), exec.to_string())).copied()
+    }
+
+    fn shards_of(&self, stage: &str, exec: &str) -> usize {
+        self.shards.keys().filter(|(s, e, _)| s == stage && e == exec).count()
+    }
+}
+
+/// One line per row; the last row of a lost shard says so.
+pub(crate) fn listing(rows: &[Row], lost: &Lost, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut marked = vec![false; rows.len()];
+    if !lost.shards.is_empty() {
+        let mut seen = std::collections::HashSet::new();
+        for (n, r) in rows.iter().enumerate().rev() {
+            if let Some(i) = r.shard() {
+                if seen.insert((r.stage(), r.execution(), i)) {
+                    marked[n] = lost.shard(r.stage(), r.execution(), i).is_some();
+                }
+            }
+        }
+    }
+    for (r, lost) in rows.iter().zip(marked) {
+        let line = row_line(r);
+        if lost {
+            writeln!(out, "{line}  LOST: no row since, over {LOST_AFTER_INTERVALS} sample intervals")?;
+        } else {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
 /// The stage summary table.
-pub(crate) fn summary(rows: &[Row]) -> String {
+pub(crate) fn summary(rows: &[Row], lost: &Lost) -> String {
     let mut lines = vec![[
         "STAGE".to_string(),
         "EXECUTION".into(),
@@ -150,6 +223,7 @@ pub(crate) fn summary(rows: &[Row]) -> String {
         "BYTES".into(),
         "ELAPSED".into(),
         "ITEMS/S".into(),
+        "NOTE".into(),
     ]];
     for ((stage, exec), v) in stage_views(rows) {
         let done = v.shards.values().filter(|s| s.status == "end").count() as u64;
@@ -165,7 +239,7 @@ pub(crate) fn summary(rows: &[Row]) -> String {
                 r.u64("pipeline.shards.failed").unwrap_or(failed),
             ),
             None => (
-                "running".to_string(),
+                if lost.stage(&stage, &exec).is_some() { "lost" } else { "running" }.to_string(),
                 v.shards.values().map(|s| s.items).sum(),
                 0,
                 v.last_ms.saturating_sub(v.first_ms) as f64 / 1000.0,
@@ -177,6 +251,11 @@ pub(crate) fn summary(rows: &[Row]) -> String {
         let total = if total == 0 { v.shards.len() as u64 } else { total };
         let rate = if elapsed > 0.0 { items as f64 / elapsed } else { 0.0 };
         let bytes = if v.stage_row.is_some() { human_bytes(bytes) } else { "-".into() };
+        let note = match (v.stage_row, lost.stage(&stage, &exec), lost.shards_of(&stage, &exec)) {
+            (None, Some(last), _) => format!("last row {}", iso(last)),
+            (None, None, n) if n > 0 => format!("{n} shards lost"),
+            _ => String::new(),
+        };
         lines.push([
             safe(&stage),
             safe(&exec),
@@ -186,13 +265,14 @@ pub(crate) fn summary(rows: &[Row]) -> String {
             bytes,
             format!("{elapsed:.3}s"),
             format!("{rate:.1}"),
+            note,
         ]);
     }
     table(&lines)
 }
 
 /// Lays rows of cells out in columns.
-fn table<const N: usize>(lines: &[[String; N]]) -> String {
+pub(crate) fn table<const N: usize>(lines: &[[String; N]]) -> String {
     let mut widths = [0usize; N];
     for l in lines {
         for (w, c) in widths.iter_mut().zip(l) {
@@ -213,13 +293,19 @@ const BAR: usize = 40;
 
 /// Per stage execution, one line per shard: a bar over the stage's span of time, its offsets,
 /// status, items and samples.
-pub(crate) fn timeline(rows: &[Row]) -> String {
+pub(crate) fn timeline(rows: &[Row], lost: &Lost) -> String {
     let mut out = String::new();
     for ((stage, exec), v) in stage_views(rows) {
         let span_ms = v.last_ms.saturating_sub(v.first_ms).max(1);
-        let status = v.stage_row.map_or("running", |r| r.status());
-        let (stage, exec, status) = (safe(&stage), safe(&exec), safe(status));
-        let _ = writeln!(out, "{stage} {exec} ({status}, {:.3}s from {})", span_ms as f64 / 1000.0, iso(v.first_ms));
+        let running = if lost.stage(&stage, &exec).is_some() { "lost" } else { "running" };
+        let status = v.stage_row.map_or(running, |r| r.status());
+        let (shown_stage, shown_exec, status) = (safe(&stage), safe(&exec), safe(status));
+        let _ = writeln!(
+            out,
+            "{shown_stage} {shown_exec} ({status}, {:.3}s from {})",
+            span_ms as f64 / 1000.0,
+            iso(v.first_ms)
+        );
         let mut lines = Vec::new();
         for (i, s) in &v.shards {
             // A shard that starts at the very end of the span still gets one cell of bar. In
@@ -236,7 +322,7 @@ pub(crate) fn timeline(rows: &[Row]) -> String {
                 format!("|{bar}|"),
                 format!("+{:.3}s", (s.first_ms - v.first_ms) as f64 / 1000.0),
                 format!("+{:.3}s", (s.last_ms - v.first_ms) as f64 / 1000.0),
-                safe(&s.status),
+                if lost.shard(&stage, &exec, *i).is_some() { "lost".to_string() } else { safe(&s.status) },
                 format!("{} items", s.items),
                 format!("{} samples", s.samples),
                 if s.attempts > 1 { format!("{} attempts", s.attempts) } else { String::new() },
@@ -262,7 +348,7 @@ mod tests {
             .expect("row")
         };
         let rows = [row(0, "start", 1000), row(0, "end", 2000), row(1, "start", 2000), row(1, "end", 2000)];
-        let text = timeline(&rows);
+        let text = timeline(&rows, &Lost::default());
         let bars: Vec<&str> = text.lines().skip(1).map(|l| l.split('|').nth(1).expect("bar")).collect();
         assert_eq!(bars.len(), 2, "{text}");
         assert_eq!(bars[0], "=".repeat(BAR), "{text}");

@@ -49,6 +49,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::registry::{Counter, Gauge, Histogram, Opts, Registry, RegistryError};
+// The settings' one documented path is `settings` (`pipetel::config` in pipetel); these names
+// stay for the programs written before the split.
+#[doc(hidden)]
 pub use crate::settings::{
     parse_buckets, ServiceMetricsConfig, DEFAULT_SERVICE_PREFIX as DEFAULT_PREFIX, PIPETEL_HISTOGRAM_BUCKETS,
     PIPETEL_HTTP_METRICS, PIPETEL_QUEUE_METRICS, PIPETEL_SERVICE_PREFIX, SERVICE_ENV_VARS as ENV_VARS,

@@ -28,13 +28,13 @@
 //! conventions say. The request body size is the `Content-Length` the client sent; the response
 //! body size is recorded when the body's length is known up front. The duration buckets are
 //! the conventions' advice (5 ms to 10 s), fixed by the middleware, so
-//! [`PIPETEL_HISTOGRAM_BUCKETS`](crate::service::PIPETEL_HISTOGRAM_BUCKETS) does not apply.
+//! [`PIPETEL_HISTOGRAM_BUCKETS`](crate::config::PIPETEL_HISTOGRAM_BUCKETS) does not apply.
 //!
 //! The measuring itself is the kept `opentelemetry-instrumentation-tower` middleware (built
 //! against the same OTel crates as pipetel); it also opens a server span per request on the
 //! global tracer, exported when a trace exporter is configured, and continues the caller's
 //! trace from W3C `traceparent` headers. pipetel adds two things around it: the switch
-//! ([`PIPETEL_HTTP_METRICS`](crate::service::PIPETEL_HTTP_METRICS), `service.http_metrics` in
+//! ([`PIPETEL_HTTP_METRICS`](crate::config::PIPETEL_HTTP_METRICS), `service.http_metrics` in
 //! the file; when off the layer is the identity and costs nothing per request), and
 //! `url.scheme`: an HTTP/1.1 server receives targets in origin form (`/v1/infer`, no scheme),
 //! which would leave the attribute empty, so the layer shows the middleware the request with

@@ -75,6 +75,9 @@ mod names;
 mod site;
 mod timing;
 
+// The settings' one documented path is `settings` (`pipetel::config` in pipetel); these names
+// stay for the programs written before the split.
+#[doc(hidden)]
 pub use crate::settings::{SpanMetricsConfig, SpanMetricsError, SpanTime};
 pub use foreign::{ForeignSpanTimer, MAX_FOREIGN_SPAN_NAMES};
 #[doc(hidden)]

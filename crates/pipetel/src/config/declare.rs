@@ -1,6 +1,7 @@
 //! The shape of the settings table. One entry per setting declares its slot in `Config`, its
 //! environment variable (a `pub const`, listed in `ENV_VARS`), its file key, the rule that reads
-//! it on every path, its default in words and its meaning; `table.rs` holds the one invocation.
+//! it on every path, its default (a value of its type: `defaults::Fallback`) and its meaning;
+//! `table.rs` holds the one invocation.
 //! Reading the environment (`env.rs`), reading the file (`file.rs`), checking every value
 //! (`Slots::check_all`) and the configuration reference (`reference.rs`) all iterate the
 //! entries it makes, and the setters take each setting's rule from it (`Rules`), so a new
@@ -10,7 +11,7 @@
 //! reference's text):
 //!
 //! ```text
-//! field: Type = RULE, "default in words"
+//! field: Type = RULE, DEFAULT                 (a `Fallback`: `Fallback::value(10)`, ...)
 //!     , env VARIABLE                      (or `env NAME = crate::CONST`: another crate's name)
 //!     , signals TRACES METRICS LOGS       (a per-signal OTLP setting: one value per scope)
 //!     , key "file.key" FileType (FILE_RULE) was "old.key"   (rule and old name optional)
@@ -19,7 +20,8 @@
 //! ;
 //! ```
 //!
-//! Each part after the default is optional. A per-signal setting's key is the part after
+//! Each part after the default is optional. The getters and `resolve` read a default through
+//! `Defaults::field`, and the reference writes its words from the same value. A per-signal setting's key is the part after
 //! `otlp.`: `key "endpoint" Text` reads `otlp.endpoint` and `otlp.<signal>.endpoint`.
 
 use super::rule::Redaction;
@@ -63,9 +65,9 @@ pub(crate) struct Entry<S: 'static> {
     pub(crate) old_key: Option<&'static str>,
     /// The TOML type the key takes.
     pub(crate) kind: FileType,
-    /// The default, in words (Markdown).
+    /// The default, in the reference's words (Markdown), written from its value.
     #[cfg_attr(not(test), allow(dead_code))]
-    pub(crate) default: &'static str,
+    pub(crate) default: fn() -> String,
     /// What it means (Markdown, one line per doc-comment line).
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) meaning: &'static str,
@@ -93,7 +95,7 @@ impl<S> Entry<S> {
 macro_rules! settings_table {
     ($(
         $(#[doc = $doc:literal])*
-        $field:ident: $ty:ty = $rule:ident, $default:tt
+        $field:ident: $ty:ty = $rule:ident, $default:expr
             $(, env $env:ident $(= $($gpu:ident)::+)?)?
             $(, signals $tenv:ident $menv:ident $lenv:ident)?
             $(, key $key:literal $kind:ident $(($krule:ident))? $(was $old:literal)?)?
@@ -103,7 +105,7 @@ macro_rules! settings_table {
     )*) => {
         $(
             $crate::config::declare::env_consts!(
-                [$($doc)*] [$default] [$($key)?] [$($env $(= $($gpu)::+)?)?] [$($tenv $menv $lenv)?]
+                [$($doc)*] [$($key)?] [$($env $(= $($gpu)::+)?)?] [$($tenv $menv $lenv)?]
             );
         )*
 
@@ -118,6 +120,36 @@ macro_rules! settings_table {
                 $(#[cfg($cfg)])?
                 pub(crate) $field: $crate::config::declare::slot_type!($ty $(, $tenv)?),
             )*
+        }
+
+        /// Every setting's default, by the name of its slot: what the getters and `resolve` fall
+        /// back on, and what the reference's words are written from.
+        pub(crate) struct Defaults;
+
+        #[allow(non_upper_case_globals)]
+        impl Defaults {
+            $(
+                $(#[cfg($cfg)])?
+                pub(crate) const $field: $crate::config::defaults::Fallback<
+                    <$ty as $crate::config::defaults::Value>::Const,
+                > = $default;
+            )*
+        }
+
+        #[cfg(test)]
+        impl Defaults {
+            /// Every default's text read back through its setting's rule: a line per text that
+            /// does not come back as the value, or value its rule refuses.
+            pub(crate) fn mismatches() -> Vec<String> {
+                let mut failures = Vec::new();
+                $(
+                    $(#[cfg($cfg)])?
+                    $crate::config::defaults::round_trip::<$ty>(
+                        stringify!($field), &Defaults::$field, Rules::$field, &mut failures,
+                    );
+                )*
+                failures
+            }
         }
 
         /// Every setting's rule, by the name of its slot: what a value set in code answers to.
@@ -149,7 +181,9 @@ macro_rules! settings_table {
                 keys: $crate::config::declare::keys!([$($key)?] [$($tenv)?]),
                 old_key: $crate::config::declare::optional!($($($old)?)?),
                 kind: $crate::config::declare::kind!($($kind)?),
-                default: $default,
+                default: $crate::config::declare::gated!(
+                    [$($cfg)?] || Defaults::$field.describe::<$ty>(), || String::from("—")
+                ),
                 meaning: concat!($($doc, "\n",)*),
                 redaction: $crate::config::declare::gated!(
                     [$($cfg)?] Rules::$field.redaction, $crate::config::rule::Redaction::None
@@ -164,36 +198,33 @@ macro_rules! settings_table {
 }
 pub(crate) use settings_table;
 
-/// The `pub const` of each variable an entry names, documented with its meaning, default and
-/// file key; a variable another crate owns is that crate's constant, re-exported.
+/// The `pub const` of each variable an entry names, documented with its meaning and file key
+/// (its default is in the reference: a doc attribute takes words, not a value); a variable
+/// another crate owns is that crate's constant, re-exported.
 macro_rules! env_consts {
-    ([$($doc:literal)*] [$default:tt] [$($key:literal)?] [] []) => {};
-    ([$($doc:literal)*] [$default:tt] [$($key:literal)?] [$env:ident] []) => {
+    ([$($doc:literal)*] [$($key:literal)?] [] []) => {};
+    ([$($doc:literal)*] [$($key:literal)?] [$env:ident] []) => {
         $(#[doc = $doc])*
         #[doc = ""]
-        #[doc = $crate::config::declare::default_line!($default)]
         $(#[doc = concat!("File key: `", $key, "`.")])?
         pub const $env: &str = stringify!($env);
     };
-    ([$($doc:literal)*] [$default:tt] [$($key:literal)?] [$env:ident = $($gpu:ident)::+] []) => {
+    ([$($doc:literal)*] [$($key:literal)?] [$env:ident = $($gpu:ident)::+] []) => {
         #[cfg(feature = "gpu")]
         $(#[doc = $doc])*
         #[doc = ""]
-        #[doc = $crate::config::declare::default_line!($default)]
         $(#[doc = concat!("File key: `", $key, "`.")])?
         pub use $($gpu)::+ as $env;
         #[cfg(not(feature = "gpu"))]
         $(#[doc = $doc])*
         #[doc = ""]
-        #[doc = $crate::config::declare::default_line!($default)]
         $(#[doc = concat!("File key: `", $key, "`.")])?
         pub const $env: &str = stringify!($env);
     };
-    ([$($doc:literal)*] [$default:tt] [$key:literal] [$env:ident] [$t:ident $m:ident $l:ident]) => {
+    ([$($doc:literal)*] [$key:literal] [$env:ident] [$t:ident $m:ident $l:ident]) => {
         $(#[doc = $doc])*
         #[doc = ""]
         #[doc = concat!("For every signal; `", stringify!($t), "` and its siblings set one signal's, which beats it.")]
-        #[doc = $crate::config::declare::default_line!($default)]
         #[doc = concat!("File key: `otlp.", $key, "`.")]
         pub const $env: &str = stringify!($env);
         $crate::config::declare::env_consts!(@signal $env $t "traces" $key);
@@ -208,17 +239,6 @@ macro_rules! env_consts {
     };
 }
 pub(crate) use env_consts;
-
-/// The documentation line of a default ("—": none).
-macro_rules! default_line {
-    ("—") => {
-        ""
-    };
-    ($default:tt) => {
-        concat!("Default: ", $default, ".")
-    };
-}
-pub(crate) use default_line;
 
 /// A slot: one value, or one per scope for a per-signal setting.
 macro_rules! slot_type {

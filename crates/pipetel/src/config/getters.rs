@@ -1,13 +1,15 @@
 //! The values in effect: a getter per setting, giving the value set (unchecked; `resolve`
-//! checks every value) or the setting's default.
+//! checks every value) or the setting's default, read from its entry in the table
+//! (`Defaults`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::builder::Config;
-use super::defaults::*;
+use super::defaults::Value;
 use super::otlp::{self, OtlpTarget};
 use super::rule::{OrDefault, Slot};
+use super::table::Defaults;
 use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, ProgressMode,
     Propagator, SamplerConfig, Signal, TraceExporter,
@@ -17,24 +19,25 @@ use pipetel_core::settings::{ServiceMetricsConfig, SpanMetricsConfig};
 
 /// Getters of the value in effect: the value set (unchecked), or the setting's default.
 macro_rules! getters {
-    ($( $(#[$attr:meta])* fn $name:ident() -> $ty:ty = $default:expr; )*) => {$(
+    ($( $(#[$attr:meta])* fn $name:ident() -> $ty:ty; )*) => {$(
         $(#[$attr])*
         pub fn $name(&self) -> $ty {
-            OrDefault::or_default_to(&self.slots.$name, $default)
+            OrDefault::or_default_to(&self.slots.$name, const { Defaults::$name.get() })
         }
     )*};
 }
 
-/// Getters of a group of settings: the group's default with each field whose setting was set
-/// replaced by that value (unchecked, as the other getters).
+/// Getters of a group of settings: the group with each field the value set (unchecked, as the
+/// other getters) or its setting's default.
 macro_rules! group_getters {
     ($( $(#[$attr:meta])* fn $name:ident() -> $group:ident { $($field:ident: $slot:ident,)+ } )*) => {$(
         $(#[$attr])*
         pub fn $name(&self) -> $group {
             let mut group = $group::default();
-            $(if let Some(value) = self.slots.$slot.value() {
-                group.$field = value.clone();
-            })+
+            $(group.$field = match self.slots.$slot.value() {
+                Some(value) => value.clone(),
+                None => Value::owned(&const { Defaults::$slot.get() }),
+            };)+
             group
         }
     )*};
@@ -58,65 +61,65 @@ impl Config {
     }
     getters! {
         /// Whether the SDK is disabled.
-        fn sdk_disabled() -> bool = false;
+        fn sdk_disabled() -> bool;
         /// Host of the Prometheus endpoint.
-        fn prometheus_host() -> &str = DEFAULT_PROMETHEUS_HOST;
+        fn prometheus_host() -> &str;
         /// Port of the Prometheus endpoint.
-        fn prometheus_port() -> u16 = DEFAULT_PROMETHEUS_PORT;
+        fn prometheus_port() -> u16;
         /// Path of the Prometheus endpoint.
-        fn prometheus_path() -> &str = DEFAULT_PROMETHEUS_PATH;
+        fn prometheus_path() -> &str;
         /// Interval of pushed metric exports.
-        fn metric_export_interval() -> Duration = DEFAULT_EXPORT_INTERVAL;
+        fn metric_export_interval() -> Duration;
         /// Whether `tracing` events are printed to stderr.
-        fn console_log() -> bool = true;
+        fn console_log() -> bool;
         /// The console's `tracing` filter directives.
-        fn log_filter() -> &str = DEFAULT_FILTER;
+        fn log_filter() -> &str;
         /// The console's line format.
-        fn log_format() -> LogFormat = LogFormat::Compact;
+        fn log_format() -> LogFormat;
         /// The filter directives of the spans exported as traces.
-        fn traces_filter() -> &str = DEFAULT_FILTER;
+        fn traces_filter() -> &str;
         /// The filter directives of the events exported as log records.
-        fn logs_filter() -> &str = DEFAULT_FILTER;
+        fn logs_filter() -> &str;
         /// Whether the process metrics are exported.
-        fn process_metrics() -> bool = true;
+        fn process_metrics() -> bool;
         /// Upper bound of flush and shutdown.
-        fn shutdown_timeout() -> Duration = DEFAULT_SHUTDOWN_TIMEOUT;
+        fn shutdown_timeout() -> Duration;
         /// Most attribute sets kept per metric instrument.
-        fn cardinality_limit() -> usize = DEFAULT_CARDINALITY_LIMIT;
+        fn cardinality_limit() -> usize;
         /// Prefix of the stage and worker namespaces.
-        fn namespace() -> &str = DEFAULT_NAMESPACE;
+        fn namespace() -> &str;
         /// Interval of periodic worker samples.
-        fn sample_interval() -> Duration = DEFAULT_SAMPLE_INTERVAL;
+        fn sample_interval() -> Duration;
         /// How long a finished stage's series stay exported.
-        fn stage_retention() -> Duration = DEFAULT_STAGE_RETENTION;
+        fn stage_retention() -> Duration;
         /// Whether the stage/worker metrics are registered.
-        fn stage_metrics() -> bool = true;
+        fn stage_metrics() -> bool;
         /// Whether the stages' user counters are exported as `pipeline.stage.counters`.
-        fn stage_counter_metrics() -> bool = true;
+        fn stage_counter_metrics() -> bool;
         /// Whether rows are written at all.
-        fn rows_enabled() -> bool = true;
+        fn rows_enabled() -> bool;
         /// Size at which the rows file rotates (0: never).
-        fn rows_max_bytes() -> u64 = pipetel_rows::DEFAULT_MAX_BYTES;
+        fn rows_max_bytes() -> u64;
         /// Rotated rows files kept.
-        fn rows_keep() -> u32 = pipetel_rows::DEFAULT_KEEP;
+        fn rows_keep() -> u32;
         /// The progress display's mode.
-        fn progress() -> ProgressMode = ProgressMode::Off;
+        fn progress() -> ProgressMode;
     }
     /// The global text-map propagators (default: W3C trace context, then W3C baggage).
     pub fn propagators(&self) -> Vec<Propagator> {
-        self.slots.propagators.value().cloned().unwrap_or_else(|| vec![Propagator::TraceContext, Propagator::Baggage])
+        self.slots.propagators.value().cloned().unwrap_or_else(|| Value::owned(&const { Defaults::propagators.get() }))
     }
     /// How `service.instance.id` is made, as given (`random` when not set).
     pub fn instance_id(&self) -> &str {
-        self.slots.instance_id.value().map_or("random", String::as_str)
+        self.slots.instance_id.value().map_or(const { Defaults::instance_id.get() }, String::as_str)
     }
     getters! {
         /// The aggregation temporality of OTLP metric exports.
-        fn metric_temporality() -> MetricTemporality = MetricTemporality::Cumulative;
+        fn metric_temporality() -> MetricTemporality;
         /// The aggregation of histograms that name no other.
-        fn histogram_aggregation() -> HistogramAggregation = HistogramAggregation::ExplicitBucket;
+        fn histogram_aggregation() -> HistogramAggregation;
         /// Upper bound of one pushed metric export.
-        fn metric_export_timeout() -> Duration = DEFAULT_METRIC_EXPORT_TIMEOUT;
+        fn metric_export_timeout() -> Duration;
     }
     /// Extra resource attributes.
     pub fn resource_attributes(&self) -> &[(String, String)] {
@@ -129,20 +132,23 @@ impl Config {
     /// Trace exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
     /// else none.
     pub fn traces_exporters(&self) -> Vec<TraceExporter> {
-        let default = if self.otlp_configured() { vec![TraceExporter::Otlp] } else { Vec::new() };
-        self.slots.traces_exporters.value().cloned().unwrap_or(default)
+        let default = &Defaults::traces_exporters;
+        let default = if self.otlp_configured() { default.otherwise() } else { default.get() };
+        self.slots.traces_exporters.value().cloned().unwrap_or_else(|| default.to_vec())
     }
     /// Metric exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
     /// else the Prometheus pull endpoint (the embedded default).
     pub fn metrics_exporters(&self) -> Vec<MetricExporter> {
-        let default = if self.otlp_configured() { MetricExporter::Otlp } else { MetricExporter::Prometheus };
-        self.slots.metrics_exporters.value().cloned().unwrap_or(vec![default])
+        let default = &Defaults::metrics_exporters;
+        let default = if self.otlp_configured() { default.otherwise() } else { default.get() };
+        self.slots.metrics_exporters.value().cloned().unwrap_or_else(|| default.to_vec())
     }
     /// Log exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
     /// else none.
     pub fn logs_exporters(&self) -> Vec<LogExporter> {
-        let default = if self.otlp_configured() { vec![LogExporter::Otlp] } else { Vec::new() };
-        self.slots.logs_exporters.value().cloned().unwrap_or(default)
+        let default = &Defaults::logs_exporters;
+        let default = if self.otlp_configured() { default.otherwise() } else { default.get() };
+        self.slots.logs_exporters.value().cloned().unwrap_or_else(|| default.to_vec())
     }
     /// The resolved OTLP settings of one signal.
     ///
@@ -167,7 +173,7 @@ impl Config {
     /// The trace sampler (its ratio from `OTEL_TRACES_SAMPLER_ARG` or the file's `sampler_arg`
     /// when those set it).
     pub fn sampler(&self) -> SamplerConfig {
-        let sampler = self.slots.sampler.value().copied().unwrap_or(SamplerConfig::ParentBasedAlwaysOn);
+        let sampler = self.slots.sampler.value().copied().unwrap_or(const { Defaults::sampler.get() });
         self.slots.sampler_arg.value().map_or(sampler, |r| sampler.with_ratio(*r))
     }
     /// The JSON Lines file rows are appended to, if any.
@@ -196,22 +202,26 @@ impl Config {
     }
     /// Which measurements may carry an exemplar.
     pub fn exemplar_filter(&self) -> ExemplarFilter {
-        self.slots.exemplar_filter.value().copied().unwrap_or_default()
+        self.slots.exemplar_filter.value().copied().unwrap_or(const { Defaults::exemplar_filter.get() })
     }
     /// The GPU configuration.
     #[cfg(feature = "gpu")]
     pub fn gpu(&self) -> pipetel_gpu::GpuConfig {
         let g = &self.slots;
         let mut c = pipetel_gpu::GpuConfig::default();
-        c.mode = g.gpu_mode.value().copied().unwrap_or(c.mode);
-        c.poll_interval = g.gpu_poll_interval.value().copied().unwrap_or(c.poll_interval);
+        c.mode = g.gpu_mode.value().copied().unwrap_or(const { Defaults::gpu_mode.get() });
+        c.poll_interval = g.gpu_poll_interval.value().copied().unwrap_or(const { Defaults::gpu_poll_interval.get() });
         c.nvml_library = g.gpu_nvml_library.value().cloned();
         c.rocm_smi_library = g.gpu_rocm_smi_library.value().cloned();
-        c.platform = g.gpu_platform.value().copied().unwrap_or(c.platform);
-        c.pcie_throughput = g.gpu_pcie_throughput.value().copied().unwrap_or(c.pcie_throughput);
-        c.process_memory = g.gpu_process_memory.value().copied().unwrap_or(c.process_memory);
-        c.init_timeout = g.gpu_init_timeout.value().copied().unwrap_or(c.init_timeout);
-        c.devices = g.gpu_devices.value().cloned().unwrap_or(c.devices);
+        c.platform = g.gpu_platform.value().copied().unwrap_or(const { Defaults::gpu_platform.get() });
+        c.pcie_throughput =
+            g.gpu_pcie_throughput.value().copied().unwrap_or(const { Defaults::gpu_pcie_throughput.get() });
+        c.process_memory =
+            g.gpu_process_memory.value().copied().unwrap_or(const { Defaults::gpu_process_memory.get() });
+        c.init_timeout = g.gpu_init_timeout.value().copied().unwrap_or(const { Defaults::gpu_init_timeout.get() });
+        if let Some(devices) = g.gpu_devices.value().cloned().or_else(|| Defaults::gpu_devices.owned()) {
+            c.devices = devices;
+        }
         c
     }
     /// Deprecated spellings met while reading the configuration (file keys with a new name),

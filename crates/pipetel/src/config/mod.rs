@@ -18,12 +18,13 @@
 //! Prometheus credentials are never shown: errors and `Debug` output write `<redacted>`.
 //!
 //! Every variable is a `pub const` here, listed in [`ENV_VARS`]; the configuration reference
-//! (`docs/src/configuration.md`) lists each with its file key, default and meaning.
+//! (`docs/src/configuration.md`) lists each with its file key, default and meaning (a default's
+//! words there are written from the value the code falls back on).
 //!
 //! # Where things are
 //! | file | job |
 //! |---|---|
-//! | `table` | **every setting, declared once**: slot, variable, file key, rule, default, meaning |
+//! | `table` | **every setting, declared once**: slot, variable, file key, rule, default value, meaning |
 //! | `declare` | the table's shape and the macro that turns it into constants, slots and readers |
 //! | `syntax` | the lexers (text to value) and checks (accepted values) |
 //! | `rule` | one rule (a lexer and a check) per kind of setting; a value with its origin |
@@ -32,11 +33,13 @@
 //! | `otlp` | OTLP resolution per signal |
 //! | `settings` | `Config::resolve` and the plain `Settings` `init` reads |
 //! | `reference` | the configuration reference, written from the table |
-//! | `values`, `defaults` | the value types; the defaults ([`ConfigError`], [`Origin`] and the groups the instrumentation takes whole are `pipetel_core::settings`'s) |
+//! | `values` | the value types ([`ConfigError`], [`Origin`] and the groups the instrumentation takes whole are `pipetel_core::settings`'s, documented here) |
+//! | `defaults` | a default's shape (a value, or words where there is none), how a value is written as text, the shared default constants |
 //!
 //! A new setting is an entry in `table.rs` plus its use: a getter in `getters.rs`, a setter in
 //! `builder.rs` (written out: one method per setter) and, when `init` needs it, a field of `Settings`. Its constant, its variable and file key,
-//! its checks, its error origin and its row in the reference come from the entry.
+//! its checks, its error origin, its default (read by the getter as `Defaults::field`) and its row
+//! in the reference come from the entry.
 
 mod builder;
 mod declare;

@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use std::fmt;
 
-use super::defaults::{DEFAULT_OTLP_GRPC_ENDPOINT, DEFAULT_OTLP_HTTP_ENDPOINT, DEFAULT_OTLP_TIMEOUT};
 use super::rule::{certificate_and_key, scope, PerSignal, Set, Show, Slot, REDACTED};
 use super::syntax::schemeless;
-use super::table::{Slots, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY};
+use super::table::{Defaults, Slots, OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE, OTEL_EXPORTER_OTLP_CLIENT_KEY};
 use super::values::{OtlpCompression, OtlpProtocol, Signal};
 use pipetel_core::settings::{ConfigError, Sourced};
 
@@ -73,8 +72,8 @@ fn sourced<T: Clone>(set: &Set<T>) -> Sourced<T> {
 /// Resolves `signal`'s target from its own scope over the generic one, checking every value
 /// it uses (an error names where the value came from).
 pub(crate) fn target(s: &Slots, signal: Signal) -> Result<OtlpTarget, ConfigError> {
-    let protocol = pick(&s.otlp_protocol, signal)?.map_or(OtlpProtocol::HttpProtobuf, |s| s.value);
-    let insecure = pick(&s.otlp_insecure, signal)?.is_some_and(|s| s.value);
+    let protocol = pick(&s.otlp_protocol, signal)?.map_or(const { Defaults::otlp_protocol.get() }, |s| s.value);
+    let insecure = pick(&s.otlp_insecure, signal)?.map_or(const { Defaults::otlp_insecure.get() }, |s| s.value);
     pick(&s.otlp_endpoint, signal)?;
     let endpoint = match (&s.otlp_endpoint[scope(signal)], &s.otlp_endpoint[0]) {
         (Some(e), _) => with_scheme(e, protocol, insecure)?,
@@ -85,16 +84,16 @@ pub(crate) fn target(s: &Slots, signal: Signal) -> Result<OtlpTarget, ConfigErro
             }
         },
         (None, None) => match protocol {
-            OtlpProtocol::Grpc => DEFAULT_OTLP_GRPC_ENDPOINT.to_string(),
-            OtlpProtocol::HttpProtobuf => format!("{DEFAULT_OTLP_HTTP_ENDPOINT}{}", signal.path()),
+            OtlpProtocol::Grpc => Defaults::otlp_endpoint.otherwise().to_string(),
+            OtlpProtocol::HttpProtobuf => format!("{}{}", Defaults::otlp_endpoint.get(), signal.path()),
         },
     };
     Ok(OtlpTarget {
         endpoint,
         protocol,
         headers: pick(&s.otlp_headers, signal)?.map(|s| s.value.clone()).unwrap_or_default(),
-        timeout: pick(&s.otlp_timeout, signal)?.map_or(DEFAULT_OTLP_TIMEOUT, |s| s.value),
-        compression: pick(&s.otlp_compression, signal)?.map_or(OtlpCompression::None, |s| s.value),
+        timeout: pick(&s.otlp_timeout, signal)?.map_or(const { Defaults::otlp_timeout.get() }, |s| s.value),
+        compression: pick(&s.otlp_compression, signal)?.map_or(const { Defaults::otlp_compression.get() }, |s| s.value),
         tls: tls(s, signal)?,
     })
 }

@@ -24,7 +24,7 @@ pub(crate) fn table() -> String {
                 key.push_str(&format!(" (was `{old}`)"));
             }
             let (default, meaning) = match (scope, entry.env.first()) {
-                (0, _) | (_, None) => (entry.default.to_string(), meaning.clone()),
+                (0, _) | (_, None) => ((entry.default)(), meaning.clone()),
                 (s, Some(generic)) => {
                     let signal = SIGNALS.get(s - 1).copied().unwrap_or("one signal");
                     (format!("`{generic}`"), format!("as `{generic}`, for {signal} only"))

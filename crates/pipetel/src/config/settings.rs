@@ -7,11 +7,10 @@ use std::time::Duration;
 use std::fmt;
 
 use super::builder::Config;
-use super::defaults::{DEFAULT_COUNT_LIMIT, DEFAULT_MAX_QUEUE_SIZE};
 use super::otlp::OtlpTarget;
 use super::rule::{certificate_and_key, One, Set, Slot, REDACTED};
 use super::syntax::{instance_id_template, IdPart};
-use super::table::{PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
+use super::table::{Defaults, PIPETEL_PROMETHEUS_TLS_CERT, PIPETEL_PROMETHEUS_TLS_KEY};
 use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, Propagator,
     SamplerConfig, Signal, TraceExporter,
@@ -110,15 +109,16 @@ pub(crate) struct SpanLimitsSettings {
     pub(crate) attributes_per_link: u32,
 }
 
-/// A batch processor's settings; `None` keeps the SDK's default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// A batch processor's settings, defaults filled in (they are the SDK's, which would otherwise
+/// read the process environment itself, past `Config::from_lookup` and `Config::default`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchSettings {
     /// Delay between two exports.
-    pub(crate) schedule_delay: Option<Duration>,
+    pub(crate) schedule_delay: Duration,
     /// Most items queued; more are dropped.
-    pub(crate) max_queue_size: Option<usize>,
+    pub(crate) max_queue_size: usize,
     /// Most items per export.
-    pub(crate) max_export_batch_size: Option<usize>,
+    pub(crate) max_export_batch_size: usize,
 }
 
 /// The Prometheus pull endpoint. Its `Debug` output redacts the credentials.
@@ -240,7 +240,7 @@ impl Config {
                     basic_auth: self.prometheus_basic_auth().map(|(u, p)| (u.to_string(), p.to_string())),
                     tls,
                 },
-                otlp: bounded(self.otlp_target(Signal::Metrics)?, &self.slots.metric_export_timeout),
+                otlp: bounded(self.otlp_target(Signal::Metrics)?, self.metric_export_timeout()),
                 export_interval: self.metric_export_interval(),
                 exemplar_filter: self.exemplar_filter(),
                 temporality: self.metric_temporality(),
@@ -250,22 +250,36 @@ impl Config {
             traces: TracesSettings {
                 exporters: self.traces_exporters(),
                 sampler: self.sampler(),
-                otlp: bounded(self.otlp_target(Signal::Traces)?, &self.slots.bsp_export_timeout),
+                otlp: bounded(
+                    self.otlp_target(Signal::Traces)?,
+                    self.slots
+                        .bsp_export_timeout
+                        .value()
+                        .copied()
+                        .unwrap_or(const { Defaults::bsp_export_timeout.get() }),
+                ),
                 limits: self.span_limits(),
                 batch: batch(
-                    &self.slots.bsp_schedule_delay,
-                    &self.slots.bsp_max_queue_size,
-                    &self.slots.bsp_max_export_batch_size,
+                    (&self.slots.bsp_schedule_delay, const { Defaults::bsp_schedule_delay.get() }),
+                    (&self.slots.bsp_max_queue_size, const { Defaults::bsp_max_queue_size.get() }),
+                    (&self.slots.bsp_max_export_batch_size, const { Defaults::bsp_max_export_batch_size.get() }),
                 )?,
                 filter: Sourced::new(self.traces_filter().to_string(), self.slots.traces_filter.origin()),
             },
             logs: LogsSettings {
                 exporters: self.logs_exporters(),
-                otlp: bounded(self.otlp_target(Signal::Logs)?, &self.slots.blrp_export_timeout),
+                otlp: bounded(
+                    self.otlp_target(Signal::Logs)?,
+                    self.slots
+                        .blrp_export_timeout
+                        .value()
+                        .copied()
+                        .unwrap_or(const { Defaults::blrp_export_timeout.get() }),
+                ),
                 batch: batch(
-                    &self.slots.blrp_schedule_delay,
-                    &self.slots.blrp_max_queue_size,
-                    &self.slots.blrp_max_export_batch_size,
+                    (&self.slots.blrp_schedule_delay, const { Defaults::blrp_schedule_delay.get() }),
+                    (&self.slots.blrp_max_queue_size, const { Defaults::blrp_max_queue_size.get() }),
+                    (&self.slots.blrp_max_export_batch_size, const { Defaults::blrp_max_export_batch_size.get() }),
                 )?,
                 filter: Sourced::new(self.logs_filter().to_string(), self.slots.logs_filter.origin()),
             },
@@ -285,6 +299,7 @@ impl Config {
                 rows_dir: self.slots.rows_dir.as_ref().map(|s| Sourced::new(s.value.clone(), s.origin.clone())),
                 rows_rotation: pipetel_rows::Rotation { max_bytes: self.rows_max_bytes(), keep: self.rows_keep() },
                 progress: self.progress(),
+                answers: pipetel_core::settings::AnswerSettings::default(),
             },
             service: self.service_metrics(),
             span_metrics: Sourced::new(self.span_metrics(), self.slots.span_metrics_filter.origin()),
@@ -365,50 +380,49 @@ fn expand_instance_id(set: &Set<String>, pod: Option<&str>) -> Result<Option<Str
     Ok(Some(id))
 }
 
-/// `target` with its timeout no longer than the signal's export timeout, when one is set: the
-/// batch processors and the periodic reader of SDK 0.33 leave the bound to the exporter.
-fn bounded(mut target: OtlpTarget, export_timeout: &Option<Set<Duration>>) -> OtlpTarget {
-    if let Some(bound) = export_timeout.value() {
-        target.timeout = target.timeout.min(*bound);
-    }
+/// `target` with its timeout no longer than the signal's export timeout: the batch processors
+/// and the periodic reader of SDK 0.33 leave the bound to the exporter.
+fn bounded(mut target: OtlpTarget, export_timeout: Duration) -> OtlpTarget {
+    target.timeout = target.timeout.min(export_timeout);
     target
 }
 
 impl Config {
     /// Each limit from its own variable, else `OTEL_ATTRIBUTE_COUNT_LIMIT` for attribute counts,
-    /// else 128.
+    /// else its default.
     fn span_limits(&self) -> SpanLimitsSettings {
         let s = &self.slots;
         let general = s.attribute_count_limit.value().copied();
-        let attrs = |own: &One<u32>| own.value().copied().or(general).unwrap_or(DEFAULT_COUNT_LIMIT);
-        let count = |own: &One<u32>| own.value().copied().unwrap_or(DEFAULT_COUNT_LIMIT);
+        let general = general.unwrap_or(const { Defaults::attribute_count_limit.get() });
+        let or = |own: &One<u32>, default: u32| own.value().copied().unwrap_or(default);
         SpanLimitsSettings {
-            attributes_per_span: attrs(&s.span_attribute_count_limit),
-            events_per_span: count(&s.span_event_count_limit),
-            links_per_span: count(&s.span_link_count_limit),
-            attributes_per_event: attrs(&s.event_attribute_count_limit),
-            attributes_per_link: attrs(&s.link_attribute_count_limit),
+            attributes_per_span: or(&s.span_attribute_count_limit, general),
+            events_per_span: or(&s.span_event_count_limit, const { Defaults::span_event_count_limit.get() }),
+            links_per_span: or(&s.span_link_count_limit, const { Defaults::span_link_count_limit.get() }),
+            attributes_per_event: or(&s.event_attribute_count_limit, general),
+            attributes_per_link: or(&s.link_attribute_count_limit, general),
         }
     }
 }
 
-/// One batch processor's values; a batch size above the queue size is an error naming it.
+/// One batch processor's values, each a slot with its default; a batch size above the queue size
+/// is an error naming it.
 fn batch(
-    schedule_delay: &One<Duration>,
-    max_queue_size: &One<usize>,
-    max_export_batch_size: &One<usize>,
+    (schedule_delay, default_delay): (&One<Duration>, Duration),
+    (max_queue_size, default_queue): (&One<usize>, usize),
+    (max_export_batch_size, default_batch): (&One<usize>, usize),
 ) -> Result<BatchSettings, ConfigError> {
-    let queue = max_queue_size.value().copied();
+    let queue = max_queue_size.value().copied().unwrap_or(default_queue);
     if let Some(batch) = max_export_batch_size {
-        let limit = queue.unwrap_or(DEFAULT_MAX_QUEUE_SIZE);
-        if batch.value > limit {
-            let reason = format!("must not exceed the queue size ({limit})");
+        if batch.value > queue {
+            let reason = format!("must not exceed the queue size ({queue})");
             return Err(ConfigError::invalid(batch.origin.clone(), batch.value.to_string(), reason));
         }
     }
     Ok(BatchSettings {
-        schedule_delay: schedule_delay.value().copied(),
+        schedule_delay: schedule_delay.value().copied().unwrap_or(default_delay),
         max_queue_size: queue,
-        max_export_batch_size: max_export_batch_size.value().copied(),
+        // A smaller queue bounds the default batch, as the SDK bounds it.
+        max_export_batch_size: max_export_batch_size.value().copied().unwrap_or(default_batch.min(queue)),
     })
 }

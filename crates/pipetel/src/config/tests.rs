@@ -845,17 +845,22 @@ fn spec_settings_are_read() {
         (l.attributes_per_span, l.events_per_span, l.links_per_span, l.attributes_per_event, l.attributes_per_link),
         (32, 0, 5, 16, 3)
     );
-    assert_eq!(s.traces.batch.max_queue_size, Some(100));
-    assert_eq!(s.traces.batch.max_export_batch_size, Some(10));
-    assert_eq!(s.traces.batch.schedule_delay, Some(Duration::from_millis(250)));
-    assert_eq!(s.logs.batch.max_export_batch_size, Some(4096));
+    assert_eq!(s.traces.batch.max_queue_size, 100);
+    assert_eq!(s.traces.batch.max_export_batch_size, 10);
+    assert_eq!(s.traces.batch.schedule_delay, Duration::from_millis(250));
+    assert_eq!(s.logs.batch.max_export_batch_size, 4096);
     // Nothing set: the spec's defaults.
     let d = from(&[]).expect("empty").resolve().expect("resolves");
     assert_eq!(d.propagators, vec![Propagator::TraceContext, Propagator::Baggage]);
     assert_eq!(d.metrics.temporality, MetricTemporality::Cumulative);
     assert_eq!(d.metrics.histogram_aggregation, HistogramAggregation::ExplicitBucket);
     assert_eq!(d.traces.limits.attributes_per_span, 128);
-    assert_eq!(d.traces.batch, BatchSettings::default());
+    let spec = |delay| BatchSettings {
+        schedule_delay: Duration::from_millis(delay),
+        max_queue_size: 2048,
+        max_export_batch_size: 512,
+    };
+    assert_eq!((d.traces.batch, d.logs.batch), (spec(5000), spec(1000)), "the spec's batch defaults");
     assert!(from(&[(OTEL_PROPAGATORS, "none")]).expect("none").propagators().is_empty());
     assert_eq!(
         from(&[(OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE, "LowMemory")]).expect("valid").metric_temporality(),
@@ -875,7 +880,7 @@ fn spec_settings_from_the_file_and_code_follow_the_resolution_order() {
     assert_eq!(file_only.metric_export_timeout(), Duration::from_secs(4));
     let s = file_only.resolve().expect("resolves");
     assert_eq!(s.traces.limits.events_per_span, 7);
-    assert_eq!(s.logs.batch.max_queue_size, Some(64));
+    assert_eq!(s.logs.batch.max_queue_size, 64);
     assert_eq!(s.resource.instance_id, Some(format!("file-{}", std::process::id())));
     let env_over_file = from(&[
         (PIPETEL_CONFIG, &p),
@@ -1048,6 +1053,8 @@ fn bad_settings_by_file_key_name_the_key() {
 
 /// The configuration reference (`docs/src/configuration.md`) is written from the settings table;
 /// `PIPETEL_BLESS=1` rewrites it.
+// The reference documents the GPU settings, whose defaults are the GPU crate's values.
+#[cfg(feature = "gpu")]
 #[test]
 fn reference_is_current() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -1065,7 +1072,7 @@ fn reference_is_current() {
 }
 
 /// Setting a variable to the default its reference row states changes nothing: the words and the
-/// code agree. (The batch processors' defaults are the SDK's, which `Settings` leaves unset.)
+/// code agree.
 #[test]
 fn documented_defaults_are_the_defaults() {
     let normalize = |text: String| {
@@ -1086,10 +1093,9 @@ fn documented_defaults_are_the_defaults() {
     let mut checked = 0;
     for entry in TABLE {
         let Some(var) = entry.env.first() else { continue };
-        let (Some(value), true) = (entry.default.strip_prefix('`').and_then(|d| d.strip_suffix('`')), true) else {
-            continue;
-        };
-        if value.contains('`') || value.contains('<') || var.starts_with("OTEL_BSP_") || var.starts_with("OTEL_BLRP_") {
+        let words = (entry.default)();
+        let Some(value) = words.strip_prefix('`').and_then(|d| d.strip_suffix('`')) else { continue };
+        if value.contains('`') || value.contains('<') {
             continue;
         }
         let config = from(&[(var, value)]).unwrap_or_else(|e| panic!("{var}={value}, its documented default: {e}"));
@@ -1098,6 +1104,48 @@ fn documented_defaults_are_the_defaults() {
         checked += 1;
     }
     assert!(checked > 40, "only {checked} defaults checked");
+}
+
+/// Every default that has a value is written (in the reference) as text its setting's rule reads
+/// back as that value, and the rule accepts it; the reference's words are those the table's values
+/// give.
+#[test]
+fn every_default_reads_back_as_its_value() {
+    let failures = Defaults::mismatches();
+    assert!(failures.is_empty(), "defaults that do not read back:\n{}", failures.join("\n"));
+    let reference = reference::table();
+    for (entry, words) in TABLE.iter().map(|e| (e, (e.default)())) {
+        let Some(var) = entry.env.first().or(entry.keys.first()) else { continue };
+        assert!(reference.contains(&format!("`{var}`")), "{var} has no row");
+        if cfg!(feature = "gpu") {
+            assert!(reference.contains(&format!(" | {words} | ")), "{var}: the reference lacks its default {words}");
+        }
+    }
+    assert_eq!(Defaults::otlp_timeout.describe::<Duration>(), "`10000`");
+    assert_eq!(Defaults::rows_max_bytes.describe::<u64>(), "`64MiB`");
+    assert_eq!(
+        Defaults::metrics_exporters.describe::<Vec<MetricExporter>>(),
+        "`prometheus` (`otlp` when an OTLP endpoint is set)"
+    );
+    assert_eq!(
+        Defaults::traces_exporters.describe::<Vec<TraceExporter>>(),
+        "`none` (`otlp` when an OTLP endpoint is set)"
+    );
+    assert_eq!(Defaults::sampler_arg.describe::<f64>(), "`1.0`");
+}
+
+/// The groups the instrumentation also builds without pipetel's configuration (the core's and
+/// the GPU crate's own defaults, for a program that never calls `init`) agree with the table's
+/// defaults, which `Config` reads.
+#[test]
+fn group_defaults_agree_with_the_table() {
+    let c = Config::default();
+    assert_eq!(c.service_metrics(), ServiceMetricsConfig::default());
+    assert_eq!(c.span_metrics(), SpanMetricsConfig::default());
+    #[cfg(feature = "gpu")]
+    assert_eq!(c.gpu(), pipetel_gpu::GpuConfig::default());
+    assert_eq!(c.rows_max_bytes(), pipetel_rows::Rotation::default().max_bytes);
+    assert_eq!(c.cardinality_limit(), DEFAULT_CARDINALITY_LIMIT);
 }
 
 /// The per-signal filters and the console's format: each read from the environment, the file

@@ -30,6 +30,16 @@ impl FromStr for OtlpProtocol {
     }
 }
 
+impl fmt::Display for OtlpProtocol {
+    /// The name [`FromStr`] reads.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OtlpProtocol::Grpc => "grpc",
+            OtlpProtocol::HttpProtobuf => "http/protobuf",
+        })
+    }
+}
+
 /// Compression of OTLP requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -55,6 +65,17 @@ impl FromStr for OtlpCompression {
         ];
         let found = NAMES.iter().find(|(name, _)| *name == s.trim());
         found.map(|(_, c)| *c).ok_or_else(|| ParseValueError::new("expected `gzip`, `zstd` or `none`"))
+    }
+}
+
+impl fmt::Display for OtlpCompression {
+    /// The name [`FromStr`] reads.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            OtlpCompression::None => "none",
+            OtlpCompression::Gzip => "gzip",
+            OtlpCompression::Zstd => "zstd",
+        })
     }
 }
 
@@ -96,9 +117,17 @@ pub(crate) trait ExporterName: FromStr + PartialEq {
     const ALLOWED: &'static str;
 }
 
-/// One exporter name: `FromStr` for the three exporter enums.
+/// One exporter name: `FromStr` and `Display` for the three exporter enums.
 macro_rules! exporter_names {
     ($($ty:ident { $($text:literal => $variant:ident),+ })+) => {$(
+        impl fmt::Display for $ty {
+            /// The name [`FromStr`] reads.
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(match self {
+                    $($ty::$variant => $text,)+
+                })
+            }
+        }
         impl FromStr for $ty {
             type Err = ParseValueError;
 
@@ -160,6 +189,21 @@ impl SamplerConfig {
             SamplerConfig::ParentBasedTraceIdRatio(_) => SamplerConfig::ParentBasedTraceIdRatio(ratio),
             other => other,
         }
+    }
+}
+
+impl fmt::Display for SamplerConfig {
+    /// The sampler's name as `OTEL_TRACES_SAMPLER` spells it (a ratio is
+    /// `OTEL_TRACES_SAMPLER_ARG`'s, not part of the name).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SamplerConfig::AlwaysOn => "always_on",
+            SamplerConfig::AlwaysOff => "always_off",
+            SamplerConfig::TraceIdRatio(_) => "traceidratio",
+            SamplerConfig::ParentBasedAlwaysOn => "parentbased_always_on",
+            SamplerConfig::ParentBasedAlwaysOff => "parentbased_always_off",
+            SamplerConfig::ParentBasedTraceIdRatio(_) => "parentbased_traceidratio",
+        })
     }
 }
 

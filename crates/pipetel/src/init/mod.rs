@@ -53,8 +53,8 @@ macro_rules! batch_exporters {
             Ok(Some(b.build()))
         }
 
-        /// `exporter` behind the signal's batch processor with `batch` applied over the SDK's
-        /// defaults.
+        /// `exporter` behind the signal's batch processor with `batch` (the configuration's
+        /// values, defaults included: the SDK's builder would read the process environment).
         pub(super) fn batched<E>(
             exporter: E,
             batch: &crate::config::BatchSettings,
@@ -62,16 +62,10 @@ macro_rules! batch_exporters {
         where
             E: opentelemetry_sdk::$sdk::$exporter + 'static,
         {
-            let mut config = opentelemetry_sdk::$sdk::BatchConfigBuilder::default();
-            if let Some(delay) = batch.schedule_delay {
-                config = config.with_scheduled_delay(delay);
-            }
-            if let Some(size) = batch.max_queue_size {
-                config = config.with_max_queue_size(size);
-            }
-            if let Some(size) = batch.max_export_batch_size {
-                config = config.with_max_export_batch_size(size);
-            }
+            let config = opentelemetry_sdk::$sdk::BatchConfigBuilder::default()
+                .with_scheduled_delay(batch.schedule_delay)
+                .with_max_queue_size(batch.max_queue_size)
+                .with_max_export_batch_size(batch.max_export_batch_size);
             opentelemetry_sdk::$sdk::$processor::builder(exporter).with_batch_config(config.build()).build()
         }
 

@@ -1,11 +1,17 @@
-//! The command line: `pipetel rows [OPTIONS] [FILE]`, parsed with std only.
+//! The command line: `pipetel rows [OPTIONS] [FILE]` and `pipetel top [OPTIONS] [FILE]`
+//! ([`top`]), parsed with std only.
+
+mod store;
+pub(crate) mod top;
+
+pub(crate) use store::{check_store, store_option, Filters, Mode, RowsArgs};
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 pub(crate) const USAGE: &str = "\
 usage: pipetel rows [OPTIONS] [FILE]
        pipetel rows --url URL [OPTIONS]
+       pipetel top [OPTIONS] [FILE]     (a live view of the running stages: pipetel top --help)
 
 Lists the stage and worker rows of a pipetel rows store (JSON Lines): the rows of every
 process that wrote it, with its rotated files, each row once; or of a whole fleet in
@@ -31,54 +37,28 @@ Filters (all must match):
   --stage NAME         stage name
   --execution ID       execution id
   --shard N            shard index (worker rows)
-  --status S           start, running, end, failed, succeeded
+  --status S           start, running, end, failed, succeeded, straggler, stalled, resumed
 Output:
   (default)            one line per row
   --json               the matching rows as they are stored (JSON Lines)
   --summary            one line per stage execution: status, shards, items, bytes, time
   --timeline           per stage execution, one line per shard with its span in time
   --follow             keep reading rows as they are appended (follows rotation)
+  --sample-interval SECONDS
+                       the sample interval of shards with fewer than two periodic rows
+                       (default: 10, the library's PIPETEL_SAMPLE_INTERVAL); a shard with
+                       two or more has its own: the median gap between them
   -h, --help           this help
+
+Lost: a shard whose last row leaves it running (start, running, straggler, stalled, resumed)
+and is older than 3 sample intervals is lost (its process died without an end row): the
+listing marks that row LOST, --timeline shows the shard lost. A stage with no stage row whose
+shards all ended or are lost, one at least lost, is lost, with the time of its last row in
+--summary's NOTE. Lost is judged on the rows before --status (with --url and --status, not at
+all: the store does not send the rows that end a shard).
 
 Torn or malformed lines are skipped with a note on stderr naming the file and line. Control
 characters in names, reasons and error messages are printed escaped (\x1b).";
-
-/// What to print.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) enum Mode {
-    #[default]
-    List,
-    Json,
-    Summary,
-    Timeline,
-}
-
-/// Row filters; `None` matches anything.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Filters {
-    pub(crate) namespace: Option<String>,
-    pub(crate) stage: Option<String>,
-    pub(crate) execution: Option<String>,
-    pub(crate) shard: Option<u64>,
-    pub(crate) status: Option<String>,
-}
-
-/// A parsed `pipetel rows` command line.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct RowsArgs {
-    pub(crate) file: Option<PathBuf>,
-    pub(crate) service: Option<String>,
-    pub(crate) dir: Option<PathBuf>,
-    pub(crate) filters: Filters,
-    pub(crate) mode: Mode,
-    pub(crate) follow: bool,
-    /// The VictoriaLogs to read instead of a local store.
-    pub(crate) url: Option<String>,
-    /// `--timeout`: the read timeout of `--url`.
-    pub(crate) timeout: Option<Duration>,
-    /// `--max-bytes`: the cap on the whole answer of `--url`.
-    pub(crate) max_bytes: Option<u64>,
-}
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -87,6 +67,8 @@ pub(crate) struct RowsArgs {
 pub(crate) enum Command {
     Help,
     Rows(RowsArgs),
+    TopHelp,
+    Top(top::TopArgs),
 }
 
 /// Parses the arguments after the program name.
@@ -98,7 +80,13 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
     match it.next().map(String::as_str) {
         None | Some("-h" | "--help" | "help") => return Ok(Command::Help),
         Some("rows") => {}
-        Some(other) => return Err(format!("unknown command {other:?}: the one command is `rows`")),
+        Some("top") => {
+            return Ok(match top::parse(&args[1..])? {
+                Some(a) => Command::Top(a),
+                None => Command::TopHelp,
+            })
+        }
+        Some(other) => return Err(format!("unknown command {other:?}: the commands are `rows` and `top`")),
     }
     let mut a = RowsArgs::default();
     let mut modes = Vec::new();
@@ -115,29 +103,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
         };
         match flag {
             "-h" | "--help" => return Ok(Command::Help),
-            "--file" => a.file = Some(PathBuf::from(value(flag)?)),
-            "--service" => a.service = Some(value(flag)?),
-            "--dir" => a.dir = Some(PathBuf::from(value(flag)?)),
-            "--url" => a.url = Some(value(flag)?),
-            "--timeout" => {
-                let v = value(flag)?;
-                a.timeout = Some(
-                    v.parse::<f64>()
-                        .ok()
-                        .filter(|s| *s > 0.0)
-                        .and_then(|s| Duration::try_from_secs_f64(s).ok())
-                        .ok_or_else(|| format!("--timeout {v:?}: expected a number of seconds above 0"))?,
-                );
-            }
-            "--max-bytes" => {
-                let v = value(flag)?;
-                a.max_bytes = Some(
-                    v.parse::<u64>()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| format!("--max-bytes {v:?}: expected a number of bytes above 0"))?,
-                );
-            }
+            f if store_option(&mut a, f, &mut value)? => {}
             "--namespace" => a.filters.namespace = Some(value(flag)?),
             "--stage" => a.filters.stage = Some(value(flag)?),
             "--execution" => a.filters.execution = Some(value(flag)?),
@@ -148,8 +114,10 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
             }
             "--status" => {
                 let v = value(flag)?;
-                if !["start", "running", "end", "failed", "succeeded"].contains(&v.as_str()) {
-                    return Err(format!("--status {v:?}: expected start, running, end, failed or succeeded"));
+                const STATUSES: [&str; 8] =
+                    ["start", "running", "end", "failed", "succeeded", "straggler", "stalled", "resumed"];
+                if !STATUSES.contains(&v.as_str()) {
+                    return Err(format!("--status {v:?}: expected one of {}", STATUSES.join(", ")));
                 }
                 a.filters.status = Some(v);
             }
@@ -166,12 +134,7 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
         let names: Vec<&str> = modes.iter().map(|(f, _)| *f).collect();
         return Err(format!("{} cannot be combined: pick one", names.join(" and ")));
     }
-    if a.url.is_some() && (a.file.is_some() || a.dir.is_some()) {
-        return Err("--url reads the fleet's store: it does not combine with FILE, --file or --dir".into());
-    }
-    if a.url.is_none() && (a.timeout.is_some() || a.max_bytes.is_some()) {
-        return Err("--timeout and --max-bytes apply to --url (a local store is read from disk)".into());
-    }
+    check_store(&a)?;
     a.mode = modes.first().map_or(Mode::List, |(_, m)| *m);
     if a.follow && matches!(a.mode, Mode::Summary | Mode::Timeline) {
         return Err("--follow prints rows as they arrive; it does not combine with --summary or --timeline".into());
@@ -181,6 +144,8 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn rows(args: &[&str]) -> Result<RowsArgs, String> {
@@ -188,7 +153,7 @@ mod tests {
         v.extend(args.iter().map(|s| s.to_string()));
         match parse(&v)? {
             Command::Rows(a) => Ok(a),
-            Command::Help => Err("help".into()),
+            _ => Err("not rows".into()),
         }
     }
 
