@@ -15,7 +15,9 @@
 //!    rest from 0, so when NVML sees no more devices than the list names, all are kept.
 //! 4. None set: every device.
 //!
-//! A MIG id selects the GPU it is a slice of (metrics are per physical GPU). The standalone
+//! A MIG id selects the GPU it is a slice of (its whole-GPU series are reported) and, when
+//! given as `MIG-<uuid>`, limits the GPU's MIG instance series to the instances named; a GPU
+//! also named by index or UUID reports all its instances. The standalone
 //! exporter reports every device unless told otherwise ([`DeviceSelection::All`]).
 
 use std::fmt;
@@ -205,6 +207,28 @@ impl DeviceFilter {
         self.list == List::All
     }
 
+    /// The MIG devices of `device` (`MIG-<uuid>`, as NVML spells them) this filter names,
+    /// when it names the device only through them; empty when every MIG instance of the
+    /// device is reported (the device is named by index or UUID, or not through MIG ids).
+    pub(crate) fn named_mig(&self, device: &Candidate<'_>) -> Vec<String> {
+        let List::Entries(entries) = &self.list else {
+            return Vec::new();
+        };
+        if self.origin == Origin::Container {
+            return Vec::new();
+        }
+        let mut named = Vec::new();
+        for entry in entries {
+            match entry {
+                Entry::Index(i) if i64::from(device.index) == *i => return Vec::new(),
+                Entry::Uuid(prefix) if starts_with_ignore_case(device.uuid, prefix) => return Vec::new(),
+                Entry::Mig(id) => named.extend(device.mig.iter().filter(|m| m.eq_ignore_ascii_case(id)).cloned()),
+                _ => {}
+            }
+        }
+        named
+    }
+
     /// Why these devices: `CUDA_VISIBLE_DEVICES="1"`, for the log line.
     pub fn reason(&self) -> String {
         match self.origin {
@@ -316,6 +340,18 @@ mod tests {
         assert_eq!(keep(&parse(ENV_GPU_DEVICES, "MIG-1111-y,MIG-1111-x")), Ok(vec![1]));
         assert_eq!(keep(&parse(ENV_GPU_DEVICES, "all")), Ok(vec![0, 1, 2]));
         assert_eq!(keep(&parse(ENV_GPU_DEVICES, "none")), Ok(vec![]));
+    }
+
+    #[test]
+    fn mig_ids_limit_the_instances_reported_unless_the_gpu_is_named_whole() {
+        let mig = vec!["MIG-1111-x".to_owned(), "MIG-1111-y".to_owned()];
+        let gpu = Candidate { index: 1, uuid: UUIDS[1], mig: &mig };
+        assert_eq!(parse(ENV_CUDA_VISIBLE_DEVICES, "mig-1111-y").named_mig(&gpu), vec!["MIG-1111-y"]);
+        assert_eq!(parse(ENV_GPU_DEVICES, "MIG-1111-y,MIG-1111-x").named_mig(&gpu).len(), 2);
+        assert!(parse(ENV_GPU_DEVICES, "MIG-1111-y,1").named_mig(&gpu).is_empty(), "named whole by index");
+        assert!(parse(ENV_GPU_DEVICES, "GPU-bbbb,MIG-1111-y").named_mig(&gpu).is_empty(), "named whole by UUID");
+        assert!(parse(ENV_GPU_DEVICES, "all").named_mig(&gpu).is_empty());
+        assert!(parse(ENV_GPU_DEVICES, "MIG-GPU-bbbb-1111/1/0").named_mig(&gpu).is_empty(), "the older form: all");
     }
 
     #[test]

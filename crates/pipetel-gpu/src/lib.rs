@@ -78,6 +78,7 @@ mod metrics;
 pub mod names;
 mod poller;
 mod process;
+mod reading;
 mod source;
 mod telemetry;
 #[cfg(feature = "test-support")]
@@ -95,9 +96,13 @@ pub use devices::{
 pub use error::{ConfigError, GpuError};
 pub use metrics::{families, reference_table, register_metrics};
 pub use poller::{GpuPoller, GpuState, SampleReader};
+pub use reading::DeviceReading;
 pub use source::nvml::{NvmlOptions, NvmlSource, DEFAULT_NVML_LIBRARY};
 #[cfg(feature = "amd")]
 #[cfg_attr(docsrs, doc(cfg(feature = "amd")))]
 pub use source::rocm::{AmdSource, DEFAULT_ROCM_SMI_LIBRARIES};
-pub use source::{Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpuSample, GpuSource, RemappedRows, RetiredPages};
+pub use source::{
+    Clocks, DeviceInfo, DeviceSample, DeviceStatus, GpmMetrics, GpuSample, GpuSource, MigInstanceSample, ProcessSample,
+    RemappedRows, RetiredPages,
+};
 pub use telemetry::{start, GpuTelemetry};

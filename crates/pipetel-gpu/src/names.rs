@@ -33,8 +33,25 @@
 //! where the driver gives it, `hw.driver_version`.
 //! - [`GPU_PCIE_THROUGHPUT`] (`hw.gpu.pcie.throughput`, `By/s`, by [`NETWORK_IO_DIRECTION`]):
 //!   NVML gives a rate over a 20 ms window, not the byte total `hw.gpu.io` asks for.
-//! - [`GPU_PROCESS_MEMORY_USAGE`] (`pipetel.gpu.process.memory.usage`, `By`): memory used on
-//!   a GPU by this process and its descendants; not a semantic-convention metric.
+//! - [`GPU_PROCESS_MEMORY_USAGE`] (`pipetel.gpu.process.memory.usage`, `By`, by
+//!   [`PROCESS_PID`]): memory used on a GPU by this process (and, opted in, by each of its
+//!   descendants); not a semantic-convention metric.
+//!
+//! - GPM activity (NVML's GPU Performance Monitoring, Hopper and later; DCGM's profiling
+//!   fields): [`GPU_SM_ACTIVITY`] (`hw.gpu.sm.activity`, DCGM `SM_ACTIVE`),
+//!   [`GPU_SM_OCCUPANCY`] (`hw.gpu.sm.occupancy`), [`GPU_TENSOR_ACTIVITY`]
+//!   (`hw.gpu.tensor.activity` by [`GPU_TENSOR_PIPE`]: `any`, `dfma`, `hmma`, `imma`),
+//!   [`GPU_PIPE_ACTIVITY`] (`hw.gpu.pipe.activity` by [`GPU_PIPE`]: `fp16`, `fp32`, `fp64`),
+//!   [`GPU_DRAM_ACTIVITY`] (`hw.gpu.dram.activity`, DCGM `DRAM_ACTIVE`) and
+//!   [`GPU_NVLINK_THROUGHPUT`] (`hw.gpu.nvlink.throughput`, `By/s`); all ratios 0–1 over the
+//!   poll interval except the throughput. The conventions have no names for them.
+//! - MIG instances: a series with [`GPU_MIG_ID`] (`hw.gpu.mig.id`, the MIG device's UUID) is
+//!   one MIG instance of the GPU its other attributes name; a series without it is the whole
+//!   GPU. Memory ([`GPU_MEMORY_USAGE`], [`GPU_MEMORY_LIMIT`]) and the GPM families have them.
+//! - Per-process use, one series per process with [`PROCESS_PID`] (the conventions'
+//!   `process.pid`): [`GPU_PROCESS_UTILIZATION`] (`pipetel.gpu.process.utilization` by
+//!   [`GPU_TASK`]), [`GPU_PROCESS_MEMORY_BANDWIDTH_UTILIZATION`] and
+//!   [`GPU_PROCESS_MEMORY_USAGE`].
 //!
 //! AMD devices (ROCm SMI, feature `amd`) report under the same names: busy percent as
 //! `hw.gpu.utilization{hw.gpu.task="general"}`, VRAM as the memory metrics, average (or, where
@@ -96,8 +113,33 @@ pub const GPU_INFO: &str = "pipetel.gpu.info";
 pub const STATUS: &str = "hw.status";
 /// PCIe throughput, bytes per second, by [`NETWORK_IO_DIRECTION`] (opt-in).
 pub const GPU_PCIE_THROUGHPUT: &str = "hw.gpu.pcie.throughput";
-/// GPU memory used by this process and its descendants, bytes (opt-in).
+/// GPU memory used by one process, bytes, by [`PROCESS_PID`]: this process, and with
+/// [`crate::ENV_GPU_PROCESS_MEMORY`] each of its descendants.
 pub const GPU_PROCESS_MEMORY_USAGE: &str = "pipetel.gpu.process.memory.usage";
+
+/// GPM: fraction of time each SM had at least one warp assigned, averaged over the SMs
+/// (NVML `SM_UTIL`, DCGM `DCGM_FI_PROF_SM_ACTIVE`).
+pub const GPU_SM_ACTIVITY: &str = "hw.gpu.sm.activity";
+/// GPM: resident warps as a fraction of the maximum, averaged over the SMs (DCGM
+/// `DCGM_FI_PROF_SM_OCCUPANCY`).
+pub const GPU_SM_OCCUPANCY: &str = "hw.gpu.sm.occupancy";
+/// GPM: fraction of time a tensor pipe was active, by [`GPU_TENSOR_PIPE`] (DCGM
+/// `DCGM_FI_PROF_PIPE_TENSOR_ACTIVE` and its DFMA / HMMA / IMMA fields).
+pub const GPU_TENSOR_ACTIVITY: &str = "hw.gpu.tensor.activity";
+/// GPM: fraction of time a non-tensor floating-point pipe was active, by [`GPU_PIPE`] (DCGM
+/// `DCGM_FI_PROF_PIPE_FP16_ACTIVE` / `FP32` / `FP64`).
+pub const GPU_PIPE_ACTIVITY: &str = "hw.gpu.pipe.activity";
+/// GPM: device memory bandwidth used as a fraction of the maximum (NVML `DRAM_BW_UTIL`, DCGM
+/// `DCGM_FI_PROF_DRAM_ACTIVE`).
+pub const GPU_DRAM_ACTIVITY: &str = "hw.gpu.dram.activity";
+/// GPM: NVLink bytes per second over all links, by [`NETWORK_IO_DIRECTION`] (DCGM
+/// `DCGM_FI_PROF_NVLINK_TX_BYTES` / `RX_BYTES`).
+pub const GPU_NVLINK_THROUGHPUT: &str = "hw.gpu.nvlink.throughput";
+/// Utilisation of a GPU by one process, ratio 0–1, by [`GPU_TASK`] and [`PROCESS_PID`].
+pub const GPU_PROCESS_UTILIZATION: &str = "pipetel.gpu.process.utilization";
+/// Memory-controller (bandwidth) utilisation of a GPU by one process, ratio 0–1, by
+/// [`PROCESS_PID`].
+pub const GPU_PROCESS_MEMORY_BANDWIDTH_UTILIZATION: &str = "pipetel.gpu.process.memory.bandwidth.utilization";
 
 /// Unit of ratios.
 pub const UNIT_RATIO: &str = "1";
@@ -159,6 +201,15 @@ pub const ERROR_TYPE: &str = "error.type";
 pub const HW_STATE: &str = "hw.state";
 /// Attribute of [`GPU_PCIE_THROUGHPUT`]: `transmit` or `receive`.
 pub const NETWORK_IO_DIRECTION: &str = "network.io.direction";
+
+/// Attribute: the MIG device's UUID (`MIG-…`) on the series of one MIG instance.
+pub const GPU_MIG_ID: &str = "hw.gpu.mig.id";
+/// Attribute of [`GPU_TENSOR_ACTIVITY`]: one of [`tensor_pipe`].
+pub const GPU_TENSOR_PIPE: &str = "hw.gpu.tensor.pipe";
+/// Attribute of [`GPU_PIPE_ACTIVITY`]: one of [`pipe`].
+pub const GPU_PIPE: &str = "hw.gpu.pipe";
+/// Attribute of the per-process series: the process id, as NVML reports it (the host's pid).
+pub const PROCESS_PID: &str = "process.pid";
 
 /// Value of [`HW_TYPE`] on every series of this crate but the fans'.
 pub const HW_TYPE_GPU: &str = "gpu";
@@ -247,4 +298,26 @@ pub mod memory_cause {
     pub const SINGLE_BIT: &str = "single_bit";
     /// Pages retired after a double-bit ECC error.
     pub const DOUBLE_BIT: &str = "double_bit";
+}
+
+/// Values of [`GPU_TENSOR_PIPE`].
+pub mod tensor_pipe {
+    /// Any tensor operation.
+    pub const ANY: &str = "any";
+    /// Double-precision (FP64) tensor operations.
+    pub const DFMA: &str = "dfma";
+    /// Half-precision (FP16 / BF16) tensor operations.
+    pub const HMMA: &str = "hmma";
+    /// Integer tensor operations.
+    pub const IMMA: &str = "imma";
+}
+
+/// Values of [`GPU_PIPE`].
+pub mod pipe {
+    /// Non-tensor FP16.
+    pub const FP16: &str = "fp16";
+    /// Non-tensor FP32.
+    pub const FP32: &str = "fp32";
+    /// Non-tensor FP64.
+    pub const FP64: &str = "fp64";
 }

@@ -215,6 +215,12 @@ impl GpuTelemetry {
         self.poller.as_ref().and_then(GpuPoller::latest)
     }
 
+    /// [`GpuSample::readings`] of the latest sample: per GPU, what attributing its use to a
+    /// stage needs (empty when off or before the first poll).
+    pub fn readings(&self) -> Vec<crate::DeviceReading> {
+        self.reader().readings()
+    }
+
     /// A reader of the latest sample.
     pub fn reader(&self) -> SampleReader {
         self.poller.as_ref().map_or_else(SampleReader::empty, GpuPoller::reader)

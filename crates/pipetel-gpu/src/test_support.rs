@@ -111,7 +111,7 @@ macro_rules! fake_kind {
             fn compiled() -> io::Result<&'static Path> {
                 // One per kind: a static in a generic function would be shared by all kinds.
                 static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-                compiled_once::<Self>(&BUILT)
+                compiled_once::<Self>(&BUILT, &[])
             }
         }
     };
@@ -167,7 +167,7 @@ fn unique_dir(prefix: &str) -> io::Result<PathBuf> {
 ///
 /// When the source cannot be written or the compiler fails (its stderr is in the error).
 pub fn compile_fake_nvml(output: &Path) -> io::Result<()> {
-    compile::<Nvml>(output)
+    compile::<Nvml>(output, &[])
 }
 
 /// Compiles the fake ROCm SMI library to `output` with `$CC` (default `cc`).
@@ -176,18 +176,27 @@ pub fn compile_fake_nvml(output: &Path) -> io::Result<()> {
 ///
 /// When the source cannot be written or the compiler fails (its stderr is in the error).
 pub fn compile_fake_rocm_smi(output: &Path) -> io::Result<()> {
-    compile::<RocmSmi>(output)
+    compile::<RocmSmi>(output, &[])
 }
 
-fn compile<K: FakeKind>(output: &Path) -> io::Result<()> {
+/// The C define that builds the fake NVML without any GPM symbol (a driver older than GPM).
+pub const NO_GPM_DEFINE: &str = "-DFAKE_NVML_NO_GPM";
+
+fn compile<K: FakeKind>(output: &Path, defines: &[&str]) -> io::Result<()> {
     let dir = unique_dir("pipetel-fake-gpu-src")?;
     let source = dir.join(K::SOURCE_FILE);
     std::fs::write(&source, K::SOURCE)?;
     // Beside the source, where its `#include "fake_state.h"` finds it.
     std::fs::write(dir.join("fake_state.h"), FAKE_STATE_HEADER)?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
-    let out =
-        Command::new(&cc).args(["-shared", "-fPIC", "-O2", "-o"]).arg(output).arg(&source).arg("-ldl").output()?;
+    let out = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O2"])
+        .args(defines)
+        .arg("-o")
+        .arg(output)
+        .arg(&source)
+        .arg("-ldl")
+        .output()?;
     // Best effort: a leftover temporary source file is harmless.
     let _ = std::fs::remove_dir_all(&dir);
     if out.status.success() {
@@ -201,11 +210,14 @@ fn compile<K: FakeKind>(output: &Path) -> io::Result<()> {
     }
 }
 
-fn compiled_once<K: FakeKind>(built: &'static OnceLock<Result<PathBuf, String>>) -> io::Result<&'static Path> {
+fn compiled_once<K: FakeKind>(
+    built: &'static OnceLock<Result<PathBuf, String>>,
+    defines: &[&str],
+) -> io::Result<&'static Path> {
     let built = built.get_or_init(|| {
         let dir = unique_dir("pipetel-fake-gpu-build").map_err(|e| e.to_string())?;
         let lib = dir.join(K::LIBRARY_NAME);
-        compile::<K>(&lib).map_err(|e| e.to_string())?;
+        compile::<K>(&lib, defines).map_err(|e| e.to_string())?;
         Ok(lib)
     });
     match built {
@@ -229,8 +241,12 @@ impl<K: FakeKind> FakeLibrary<K> {
     ///
     /// When compiling or copying the library fails.
     pub fn new() -> io::Result<Self> {
+        Self::copy_of(K::compiled()?)
+    }
+
+    fn copy_of(compiled: &Path) -> io::Result<Self> {
         let dir = unique_dir("pipetel-fake-gpu-lib")?;
-        std::fs::copy(K::compiled()?, dir.join(K::LIBRARY_NAME))?;
+        std::fs::copy(compiled, dir.join(K::LIBRARY_NAME))?;
         Ok(Self { dir, kind: PhantomData })
     }
 
@@ -272,6 +288,20 @@ impl<K: FakeKind> FakeLibrary<K> {
         std::fs::read_to_string(self.dir.join(K::CALLS_FILE))
             .map(|log| log.lines().filter(|l| *l == wanted).count())
             .unwrap_or(0)
+    }
+}
+
+impl FakeLibrary<Nvml> {
+    /// A fresh copy of the fake NVML built without any GPM symbol ([`NO_GPM_DEFINE`]): a
+    /// driver older than GPM, where `nvml-wrapper` fails each GPM call with
+    /// `FailedToLoadSymbol`.
+    ///
+    /// # Errors
+    ///
+    /// When compiling or copying the library fails.
+    pub fn without_gpm() -> io::Result<Self> {
+        static BUILT: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+        Self::copy_of(compiled_once::<Nvml>(&BUILT, &[NO_GPM_DEFINE])?)
     }
 }
 

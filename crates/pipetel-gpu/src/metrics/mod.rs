@@ -9,6 +9,8 @@ use crate::names;
 use crate::poller::SampleReader;
 use crate::source::{DeviceSample, DeviceStatus};
 
+mod activity;
+
 /// How a GPU instrument aggregates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -61,8 +63,7 @@ const STATUS: Family = Family::new(
 
 /// Every GPU family, in registration order.
 pub fn families() -> Vec<Family> {
-    let mut all: Vec<Family> = INSTRUMENTS
-        .iter()
+    let mut all: Vec<Family> = all_instruments()
         .map(|i| {
             let (name, kind, unit, description, attributes) = match i {
                 AnyInstrument::F64(i) => (i.name, i.kind, i.unit, i.description, i.values.attributes()),
@@ -74,6 +75,11 @@ pub fn families() -> Vec<Family> {
         .collect();
     all.extend([FAN, INFO, STATUS]);
     all
+}
+
+/// Every instrument of [`INSTRUMENTS`] and of [`activity::INSTRUMENTS`], in registration order.
+fn all_instruments() -> impl Iterator<Item = &'static AnyInstrument> {
+    INSTRUMENTS.iter().chain(activity::INSTRUMENTS.iter())
 }
 
 /// The GPU table of the metrics reference (`pipetel_core::families::reference_with`).
@@ -110,6 +116,9 @@ const fn instrument<T>(
 /// One value of a device, when it reports it.
 type Read<T> = fn(&DeviceSample) -> Option<T>;
 
+/// Reports series of a device through `emit(value, extra attributes)`.
+type Each<T> = fn(&DeviceSample, &mut dyn FnMut(T, &[KeyValue]));
+
 /// What an instrument reports of each answering device.
 enum Values<T: 'static> {
     /// One value, in a series without an extra attribute.
@@ -119,6 +128,9 @@ enum Values<T: 'static> {
     /// The entries of a list the device has (XID codes, throttle reasons), each reported
     /// through `emit(value, the value of the attribute key)`.
     List(&'static str, fn(&DeviceSample, &mut dyn FnMut(T, opentelemetry::Value))),
+    /// Series with any of the declared extra attributes (MIG instances, processes), each
+    /// reported through `emit(value, its extra attributes)`.
+    Series(&'static [&'static str], Each<T>),
 }
 
 impl<T> Values<T> {
@@ -127,30 +139,32 @@ impl<T> Values<T> {
         match self {
             Values::One(_) => &[],
             Values::By(key, _) | Values::List(key, _) => std::slice::from_ref(key),
+            Values::Series(keys, _) => keys,
         }
     }
 
     /// Reports the values of `d` through `emit(value, extra attribute)`.
-    fn emit(&self, d: &DeviceSample, emit: &mut dyn FnMut(T, Option<KeyValue>)) {
+    fn emit(&self, d: &DeviceSample, emit: &mut dyn FnMut(T, &[KeyValue])) {
         match self {
             Values::One(read) => {
                 if let Some(v) = read(d) {
-                    emit(v, None);
+                    emit(v, &[]);
                 }
             }
             Values::By(key, reads) => {
                 for (label, read) in *reads {
                     if let Some(v) = read(d) {
-                        emit(v, Some(KeyValue::new(*key, *label)));
+                        emit(v, &[KeyValue::new(*key, *label)]);
                     }
                 }
             }
-            Values::List(key, each) => each(d, &mut |v, label| emit(v, Some(KeyValue::new(*key, label)))),
+            Values::List(key, each) => each(d, &mut |v, label| emit(v, &[KeyValue::new(*key, label)])),
+            Values::Series(_, each) => each(d, emit),
         }
     }
 }
 
-use Values::{By, List, One};
+use Values::{By, List, One, Series};
 
 /// An instrument of any value type.
 enum AnyInstrument {
@@ -185,15 +199,19 @@ static INSTRUMENTS: [AnyInstrument; 20] = [
         Kind::Gauge,
         names::GPU_MEMORY_USAGE,
         names::UNIT_BYTES,
-        "GPU memory in use",
-        One(|d| d.memory_used_bytes),
+        "GPU memory in use (of the GPU, or of one MIG instance with hw.gpu.mig.id)",
+        Series(&[names::GPU_MIG_ID], |d, emit| {
+            activity::with_mig(d, d.memory_used_bytes, |m| m.memory_used_bytes, emit);
+        }),
     )),
     AnyInstrument::U64(instrument(
         Kind::Gauge,
         names::GPU_MEMORY_LIMIT,
         names::UNIT_BYTES,
-        "GPU memory installed",
-        One(|d| d.memory_total_bytes),
+        "GPU memory installed (of the GPU, or of one MIG instance with hw.gpu.mig.id)",
+        Series(&[names::GPU_MIG_ID], |d, emit| {
+            activity::with_mig(d, d.memory_total_bytes, |m| m.memory_total_bytes, emit);
+        }),
     )),
     AnyInstrument::F64(instrument(
         Kind::Gauge,
@@ -351,8 +369,10 @@ static INSTRUMENTS: [AnyInstrument; 20] = [
         Kind::Gauge,
         names::GPU_PROCESS_MEMORY_USAGE,
         names::UNIT_BYTES,
-        "GPU memory used by this process and its descendants",
-        One(|d| d.process_memory_bytes),
+        "GPU memory used by one process: this one (and, opted in, each descendant)",
+        Series(&[names::PROCESS_PID], |d, emit| {
+            activity::per_process(d, |p| p.memory_used_bytes, &[], emit);
+        }),
     )),
 ];
 
@@ -364,7 +384,7 @@ static INSTRUMENTS: [AnyInstrument; 20] = [
 /// Call it once per meter: OpenTelemetry keeps the callbacks for the meter provider's
 /// lifetime. With an empty reader (GPU off) the instruments exist but report nothing.
 pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
-    for instrument in &INSTRUMENTS {
+    for instrument in all_instruments() {
         match instrument {
             AnyInstrument::F64(spec @ Instrument { kind: Kind::Gauge, .. }) => {
                 configure(meter.f64_observable_gauge(spec.name), spec, reader).build();
@@ -413,7 +433,7 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
             };
             for d in sample.devices.iter().filter(|d| d.status == DeviceStatus::Ok) {
                 let cuda = d.info.cuda_driver_version.clone().map(|v| KeyValue::new(names::GPU_CUDA_DRIVER_VERSION, v));
-                obs.observe(1, &with_extra(d, cuda));
+                obs.observe(1, &with_extra(d, cuda.as_slice()));
             }
         })
         .build();
@@ -429,7 +449,7 @@ pub fn register_metrics(meter: &Meter, reader: &SampleReader) {
             for d in &sample.devices {
                 let failed = d.status == DeviceStatus::Failed;
                 for (state, on) in [(names::state::OK, !failed), (names::state::FAILED, failed)] {
-                    let attrs = with_extra(d, Some(KeyValue::new(names::HW_STATE, state)));
+                    let attrs = with_extra(d, &[KeyValue::new(names::HW_STATE, state)]);
                     obs.observe(i64::from(on), &attrs);
                 }
             }
@@ -450,11 +470,11 @@ fn configure<'a, I, T: 'static>(
         .with_callback(move |obs| observe_devices(&reader, obs, values))
 }
 
-fn with_extra(d: &DeviceSample, extra: Option<KeyValue>) -> Vec<KeyValue> {
+fn with_extra(d: &DeviceSample, extra: &[KeyValue]) -> Vec<KeyValue> {
     let base = d.info.attributes();
-    let mut attrs = Vec::with_capacity(base.len() + 1);
+    let mut attrs = Vec::with_capacity(base.len() + extra.len());
     attrs.extend_from_slice(base);
-    attrs.extend(extra);
+    attrs.extend_from_slice(extra);
     attrs
 }
 

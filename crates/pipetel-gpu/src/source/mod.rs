@@ -178,6 +178,98 @@ pub struct Clocks {
     pub video_hz: Option<u64>,
 }
 
+/// NVML's GPM (GPU Performance Monitoring) metrics of a GPU or a MIG instance over the last
+/// poll interval (Hopper and later): ratios 0–1 and bytes per second. `None`: not reported.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
+pub struct GpmMetrics {
+    /// Fraction of time each SM had a warp assigned, averaged over the SMs (DCGM `SM_ACTIVE`).
+    pub sm_active: Option<f64>,
+    /// Resident warps as a fraction of the maximum (DCGM `SM_OCCUPANCY`).
+    pub sm_occupancy: Option<f64>,
+    /// Any tensor pipe active (DCGM `PIPE_TENSOR_ACTIVE`).
+    pub tensor_active: Option<f64>,
+    /// FP64 tensor (DFMA) pipe active.
+    pub tensor_dfma_active: Option<f64>,
+    /// FP16 / BF16 tensor (HMMA) pipe active.
+    pub tensor_hmma_active: Option<f64>,
+    /// Integer tensor (IMMA) pipe active.
+    pub tensor_imma_active: Option<f64>,
+    /// DRAM bandwidth used, fraction of the maximum (DCGM `DRAM_ACTIVE`).
+    pub dram_active: Option<f64>,
+    /// Non-tensor FP16 pipe active.
+    pub fp16_active: Option<f64>,
+    /// Non-tensor FP32 pipe active.
+    pub fp32_active: Option<f64>,
+    /// Non-tensor FP64 pipe active.
+    pub fp64_active: Option<f64>,
+    /// PCIe bytes per second sent by the GPU.
+    pub pcie_tx_bytes_per_second: Option<f64>,
+    /// PCIe bytes per second received by the GPU.
+    pub pcie_rx_bytes_per_second: Option<f64>,
+    /// NVLink bytes per second sent, all links.
+    pub nvlink_tx_bytes_per_second: Option<f64>,
+    /// NVLink bytes per second received, all links.
+    pub nvlink_rx_bytes_per_second: Option<f64>,
+}
+
+/// One MIG instance of a GPU in one poll.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct MigInstanceSample {
+    /// The MIG device's UUID (`MIG-…`), its `hw.gpu.mig.id`.
+    pub id: Arc<str>,
+    /// The GPU instance id NVML numbers it by, when known.
+    pub gpu_instance_id: Option<u32>,
+    /// Memory in use in this instance, bytes.
+    pub memory_used_bytes: Option<u64>,
+    /// Memory of this instance, bytes.
+    pub memory_total_bytes: Option<u64>,
+    /// GPM metrics of this instance, when the GPU gives them.
+    pub gpm: Option<GpmMetrics>,
+}
+
+impl MigInstanceSample {
+    /// An instance `id` with nothing reported yet.
+    pub fn new(id: Arc<str>, gpu_instance_id: Option<u32>) -> Self {
+        Self { id, gpu_instance_id, memory_used_bytes: None, memory_total_bytes: None, gpm: None }
+    }
+}
+
+/// One process's use of a GPU in one poll: this process, and with the process-memory option
+/// each of its descendants that has a context on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
+pub struct ProcessSample {
+    /// The process id as NVML reports it (the host's).
+    pub pid: u32,
+    /// Memory the process uses on the GPU, bytes (NVML's running-process lists).
+    pub memory_used_bytes: Option<u64>,
+    /// SM utilisation by the process over the poll interval, ratio 0–1 (0 when NVML had no
+    /// sample of it: it lists only processes that did something).
+    pub sm_utilization: Option<f64>,
+    /// Memory-controller utilisation by the process, ratio 0–1.
+    pub memory_bandwidth_utilization: Option<f64>,
+    /// Encoder utilisation by the process, ratio 0–1.
+    pub encoder_utilization: Option<f64>,
+    /// Decoder utilisation by the process, ratio 0–1.
+    pub decoder_utilization: Option<f64>,
+}
+
+impl ProcessSample {
+    /// Process `pid` with nothing reported yet.
+    pub fn new(pid: u32) -> Self {
+        Self {
+            pid,
+            memory_used_bytes: None,
+            sm_utilization: None,
+            memory_bandwidth_utilization: None,
+            encoder_utilization: None,
+            decoder_utilization: None,
+        }
+    }
+}
+
 /// One device in one poll. `None` means "not reported", never zero.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -228,6 +320,17 @@ pub struct DeviceSample {
     pub retired_pages: RetiredPages,
     /// `(XID code, events)` seen since the source opened, by code.
     pub xid_errors: Vec<(u64, u64)>,
+    /// Energy since driver load as NVML counts it, millijoules (exact; [`Self::energy_joules`]
+    /// is the same in joules).
+    pub energy_millijoules: Option<u64>,
+    /// GPM metrics of the whole GPU over the last poll interval (Hopper and later; absent on
+    /// the first poll, which only takes the first sample).
+    pub gpm: Option<GpmMetrics>,
+    /// The GPU's MIG instances, when MIG is on.
+    pub mig_instances: Vec<MigInstanceSample>,
+    /// This process's (and, opted in, its descendants') use of the GPU, one entry per process
+    /// with a context on it.
+    pub processes: Vec<ProcessSample>,
 }
 
 impl DeviceSample {
@@ -257,6 +360,10 @@ impl DeviceSample {
             remapped_rows: None,
             retired_pages: RetiredPages::default(),
             xid_errors: Vec::new(),
+            energy_millijoules: None,
+            gpm: None,
+            mig_instances: Vec::new(),
+            processes: Vec::new(),
         }
     }
 

@@ -9,7 +9,6 @@ use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{
     Clock, EccCounter, MemoryError, PcieUtilCounter, RetirementCause, TemperatureSensor,
 };
-use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
@@ -20,6 +19,7 @@ use crate::names;
 use crate::process;
 use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource, RemappedRows};
 
+mod activity;
 mod library;
 use library::Library;
 
@@ -48,7 +48,7 @@ const MIG_ENABLED: u32 = 1;
 pub struct NvmlOptions {
     /// Read PCIe throughput (blocks about 20 ms per direction and device).
     pub pcie_throughput: bool,
-    /// Read the GPU memory of this process and its descendants.
+    /// Read the GPU use of this process's descendants too (this process's own is always read).
     pub process_memory: bool,
 }
 
@@ -80,6 +80,10 @@ policy::fields!(
         RemappedRows => "nvmlDeviceGetRemappedRows",
         RetiredSingleBit | RetiredDoubleBit => "nvmlDeviceGetRetiredPages_v2",
         RetiredPending => "nvmlDeviceGetRetiredPagesPendingStatus",
+        Gpm => "nvmlGpmSampleGet",
+        GpmMig => "nvmlGpmMigSampleGet",
+        MigMemory => "nvmlDeviceGetMemoryInfo_v2 (MIG device)",
+        ProcessUtilization => "nvmlDeviceGetProcessUtilization",
     }
 );
 
@@ -109,6 +113,8 @@ struct DeviceState {
     throttle_reasons: Vec<(ThrottleReasons, &'static str)>,
     /// XID events seen so far, by code; `None` when the device cannot deliver them.
     xids: Option<std::collections::BTreeMap<u64, u64>>,
+    /// GPM, MIG instances and process utilisation state.
+    activity: activity::Activity,
     policy: DevicePolicy,
 }
 
@@ -180,8 +186,12 @@ impl NvmlSource {
         let driver = nvml.sys_driver_version().ok();
         // 12040 means 12.4.
         let cuda = nvml.sys_cuda_driver_version().ok().map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10));
-        let mut devices: Vec<DeviceState> =
-            kept.iter().map(|&i| open_device(&nvml, i, driver.clone(), cuda.clone())).collect();
+        let mut gpm_off = Vec::new();
+        let mut devices: Vec<DeviceState> = kept
+            .iter()
+            .map(|(i, mig)| open_device(&nvml, *i, mig, driver.clone(), cuda.clone(), &mut gpm_off))
+            .collect();
+        activity::log_gpm_off(&gpm_off);
         let mut library = Library::new(nvml);
         let answering: Vec<u32> = devices.iter().filter(|d| !d.policy.is_failed()).map(|d| d.info.index).collect();
         let registered = library.register_xid_events(&answering);
@@ -199,10 +209,16 @@ impl NvmlSource {
     }
 }
 
-/// The indices of the devices `filter` keeps, logged once with the reason.
-fn select_devices(nvml: &Nvml, count: u32, filter: &DeviceFilter, library: &str) -> Result<Vec<u32>, GpuError> {
-    let kept = if filter.is_all() {
-        (0..count).collect()
+/// The indices of the devices `filter` keeps, each with the MIG devices it names of it (empty:
+/// all), logged once with the reason.
+fn select_devices(
+    nvml: &Nvml,
+    count: u32,
+    filter: &DeviceFilter,
+    library: &str,
+) -> Result<Vec<(u32, Vec<String>)>, GpuError> {
+    let kept: Vec<(u32, Vec<String>)> = if filter.is_all() {
+        (0..count).map(|i| (i, Vec::new())).collect()
     } else {
         // A device whose handle fails still counts by index; its UUID is then unknown.
         let ids: Vec<(u32, String, Vec<String>)> = (0..count)
@@ -213,17 +229,25 @@ fn select_devices(nvml: &Nvml, count: u32, filter: &DeviceFilter, library: &str)
             .collect();
         let candidates: Vec<Candidate<'_>> =
             ids.iter().map(|(index, uuid, mig)| Candidate { index: *index, uuid, mig }).collect();
-        filter.select(&candidates).map_err(|u| GpuError::UnknownDevice {
+        let indices = filter.select(&candidates).map_err(|u| GpuError::UnknownDevice {
             setting: u.setting,
             entry: u.entry,
             library: library.to_owned(),
-        })?
+        })?;
+        indices
+            .into_iter()
+            .map(|i| {
+                let mig = candidates.iter().find(|c| c.index == i).map(|c| filter.named_mig(c)).unwrap_or_default();
+                (i, mig)
+            })
+            .collect()
     };
     if kept.is_empty() {
         return Err(GpuError::NoVisibleDevice { reason: filter.reason() });
     }
+    let indices: Vec<u32> = kept.iter().map(|(i, _)| *i).collect();
     tracing::info!(
-        gpu.devices = ?kept,
+        gpu.devices = ?indices,
         gpu.found = count,
         "GPU devices reported: {} of {count} ({})",
         kept.len(),
@@ -242,7 +266,14 @@ fn mig_uuids(device: &Device<'_>) -> Vec<String> {
     (0..slots).filter_map(|i| device.mig_device_by_index(i).ok()?.uuid().ok()).collect()
 }
 
-fn open_device(nvml: &Nvml, index: u32, driver: Option<String>, cuda: Option<String>) -> DeviceState {
+fn open_device(
+    nvml: &Nvml,
+    index: u32,
+    mig_named: &[String],
+    driver: Option<String>,
+    cuda: Option<String>,
+    gpm_off: &mut Vec<(u32, String)>,
+) -> DeviceState {
     let fallback_id = format!("{}-gpu-{index}", names::VENDOR_NVIDIA);
     let device = match nvml.device_by_index(index) {
         Ok(d) => d,
@@ -256,6 +287,7 @@ fn open_device(nvml: &Nvml, index: u32, driver: Option<String>, cuda: Option<Str
                 fans: Vec::new(),
                 throttle_reasons: Vec::new(),
                 xids: None,
+                activity: activity::Activity::default(),
                 policy: DevicePolicy::failed(),
             };
         }
@@ -271,12 +303,14 @@ fn open_device(nvml: &Nvml, index: u32, driver: Option<String>, cuda: Option<Str
     // A device that cannot say which reasons it supports is asked about every known one.
     let supported = device.supported_throttle_reasons().unwrap_or(ThrottleReasons::all());
     let throttle_reasons = THROTTLE_REASONS.into_iter().filter(|(flag, _)| supported.contains(*flag)).collect();
+    let activity = activity::open(nvml, &device, index, mig, mig_named, gpm_off);
     DeviceState {
         info: Arc::new(DeviceInfo::new(index, id, name, names::VENDOR_NVIDIA).with_versions(driver, cuda)),
         mig,
         fans,
         throttle_reasons,
         xids: None,
+        activity,
         policy: DevicePolicy::answering(),
     }
 }
@@ -287,11 +321,14 @@ impl GpuSource for NvmlSource {
     }
 
     fn sample(&mut self) -> Result<GpuSample, GpuError> {
-        let pids = self.options.process_memory.then(process::self_and_descendants);
+        let pids = if self.options.process_memory {
+            process::self_and_descendants()
+        } else {
+            HashSet::from([std::process::id()])
+        };
         self.count_xid_events();
         let Self { library, devices, options, .. } = self;
-        let nvml = library.nvml();
-        let samples = devices.iter_mut().map(|state| sample_device(nvml, state, *options, pids.as_ref())).collect();
+        let samples = devices.iter_mut().map(|state| sample_device(library, state, *options, &pids)).collect();
         Ok(GpuSample::new(samples))
     }
 }
@@ -326,14 +363,14 @@ fn mhz_to_hz(mhz: u32) -> u64 {
 }
 
 fn sample_device(
-    nvml: &Nvml,
+    library: &Library,
     state: &mut DeviceState,
     options: NvmlOptions,
-    pids: Option<&HashSet<u32>>,
+    pids: &HashSet<u32>,
 ) -> DeviceSample {
     let index = state.info.index;
-    let read = match nvml.device_by_index(index) {
-        Ok(device) => read_device(nvml, &device, state, options, pids),
+    let read = match library.nvml().device_by_index(index) {
+        Ok(device) => read_device(library, &device, state, options, pids),
         Err(e) => {
             if !state.policy.is_failed() {
                 tracing::warn!(gpu.index = index, error = %e, "GPU handle unavailable; reporting it as failed");
@@ -347,14 +384,17 @@ fn sample_device(
 /// Reads every field of `device`; `None` when the device turned out to be lost, so that a
 /// half-read device never mixes values with a failed status.
 fn read_device(
-    nvml: &Nvml,
+    library: &Library,
     device: &Device<'_>,
     state: &mut DeviceState,
     options: NvmlOptions,
-    pids: Option<&HashSet<u32>>,
+    pids: &HashSet<u32>,
 ) -> Option<DeviceSample> {
+    let nvml = library.nvml();
     let mut s = DeviceSample::new(Arc::clone(&state.info));
-    let mut p = Poll::new(state.info.index, &mut state.policy);
+    // The policy is taken out for the poll so the activity readers can borrow the state too.
+    let mut policy = std::mem::take(&mut state.policy);
+    let mut p = Poll::new(state.info.index, &mut policy);
 
     if !state.mig {
         if let Some(u) = p.read(Field::Utilization, || device.utilization_rates()) {
@@ -369,7 +409,8 @@ fn read_device(
         s.memory_total_bytes = Some(m.total);
     }
     s.power_watts = p.read(Field::Power, || device.power_usage()).map(|mw| f64::from(mw) / 1e3);
-    s.energy_joules = p.read(Field::Energy, || device.total_energy_consumption()).map(|mj| mj as f64 / 1e3);
+    s.energy_millijoules = p.read(Field::Energy, || device.total_energy_consumption());
+    s.energy_joules = s.energy_millijoules.map(|mj| mj as f64 / 1e3);
     s.temperature_celsius = p.read(Field::Temperature, || device.temperature(TemperatureSensor::Gpu)).map(f64::from);
     s.ecc_corrected =
         p.read(Field::EccCorrected, || device.total_ecc_errors(MemoryError::Corrected, EccCounter::Aggregate));
@@ -390,7 +431,14 @@ fn read_device(
         PartRead::Skip => true,
     });
 
-    if options.pcie_throughput {
+    s.gpm = activity::read_gpm(library, state, &mut p);
+    if let Some(g) = &s.gpm {
+        // GPM's PCIe rates cover the whole interval and cost no blocking call.
+        s.pcie_tx_bytes_per_second = g.pcie_tx_bytes_per_second;
+        s.pcie_rx_bytes_per_second = g.pcie_rx_bytes_per_second;
+    }
+    s.mig_instances = activity::read_mig(library, device, state, &mut p);
+    if options.pcie_throughput && s.pcie_tx_bytes_per_second.is_none() && s.pcie_rx_bytes_per_second.is_none() {
         // NVML reports KiB/s.
         s.pcie_tx_bytes_per_second =
             p.read(Field::PcieTx, || device.pcie_throughput(PcieUtilCounter::Send)).map(|kib| f64::from(kib) * 1024.0);
@@ -398,23 +446,9 @@ fn read_device(
             .read(Field::PcieRx, || device.pcie_throughput(PcieUtilCounter::Receive))
             .map(|kib| f64::from(kib) * 1024.0);
     }
-    if let Some(pids) = pids {
-        let compute = p.read(Field::ComputeProcesses, || device.running_compute_processes());
-        let graphics = p.read(Field::GraphicsProcesses, || device.running_graphics_processes());
-        if compute.is_some() || graphics.is_some() {
-            // A process with both contexts appears in both lists with the same memory:
-            // count each pid once.
-            let mut per_pid = std::collections::HashMap::new();
-            for proc_info in compute.into_iter().chain(graphics).flatten() {
-                if let UsedGpuMemory::Used(bytes) = proc_info.used_gpu_memory {
-                    if pids.contains(&proc_info.pid) {
-                        let e = per_pid.entry(proc_info.pid).or_insert(0u64);
-                        *e = (*e).max(bytes);
-                    }
-                }
-            }
-            s.process_memory_bytes = Some(per_pid.values().sum());
-        }
+    s.processes = activity::read_processes(device, state, &mut p, pids);
+    if s.processes.iter().any(|ps| ps.memory_used_bytes.is_some()) {
+        s.process_memory_bytes = Some(s.processes.iter().filter_map(|ps| ps.memory_used_bytes).sum());
     }
 
     s.power_limit_watts = p.read(Field::PowerLimit, || device.enforced_power_limit()).map(|mw| f64::from(mw) / 1e3);
@@ -435,5 +469,7 @@ fn read_device(
         s.xid_errors = xids.iter().map(|(&code, &n)| (code, n)).collect();
     }
 
-    (!p.is_lost()).then_some(s)
+    let lost = p.is_lost();
+    state.policy = policy;
+    (!lost).then_some(s)
 }

@@ -34,7 +34,15 @@ impl<K: FakeKind> Harness<K> {
     /// Writes `state`, starts GPU telemetry on the fake's platform with `config` tweaks,
     /// waits for the first poll and registers the instruments.
     pub(crate) fn start(state: &str, config: impl FnOnce(GpuConfig) -> GpuConfig) -> Result<Self, Box<dyn Error>> {
-        let fake = FakeLibrary::<K>::new()?;
+        Self::start_with(FakeLibrary::<K>::new()?, state, config)
+    }
+
+    /// [`Harness::start`] on a fake library already made (a variant of the default one).
+    pub(crate) fn start_with(
+        fake: FakeLibrary<K>,
+        state: &str,
+        config: impl FnOnce(GpuConfig) -> GpuConfig,
+    ) -> Result<Self, Box<dyn Error>> {
         fake.write_state(state)?;
         let config = config(fake.gpu_config().with_mode(GpuMode::On).with_poll_interval(Duration::from_secs(60)));
         let gpu = pipetel_gpu::start(&config)?;
