@@ -8,7 +8,9 @@ Map:
   Each emits stage and worker rows (OTel log records, and JSON lines when ``PIPETEL_ROWS_FILE``
   is set), the stage and worker metrics, and a span per stage and shard. An exception leaving a
   shard ends it failed with the exception as reason and goes on; ``finish()`` / ``fail(reason)``
-  end one by hand and return its row.
+  end one by hand and return its row. ``shard.phase(name)`` (a :class:`Phase`) splits a shard's
+  time (``with shard.phase("wait.input"):``, or as a decorator: a :class:`PhaseFunction`);
+  ``stage.answers()`` gives its distribution, skew, stragglers, stalls and phases.
 * :class:`RowWriter`: explicit rows, for a program that measures its shards itself and only
   reports (``emit_stage_stat`` and ``emit_worker_stat``, the keywords of Marin Zephyr's
   ``StatsWriter``, which :mod:`pipetel.zephyr` keeps under its own names).
@@ -18,9 +20,9 @@ namespace is ``pipeline`` unless ``pipetel.init(pipeline_namespace=...)`` says o
 :func:`stage`, :class:`Stage` and :class:`Shard` are also at the top level.
 """
 
-from ._pipetel import Shard, Stage, _StatsWriterCore, stage
+from ._pipetel import Phase, PhaseFunction, Shard, Stage, _StatsWriterCore, stage
 
-__all__ = ["RowWriter", "Shard", "Stage", "stage"]
+__all__ = ["Phase", "PhaseFunction", "RowWriter", "Shard", "Stage", "stage"]
 
 
 class RowWriter(_StatsWriterCore):

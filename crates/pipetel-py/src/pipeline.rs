@@ -5,12 +5,12 @@
 //! directly (no Python wrapper), holding a lock-free [`pipetel::pipeline::ShardRecorder`]: two
 //! relaxed atomic adds, no lock, no GIL release (it costs less than releasing it would).
 
-use std::sync::{PoisonError, RwLock};
+use std::sync::Arc;
 
 use pipetel::opentelemetry::Context;
 use pipetel::pipeline::{CounterKey, CounterValue, RemoteIngested, Shard, ShardRecorder, Stage, StageStat, WorkerStat};
 use pipetel::tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyTuple};
 
@@ -18,16 +18,19 @@ use crate::args::{arg, type_name};
 use crate::context::{current_context, describe_exception, extract_traceparent, traceparent_of, PySpan};
 use crate::errors::{exiting_exception, guard};
 
+mod phase;
+mod running;
+mod stacks;
+
+pub use phase::{PyPhase, PyPhaseFunction};
+use running::Running;
+
 /// The context of a stage or shard object, for `parent=`.
 pub(crate) fn context_of(obj: &Bound<'_, PyAny>) -> Option<Context> {
     if let Ok(stage) = obj.cast::<PyStage>() {
         return Some(stage.get().cx.clone());
     }
     obj.cast::<PyShard>().ok().map(|shard| shard.get().cx.clone())
-}
-
-fn ended(what: &str) -> PyErr {
-    PyRuntimeError::new_err(format!("{what} has already ended"))
 }
 
 /// A counter value: an int or a finite float, never a bool; `negative_ok` for shard counters
@@ -123,44 +126,6 @@ fn counters_dict<'py>(py: Python<'py>, counters: &[(String, CounterValue)]) -> P
         }
     }
     Ok(d)
-}
-
-/// A stage or shard while it runs: taken out when it ends, after which using it raises
-/// `RuntimeError` naming it (`what`).
-struct Running<T> {
-    slot: RwLock<Option<T>>,
-    what: String,
-}
-
-impl<T: Send> Running<T> {
-    fn new(value: T, what: String) -> Self {
-        Running { slot: RwLock::new(Some(value)), what }
-    }
-
-    /// `f` on the running stage or shard.
-    fn with<R>(&self, f: impl FnOnce(&T) -> PyResult<R>) -> PyResult<R> {
-        let slot = self.slot.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(value) = slot.as_ref() else { return Err(ended(&self.what)) };
-        f(value)
-    }
-
-    fn has_ended(&self) -> bool {
-        self.slot.read().unwrap_or_else(PoisonError::into_inner).is_none()
-    }
-
-    /// Ends it through `how` and returns its row (`to_dict`) as a dict. Ending emits the row (a
-    /// log record, a JSON line): no GIL needed.
-    fn end<R: Send>(
-        &self,
-        py: Python<'_>,
-        how: impl FnOnce(T) -> R + Send,
-        to_dict: for<'py> fn(Python<'py>, &R) -> PyResult<Bound<'py, PyDict>>,
-    ) -> PyResult<Py<PyDict>> {
-        let taken = self.slot.write().unwrap_or_else(PoisonError::into_inner).take();
-        let Some(value) = taken else { return Err(ended(&self.what)) };
-        let row = py.detach(|| guard(|| Ok(how(value))))?;
-        Ok(to_dict(py, &row)?.unbind())
-    }
 }
 
 /// The `#[pymethods]` block of a stage or shard handle (a class has one): the methods given,
@@ -269,7 +234,8 @@ span_handle_methods!(PyStage, stage, "stage", else "succeeded" by |stage, py| st
         let cx = shard.span().context();
         let current = Py::new(py, PySpan::borrowed(format!("shard {index} of {}", self.name), cx.clone()))?;
         let recorder = shard.recorder();
-        Ok(PyShard { recorder, shard: Running::new(shard, format!("shard {index}")), cx, current, index })
+        Ok(PyShard { recorder, shard: Arc::new(Running::new(shard, format!("shard {index}"))),
+            phases: Default::default(), cx, current, index })
     }
 
     /// Ends the stage and returns its row as a dict. `strict=True` ends it failed when a shard's
@@ -339,6 +305,15 @@ span_handle_methods!(PyStage, stage, "stage", else "succeeded" by |stage, py| st
         })
     }
 
+    /// The stage's answers as of now, as a dict: the finished shards' distribution
+    /// (`shard_elapsed`, `shard_item_rate`: `{p0, p25, p50, p75, p90, max}` or `None`), `skew`,
+    /// `skewed`, `stragglers`, `stalls`, `phases` (name to seconds, summed over its shards),
+    /// `unphased_seconds` and `off_cpu_seconds` (`None` where CPU time is not measured).
+    fn answers(&self, py: Python<'_>) -> PyResult<Py<PyDict>> {
+        let answers = self.stage.with(|stage| guard(|| Ok(stage.answers())))?;
+        Ok(phase::answers_dict(py, &answers)?.unbind())
+    }
+
     /// The stage name.
     #[getter]
     fn name(&self) -> &str {
@@ -362,7 +337,8 @@ span_handle_methods!(PyStage, stage, "stage", else "succeeded" by |stage, py| st
 #[pyclass(module = "pipetel.pipeline", name = "Shard", frozen)]
 pub struct PyShard {
     recorder: ShardRecorder,
-    shard: Running<Shard>,
+    shard: Arc<Running<Shard>>,
+    phases: phase::PhaseCache,
     cx: Context,
     current: Py<PySpan>,
     index: u32,
@@ -397,6 +373,20 @@ span_handle_methods!(PyShard, shard, "shard", else "finished" by PyShard::finish
         self.shard.end(py, move |s| s.fail(reason), worker_row)
     }
 
+    /// A phase of this shard (`wait.input`, `wait.output`, `io` or a name of your own: 1 to 64
+    /// of `a-z A-Z 0-9 _ . -`; another raises `ValueError` naming it). `with` it and the
+    /// shard's time in the block counts in the phase; decorate a function with it and each call
+    /// does. A phase inside another pauses the outer one.
+    fn phase(&self, name: &Bound<'_, PyAny>) -> PyResult<Py<PyPhase>> {
+        self.phases.get(&self.shard, self.index, name)
+    }
+
+    /// The phase the shard is in now (`None` outside any phase, or once it ended).
+    #[getter]
+    fn current_phase(&self) -> Option<String> {
+        self.shard.with(|shard| Ok(shard.current_phase())).ok().flatten()
+    }
+
     /// The shard index.
     #[getter]
     fn index(&self) -> u32 {
@@ -413,5 +403,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stage, m)?)?;
     m.add_class::<PyStage>()?;
     m.add_class::<PyShard>()?;
-    Ok(())
+    m.add_class::<PyPhase>()?;
+    m.add_class::<PyPhaseFunction>()?;
+    stacks::register(m)
 }

@@ -1,0 +1,215 @@
+//! Phases of a Python shard (`shard.phase(name)`): a context manager that is also a decorator,
+//! and a stage's answers (`stage.answers()`) as a dict.
+//!
+//! `with shard.phase(name):` is on the hot path of a pipeline's inner loop, so a shard keeps one
+//! phase object per name (found by the name object's identity), holding the name as the Python
+//! string it was given: a block allocates nothing and costs two short lock holds, one read lock,
+//! the core's slot lookup and two clock reads.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use pipetel::pipeline::answers::{Distribution, StageAnswers};
+use pipetel::pipeline::phase::{check_phase_name, MAX_PHASES};
+use pipetel::pipeline::store::fields::QUANTILES;
+use pipetel::pipeline::{OwnedPhase, Shard};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::running::Running;
+use crate::errors::guard;
+
+/// Checks a phase name, raising `ValueError` naming it.
+fn checked_name<'py>(name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyString>> {
+    let Ok(s) = name.cast::<PyString>() else {
+        return Err(PyTypeError::new_err(format!("name: expected a str, got a {}", crate::args::type_name(name))));
+    };
+    check_phase_name(s.to_str()?).map_err(|e| PyValueError::new_err(format!("name: {e}")))?;
+    Ok(s.clone())
+}
+
+/// A phase name as Python writes it (`'decode'`).
+fn quoted(name: &Bound<'_, PyString>) -> String {
+    name.repr().map(|r| r.to_string()).unwrap_or_default()
+}
+
+/// Enters phase `name` of `shard`: `None` once the shard has ended (a phase of an ended shard
+/// counts nothing, as in Rust).
+fn enter(shard: &Running<Shard>, name: &Bound<'_, PyString>) -> PyResult<Option<OwnedPhase>> {
+    let name = name.to_str()?;
+    Ok(shard.with(|s| guard(|| Ok(s.phase_owned(name)))).ok())
+}
+
+/// `shard.phase(name)`: a phase of a running shard. `with` it, and the shard's time in the block
+/// counts in the phase (a phase entered inside another pauses the outer one); call it on a
+/// function (`@shard.phase("decode")`) and each call of the function runs inside the phase.
+/// One object per shard and name ([`PhaseCache`]), entered any number of times, nested too.
+#[pyclass(module = "pipetel.pipeline", name = "Phase", frozen)]
+pub struct PyPhase {
+    shard: Arc<Running<Shard>>,
+    index: u32,
+    name: Py<PyString>,
+    /// The core's guards of the blocks entered, innermost last (`None`: entered after the
+    /// shard ended).
+    entered: Mutex<Vec<Option<OwnedPhase>>>,
+}
+
+#[pymethods]
+impl PyPhase {
+    fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
+        let this = slf.get();
+        let guard = enter(&this.shard, this.name.bind(slf.py()))?;
+        this.entered.lock().unwrap_or_else(PoisonError::into_inner).push(guard);
+        Ok(slf.clone().unbind())
+    }
+
+    /// Leaves the phase (an exception leaving the block goes on).
+    fn __exit__(&self, _exc_type: &Bound<'_, PyAny>, _exc: &Bound<'_, PyAny>, _traceback: &Bound<'_, PyAny>) -> bool {
+        // Dropping the core's guard switches the shard back to the phase it was in.
+        let left = self.entered.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        drop(left);
+        false
+    }
+
+    /// Wraps `func` so each of its calls runs inside this phase (a generator or coroutine function
+    /// is refused: its body runs later, outside the call).
+    fn __call__(&self, py: Python<'_>, func: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        if !func.is_callable() {
+            return Err(PyTypeError::new_err(format!(
+                "shard.phase({}) decorates a function, got a {}",
+                quoted(self.name.bind(py)),
+                crate::args::type_name(func)
+            )));
+        }
+        let inspect = py.import("inspect")?;
+        for check in ["isgeneratorfunction", "iscoroutinefunction", "isasyncgenfunction"] {
+            if inspect.call_method1(check, (func,))?.is_truthy()? {
+                return Err(PyTypeError::new_err(format!(
+                    "shard.phase({}) cannot decorate {}: its body runs after the call returns; \
+                     use `with shard.phase(...)` inside it",
+                    quoted(self.name.bind(py)),
+                    crate::args::repr(func)
+                )));
+            }
+        }
+        let wrapper = Py::new(
+            py,
+            PyPhaseFunction { shard: self.shard.clone(), name: self.name.clone_ref(py), func: func.clone().unbind() },
+        )?;
+        py.import("functools")?.call_method1("update_wrapper", (&wrapper, func))?;
+        Ok(wrapper.into_any())
+    }
+
+    /// The phase name.
+    #[getter]
+    fn name(&self, py: Python<'_>) -> Py<PyString> {
+        self.name.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("Phase(name={}, shard={})", quoted(self.name.bind(py)), self.index)
+    }
+}
+
+/// A shard's phase objects, one per name: `shard.phase("decode")` in a loop allocates nothing
+/// after the first time (the name is found by identity first: a literal is the same object at
+/// every call).
+#[derive(Default)]
+pub(super) struct PhaseCache(Mutex<Vec<Py<PyPhase>>>);
+
+impl PhaseCache {
+    /// The phase object of `name` (checked, `ValueError` naming it) for shard `index`.
+    pub(super) fn get(
+        &self,
+        shard: &Arc<Running<Shard>>,
+        index: u32,
+        name: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyPhase>> {
+        let py = name.py();
+        let mut phases = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(p) = phases.iter().find(|p| p.get().name.as_ptr() == name.as_ptr()) {
+            return Ok(p.clone_ref(py));
+        }
+        let name = checked_name(name)?;
+        let text = name.to_str()?;
+        if let Some(p) = phases.iter().find(|p| p.get().name.bind(py).to_str().is_ok_and(|t| t == text)) {
+            return Ok(p.clone_ref(py));
+        }
+        let phase =
+            Py::new(py, PyPhase { shard: shard.clone(), index, name: name.unbind(), entered: Mutex::new(Vec::new()) })?;
+        // A shard holds at most MAX_PHASES names (more count outside any phase): keep as many.
+        if phases.len() <= MAX_PHASES {
+            phases.push(phase.clone_ref(py));
+        }
+        Ok(phase)
+    }
+}
+
+/// A function wrapped by `@shard.phase(name)`: each call runs inside the phase.
+#[pyclass(module = "pipetel.pipeline", name = "PhaseFunction", frozen, dict)]
+pub struct PyPhaseFunction {
+    shard: Arc<Running<Shard>>,
+    name: Py<PyString>,
+    func: Py<PyAny>,
+}
+
+#[pymethods]
+impl PyPhaseFunction {
+    #[pyo3(signature = (*args, **kwargs))]
+    fn __call__(
+        &self,
+        py: Python<'_>,
+        args: &Bound<'_, PyTuple>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Py<PyAny>> {
+        let _phase = enter(&self.shard, self.name.bind(py))?;
+        Ok(self.func.bind(py).call(args, kwargs)?.unbind())
+    }
+
+    /// As a class attribute, a method: bound to the instance like the function it wraps.
+    fn __get__(
+        slf: &Bound<'_, Self>,
+        obj: &Bound<'_, PyAny>,
+        _owner: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        if obj.is_none() {
+            return Ok(slf.clone().into_any().unbind());
+        }
+        let method = slf.py().import("types")?.getattr("MethodType")?;
+        Ok(method.call1((slf, obj))?.unbind())
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> String {
+        format!("PhaseFunction({}, phase={})", crate::args::repr(self.func.bind(py)), quoted(self.name.bind(py)))
+    }
+}
+
+fn distribution<'py>(py: Python<'py>, d: Option<Distribution>) -> PyResult<Option<Bound<'py, PyDict>>> {
+    let Some(d) = d else { return Ok(None) };
+    let out = PyDict::new(py);
+    for (q, v) in QUANTILES.iter().zip(d.points()) {
+        out.set_item(*q, v)?;
+    }
+    Ok(Some(out))
+}
+
+/// A stage's answers as a dict: `shard_elapsed` and `shard_item_rate` (`{p0, p25, p50, p75,
+/// p90, max}` over the finished shards, or `None` before any finished), `skew`, `skewed`,
+/// `stragglers`, `stalls`, `phases` (name → seconds), `unphased_seconds`, `off_cpu_seconds`.
+pub(super) fn answers_dict<'py>(py: Python<'py>, a: &StageAnswers) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("shard_elapsed", distribution(py, a.shard_elapsed)?)?;
+    d.set_item("shard_item_rate", distribution(py, a.shard_item_rate)?)?;
+    d.set_item("skew", a.skew)?;
+    d.set_item("skewed", a.skewed)?;
+    d.set_item("stragglers", a.stragglers)?;
+    d.set_item("stalls", a.stalls)?;
+    let phases = PyDict::new(py);
+    for (name, secs) in &a.phases {
+        phases.set_item(name, secs)?;
+    }
+    d.set_item("phases", phases)?;
+    d.set_item("unphased_seconds", a.unphased_seconds)?;
+    d.set_item("off_cpu_seconds", a.off_cpu_seconds)?;
+    Ok(d)
+}
