@@ -24,7 +24,9 @@ fn child(index: u32, traceparent: &str, out: &str) {
             .with_service_name("remote-shard")
             .with_rows(false)
             .with_console_log(false)
-            .with_prometheus_port(0),
+            .with_prometheus_port(0)
+            // The shard's worker series outlive it (by default only running shards have one).
+            .with_shard_metrics(pipetel::config::ShardMetrics::All),
     )
     .expect("init");
     let stage = pipetel::Stage::remote("distributed", "e1", traceparent).expect("remote view");

@@ -13,8 +13,12 @@ fn value(text: &str, prefix: &str, needle: &str) -> u64 {
 
 #[test]
 fn eight_threads_times_a_million_records_export_exactly() {
-    let telemetry =
-        pipetel::init(pipetel::Config::default().with_prometheus_port(0).with_console_log(false)).expect("init");
+    // Every shard keeps its worker series after it ended (by default only running shards have one).
+    let config = pipetel::Config::default()
+        .with_prometheus_port(0)
+        .with_console_log(false)
+        .with_shard_metrics(pipetel::config::ShardMetrics::All);
+    let telemetry = pipetel::init(config).expect("init");
     let stage = pipetel::stage("exact").execution_id("x").shards(THREADS).start();
     std::thread::scope(|s| {
         for i in 0..THREADS {

@@ -21,6 +21,8 @@
 
 use std::sync::RwLock;
 
+use crate::settings::{AnswerSettings, ShardMetrics};
+
 use pipetel_rows::answers::{beyond_rule, quantile};
 pub use pipetel_rows::answers::{Distribution, SKEW_FACTOR};
 use std::time::{Duration, Instant};
@@ -135,6 +137,32 @@ impl Watch {
             return Some(StallChange::Stalled(still));
         }
         None
+    }
+}
+
+// ----- the installed rules -----
+
+static RULES: RwLock<Option<AnswerSettings>> = RwLock::new(None);
+
+/// Installs the rules `init` resolved (`None` on shutdown: the defaults again).
+pub(crate) fn set_rules(rules: Option<AnswerSettings>) {
+    *crate::sync::write(&RULES) = rules;
+}
+
+/// The rules for skew, stragglers, stalls and per-shard series (the defaults before `init`).
+pub(crate) fn rules() -> AnswerSettings {
+    crate::sync::read(&RULES).unwrap_or_default()
+}
+
+/// Running shards per stage with their own worker series under `PIPETEL_SHARD_METRICS=running`.
+pub(crate) const RUNNING_SHARD_SERIES: usize = 32;
+
+/// How many shards per stage have their own worker series (`None`: all).
+pub(crate) fn shard_metrics_limit() -> Option<usize> {
+    match rules().shard_metrics {
+        ShardMetrics::All => None,
+        ShardMetrics::Off => Some(0),
+        _ => Some(RUNNING_SHARD_SERIES),
     }
 }
 

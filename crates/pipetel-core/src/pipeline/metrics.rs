@@ -104,7 +104,7 @@ fn shard_values<M>(group: &[Vec<Arc<ShardInner>>], value: ShardValue<M>) -> Vec<
 /// all, or the running ones up to the limit, the longest running first.
 fn exported_shards(group: &[Arc<StageInner>]) -> Vec<Vec<Arc<ShardInner>>> {
     let shards: Vec<Vec<Arc<ShardInner>>> = group.iter().map(|s| s.shards()).collect();
-    let Some(limit) = super::runtime::shard_metrics_limit() else { return shards };
+    let Some(limit) = super::answers::shard_metrics_limit() else { return shards };
     shards
         .into_iter()
         .map(|mut stage| {
@@ -468,7 +468,7 @@ pub(crate) fn register_rows_lost(meter: &Meter) {
 
 /// A stage's answers under the installed rules.
 fn answers_of(stage: &StageInner) -> super::answers::StageAnswers {
-    super::findings::stage_answers(stage, super::runtime::answer_settings().skew_min)
+    super::findings::stage_answers(stage, super::answers::rules().skew_min)
 }
 
 /// Buckets of `pipeline.stage.shard.duration`, seconds: finer than the stage's, for the spread.

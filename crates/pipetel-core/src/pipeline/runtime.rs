@@ -28,8 +28,6 @@ struct Runtime {
     sink: RowSink,
     stage_runs: StageRunInstruments,
     retention: Duration,
-    answers: AnswerSettings,
-    shard_metrics_limit: Option<usize>,
 }
 
 static RUNTIME: RwLock<Option<Arc<Runtime>>> = RwLock::new(None);
@@ -49,17 +47,7 @@ pub(crate) fn retention() -> Duration {
 }
 
 /// The rules for skew, stragglers and stalls (the defaults before `init`).
-pub(crate) fn answer_settings() -> AnswerSettings {
-    runtime().map(|r| r.answers).unwrap_or_default()
-}
-
-/// How many shards per stage have their own worker series (`None`: all).
-pub(crate) fn shard_metrics_limit() -> Option<usize> {
-    runtime().map(|r| r.shard_metrics_limit).unwrap_or(Some(RUNNING_SHARD_SERIES))
-}
-
-/// Running shards per stage with their own worker series under `PIPETEL_SHARD_METRICS=running`.
-pub(crate) const RUNNING_SHARD_SERIES: usize = 32;
+pub(crate) use super::answers::rules as answer_settings;
 
 /// Emits a stage row: its duration and run metrics, its log record and JSON line.
 pub(crate) fn emit_stage_row(stat: &StageStat, extra: Extra, span: Option<&SpanContext>) {
@@ -114,6 +102,7 @@ pub(crate) fn end_shard(
     }
     emit_worker_row(&row, extra, crate::sampling::span_context(span).as_ref());
     *emission = None;
+    *crate::sync::lock(&inner.end_row) = Some(row.clone());
     Some(row)
 }
 
@@ -160,6 +149,7 @@ impl Drop for PipelineGuard {
             let _ = t.join();
         }
         *crate::sync::write(&RUNTIME) = None;
+        super::answers::set_rules(None);
     }
 }
 
@@ -211,13 +201,8 @@ pub fn install(
         sink,
         stage_runs: StageRunInstruments::new(meter),
         retention: settings.retention,
-        answers: settings.answers,
-        shard_metrics_limit: match settings.answers.shard_metrics {
-            crate::settings::ShardMetrics::All => None,
-            crate::settings::ShardMetrics::Off => Some(0),
-            _ => Some(RUNNING_SHARD_SERIES),
-        },
     };
+    super::answers::set_rules(Some(settings.answers));
     *crate::sync::write(&RUNTIME) = Some(Arc::new(rt));
     let stop = Arc::new((Mutex::new(false), Condvar::new()));
     let stop2 = stop.clone();

@@ -79,10 +79,21 @@ impl<'a> ShardBuilder<'a> {
                 let mut shards = crate::sync::lock(&stage.shards);
                 shards.push(inner.clone());
             }
-            emit_worker_row(&row, Vec::new(), span_context(&span).as_ref());
+            emit_worker_row(&row, start_extra(stage), span_context(&span).as_ref());
         }
         Shard { inner, span }
     }
+}
+
+/// The fields a start row adds: where the shard runs, and its stage's shard count (readers of
+/// the rows, such as `pipetel top`, show them for every running shard).
+fn start_extra(stage: &StageInner) -> Vec<(String, opentelemetry::Value)> {
+    use pipetel_rows::fields as f;
+    vec![
+        (f::HOST_NAME.into(), super::answers::host_name().to_string().into()),
+        (f::PROCESS_PID.into(), i64::from(std::process::id()).into()),
+        (f::TOTAL_SHARDS.into(), i64::from(stage.total_shards).into()),
+    ]
 }
 
 /// A running shard. Record on the hot path with [`Shard::record`]; end with
@@ -189,8 +200,10 @@ impl Shard {
     fn end(&self, status: WorkerStatus, reason: Option<String>) -> WorkerStat {
         match end_shard(&self.inner, &self.span, status, reason.clone()) {
             Some(row) => row,
-            // Already ended (by the stall action): the row as of now.
-            None => self.inner.row(status, &mut ProcessSampler::new(), reason),
+            // Already ended (by the stall action): the end row it got then.
+            None => crate::sync::lock(&self.inner.end_row)
+                .clone()
+                .unwrap_or_else(|| self.inner.row(status, &mut ProcessSampler::new(), reason)),
         }
     }
 

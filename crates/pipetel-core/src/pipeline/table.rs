@@ -73,6 +73,8 @@ pub(crate) struct ShardInner {
     pub(crate) watch: Mutex<Watch>,
     /// The name of the thread that started it.
     pub(crate) thread_name: Option<String>,
+    /// Its end row, once it ended.
+    pub(crate) end_row: Mutex<Option<WorkerStat>>,
 }
 
 impl std::fmt::Debug for ShardInner {
@@ -103,6 +105,7 @@ pub(crate) fn new_shard(stage: &StageInner, index: u32, tid: Option<i32>, sample
         ended_nanos: AtomicU64::new(0),
         watch: Mutex::new(Watch::new(started)),
         thread_name: sampled.then(|| std::thread::current().name().map(str::to_string)).flatten(),
+        end_row: Mutex::new(None),
     }
 }
 
@@ -523,89 +526,5 @@ impl StageTable {
     #[cfg_attr(not(feature = "testing"), allow(dead_code))]
     pub(crate) fn len(&self) -> usize {
         crate::sync::lock(&self.stages).len()
-    }
-
-    fn find_or_add(
-        &self,
-        ns: Namespaces,
-        retention: Duration,
-        name: &str,
-        execution_id: &str,
-        total_shards: u32,
-    ) -> Arc<StageInner> {
-        {
-            let stages = crate::sync::lock(&self.stages);
-            if let Some(s) = stages.iter().find(|s| s.meta.name == name && s.meta.execution_id == execution_id) {
-                return s.clone();
-            }
-        }
-        let stage = Arc::new(StageInner::new(stage_meta(ns, name, execution_id), total_shards, Vec::new()));
-        self.add(stage.clone(), retention);
-        stage
-    }
-
-    /// Makes the stage of an explicitly reported row show that row's totals and status.
-    pub(crate) fn record_explicit_stage(&self, ns: Namespaces, retention: Duration, stat: &StageStat) {
-        let stage = self.find_or_add(ns, retention, &stat.stage_name, &stat.execution_id, stat.total_shards);
-        {
-            let mut f = crate::sync::lock(&stage.fixed);
-            *f = Some(stat.clone());
-        }
-        let state = match stat.status {
-            StageStatus::Running => RUNNING,
-            StageStatus::Succeeded => SUCCEEDED,
-            StageStatus::Failed => FAILED,
-        };
-        // One error per execution, as the handle path counts it: only the report that turns
-        // the execution failed counts, not a repeated one nor the handle's own row re-emitted.
-        if stage.state.swap(state, Ordering::AcqRel) != FAILED && state == FAILED {
-            stage.stage_errors.fetch_add(1, Ordering::Relaxed);
-        }
-        if state != RUNNING {
-            {
-                let mut at = crate::sync::lock(&stage.finished_at);
-                at.get_or_insert_with(Instant::now);
-            }
-        }
-    }
-
-    /// Makes the shard of an explicitly reported row show that row's values and status.
-    pub(crate) fn record_explicit_worker(&self, ns: Namespaces, retention: Duration, stat: &WorkerStat) {
-        let stage = self.find_or_add(ns, retention, &stat.stage_name, &stat.execution_id, 0);
-        let shard = {
-            let mut shards = crate::sync::lock(&stage.shards);
-            match shards.iter().find(|s| s.index == stat.shard_index) {
-                Some(s) => s.clone(),
-                None => {
-                    let s = Arc::new(new_shard(&stage, stat.shard_index, None, false));
-                    shards.push(s.clone());
-                    s
-                }
-            }
-        };
-        shard.cells.items.store(stat.items, Ordering::Relaxed);
-        shard.cells.bytes.store(stat.bytes, Ordering::Relaxed);
-        {
-            let mut extra = crate::sync::lock(&shard.extra_counters);
-            *extra = stat
-                .counters
-                .iter()
-                .filter_map(|(k, v)| Some((CounterKey::new(k).ok()?, v.checked(k).ok()?)))
-                .collect();
-        }
-        {
-            let mut s = crate::sync::lock(&shard.sample);
-            s.set_from_row(stat);
-        }
-        let state = match stat.status {
-            WorkerStatus::Start
-            | WorkerStatus::Running
-            | WorkerStatus::Straggler
-            | WorkerStatus::Stalled
-            | WorkerStatus::Resumed => RUNNING,
-            WorkerStatus::End => SUCCEEDED,
-            WorkerStatus::Failed => FAILED,
-        };
-        shard.state.store(state, Ordering::Release);
     }
 }

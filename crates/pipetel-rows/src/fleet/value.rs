@@ -158,9 +158,10 @@ mod tests {
         .expect("entry");
         let row = row_of(&entry, &BTreeSet::new()).expect("a row");
         assert_eq!(row.time, (1_796_205_629_297, 775_696));
+        // The host (a resource attribute in the store) is kept, for readers that show it.
         assert_eq!(
             row.to_json(),
-            r#"{"event":"pipeline.worker","pipeline.byte_rate":0.0,"pipeline.counter.retries":2,"pipeline.cpu.time_seconds":0.35,"pipeline.execution.id":"1234","pipeline.items":64,"pipeline.namespace":"pipeline.worker","pipeline.shard.index":2,"pipeline.stage.name":"tokenize","pipeline.status":"start","span_id":"095c34e2088ea841","timestamp_ms":1796205629297,"trace_id":"35b8a37c5f18f2bb9351886e30148603"}"#
+            r#"{"event":"pipeline.worker","host.name":"node1","pipeline.byte_rate":0.0,"pipeline.counter.retries":2,"pipeline.cpu.time_seconds":0.35,"pipeline.execution.id":"1234","pipeline.items":64,"pipeline.namespace":"pipeline.worker","pipeline.shard.index":2,"pipeline.stage.name":"tokenize","pipeline.status":"start","span_id":"095c34e2088ea841","timestamp_ms":1796205629297,"trace_id":"35b8a37c5f18f2bb9351886e30148603"}"#
         );
         let keys: Vec<&str> = row.fields.iter().map(|(k, _)| k.as_str()).take(4).collect();
         assert_eq!(keys, ["event", "timestamp_ms", "trace_id", "span_id"]);

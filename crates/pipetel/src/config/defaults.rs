@@ -150,6 +150,8 @@ impl Plain for MetricTemporality {}
 impl Plain for HistogramAggregation {}
 impl Plain for ExemplarFilter {}
 impl Plain for ProgressMode {}
+impl Plain for pipetel_core::settings::StallAction {}
+impl Plain for pipetel_core::settings::ShardMetrics {}
 impl Plain for LogFormat {}
 impl Plain for SpanTime {}
 impl Plain for Propagator {}

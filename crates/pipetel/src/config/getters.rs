@@ -104,6 +104,14 @@ impl Config {
         fn rows_keep() -> u32;
         /// The progress display's mode.
         fn progress() -> ProgressMode;
+        /// How far beyond the 75th percentile a skewed stage's slowest shard, or a straggler, is.
+        fn skew_min() -> Duration;
+        /// How long a shard may not move before it is stalled (zero: never).
+        fn stall_timeout() -> Duration;
+        /// What a stalled shard gets.
+        fn stall_action() -> pipetel_core::settings::StallAction;
+        /// Which shards have their own worker series.
+        fn shard_metrics() -> pipetel_core::settings::ShardMetrics;
     }
     /// The global text-map propagators (default: W3C trace context, then W3C baggage).
     pub fn propagators(&self) -> Vec<Propagator> {

@@ -41,6 +41,7 @@
 //! its checks, its error origin, its default (read by the getter as `Defaults::field`) and its row
 //! in the reference come from the entry.
 
+mod answers;
 mod builder;
 mod declare;
 mod defaults;
@@ -73,7 +74,8 @@ pub use table::*;
 pub use toml;
 pub use values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, OtlpCompression,
-    OtlpProtocol, ParseValueError, ProgressMode, Propagator, SamplerConfig, Signal, TraceExporter,
+    OtlpProtocol, ParseValueError, ProgressMode, Propagator, SamplerConfig, ShardMetrics, Signal, StallAction,
+    TraceExporter,
 };
 
 #[cfg(test)]

@@ -311,6 +311,8 @@ impl Show for OtlpCompression {}
 impl Show for SpanTime {}
 impl Show for ExemplarFilter {}
 impl Show for ProgressMode {}
+impl Show for pipetel_core::settings::StallAction {}
+impl Show for pipetel_core::settings::ShardMetrics {}
 impl Show for LogFormat {}
 #[cfg(feature = "gpu")]
 impl Show for pipetel_gpu::GpuMode {}
@@ -331,6 +333,10 @@ pub(crate) static FILE: Rule<PathBuf> = Rule::new(file, any);
 pub(crate) static BYTE_SIZE: Rule<u64> = Rule::new(byte_size, any);
 /// The progress display: `true`, `false` or `always`.
 pub(crate) static PROGRESS: Rule<ProgressMode> = Rule::new(from_str, any);
+/// What a stalled shard gets: `report` or `fail`.
+pub(crate) static STALL_ACTION: Rule<pipetel_core::settings::StallAction> = Rule::new(from_str, any);
+/// Which shards have worker series: `running`, `all` or `off`.
+pub(crate) static SHARD_METRICS: Rule<pipetel_core::settings::ShardMetrics> = Rule::new(from_str, any);
 /// Rotated rows files kept.
 pub(crate) static ROWS_KEEP: Rule<u32> = Rule::new(rows_keep, any);
 /// Durations with no bound but a bare number in milliseconds (retention, OTLP timeouts).

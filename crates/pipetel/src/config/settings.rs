@@ -299,7 +299,12 @@ impl Config {
                 rows_dir: self.slots.rows_dir.as_ref().map(|s| Sourced::new(s.value.clone(), s.origin.clone())),
                 rows_rotation: pipetel_rows::Rotation { max_bytes: self.rows_max_bytes(), keep: self.rows_keep() },
                 progress: self.progress(),
-                answers: pipetel_core::settings::AnswerSettings::default(),
+                answers: pipetel_core::settings::AnswerSettings {
+                    skew_min: self.skew_min(),
+                    stall_timeout: self.stall_timeout(),
+                    stall_action: self.stall_action(),
+                    shard_metrics: self.shard_metrics(),
+                },
             },
             service: self.service_metrics(),
             span_metrics: Sourced::new(self.span_metrics(), self.slots.span_metrics_filter.origin()),

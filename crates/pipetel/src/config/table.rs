@@ -14,7 +14,7 @@ use super::values::{
     OtlpProtocol, ProgressMode, Propagator, SamplerConfig, TraceExporter,
 };
 use pipetel_core::buckets::SECONDS_BUCKETS;
-use pipetel_core::settings::SpanTime;
+use pipetel_core::settings::{AnswerSettings, ShardMetrics, SpanTime, StallAction};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -232,6 +232,24 @@ settings_table! {
     /// A live progress line per running stage on stderr, and each stage's summary line when it ends:
     /// `true` (when stderr is a terminal), `always` (also on a pipe or file), `false`.
     progress: ProgressMode = PROGRESS, Fallback::value(ProgressMode::Off), env PIPETEL_PROGRESS, key "pipeline.progress" Switch;
+    /// A finished stage is skewed, and a running shard a straggler, only when it took more than this
+    /// beyond the 75th percentile of the stage's finished shards, besides more than 1.5 times it (a
+    /// bare number counts milliseconds).
+    skew_min: Duration = MILLIS, Fallback::value(AnswerSettings::DEFAULT_SKEW_MIN),
+        env PIPETEL_SKEW_MIN, key "pipeline.skew_min_ms" Duration;
+    /// A running shard whose items and bytes have not moved for this long is stalled: a worker row, a
+    /// span event and a count (a bare number counts milliseconds; `0` never).
+    stall_timeout: Duration = MILLIS, Fallback::value(AnswerSettings::DEFAULT_STALL_TIMEOUT),
+        env PIPETEL_STALL_TIMEOUT, key "pipeline.stall_timeout_ms" Duration;
+    /// What a stalled shard gets: `report` (its row, event and count), or `fail` (then it ends as
+    /// failed, reason `stalled for <N> s`).
+    stall_action: StallAction = STALL_ACTION, Fallback::value(StallAction::Report),
+        env PIPETEL_STALL_ACTION, key "pipeline.stall_action" Text;
+    /// Which shards have their own series on the worker families: `running` (at most 32 per stage, the
+    /// longest running), `all`, or `off`; the stage families, the shard-duration histogram and the rows
+    /// carry every shard.
+    shard_metrics: ShardMetrics = SHARD_METRICS, Fallback::value(ShardMetrics::Running),
+        env PIPETEL_SHARD_METRICS, key "pipeline.shard_metrics" Text;
     /// GPU telemetry: `auto` (on when a GPU is found), `on` (required: `init` fails without one), `off`.
     gpu_mode: pipetel_gpu::GpuMode = GPU_MODE, Fallback::value(pipetel_gpu::GpuMode::Auto),
         env PIPETEL_GPU = pipetel_gpu::ENV_GPU_MODE, key "gpu.mode" Text was "gpu.enabled", if feature = "gpu";

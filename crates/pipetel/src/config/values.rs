@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use pipetel_core::settings::named_values;
-pub use pipetel_core::settings::{ExemplarFilter, ParseValueError, ProgressMode};
+pub use pipetel_core::settings::{ExemplarFilter, ParseValueError, ProgressMode, ShardMetrics, StallAction};
 
 /// Wire protocol of an OTLP exporter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
