@@ -13,8 +13,9 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use pipetel_gpu::test_support::FakeNvml;
 use pipetel_gpu::{GpuPoller, GpuSource, NvmlOptions, NvmlSource};
 
-/// State for `n` fully featured devices.
+/// State for `n` fully featured devices, GPM (Hopper) and this process's use included.
 fn state(n: u32) -> String {
+    let me = std::process::id();
     let mut s = format!("count={n}\n");
     for i in 0..n {
         s.push_str(&format!(
@@ -22,7 +23,10 @@ fn state(n: u32) -> String {
              {i}.mem.total=85899345920\n{i}.mem.used=1073741824\n{i}.power=300000\n{i}.energy=1000000\n\
              {i}.temp=60\n{i}.ecc.corrected=0\n{i}.ecc.uncorrected=0\n{i}.clock.graphics=1700\n\
              {i}.clock.sm=1700\n{i}.clock.mem=2600\n{i}.clock.video=1500\n{i}.fans=1\n{i}.fan.0=40\n\
-             {i}.pcie.tx=100\n{i}.pcie.rx=100\n{i}.procs=1:1024\n"
+             {i}.pcie.tx=100\n{i}.pcie.rx=100\n{i}.procs={me}:1024,1:1024\n\
+             {i}.putil={me}:1000:50:20:0:0\n{i}.gpm=1\n{i}.gpm.rate.sm=0.75\n{i}.gpm.rate.occupancy=0.3\n\
+             {i}.gpm.rate.tensor=0.5\n{i}.gpm.rate.hmma=0.5\n{i}.gpm.rate.dram=0.25\n{i}.gpm.rate.fp32=0.1\n\
+             {i}.gpm.rate.pcie.tx=10\n{i}.gpm.rate.nvlink.tx=200\n"
         ));
     }
     s

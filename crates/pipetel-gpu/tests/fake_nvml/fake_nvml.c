@@ -54,6 +54,10 @@
  *                                    ones (pcie.tx, pcie.rx, nvlink.tx, nvlink.rx). A metric over
  *                                    two samples is 100 * delta / delta time (percent) or
  *                                    delta / delta time (MiB/s); absent: NOT_SUPPORTED for it
+ *   0.gpm.rate.sm=0.75               GPM at a constant rate instead (no 0.gpm.time): the sample
+ *                                    clock is CLOCK_MONOTONIC and each counter rate * clock, so
+ *                                    any two samples give the rate (0.75: 75 %; MiB/s for the
+ *                                    per-second metrics), however far apart the polls are
  *   0.mig.1.gpm.time=.. 0.mig.1.gpm.sm=..   the same per MIG slot (nvmlGpmMigSampleGet)
  *
  * Built with -DFAKE_NVML_NO_GPM the library exports no GPM symbol at all (a driver older than
@@ -684,16 +688,27 @@ static nvmlReturn_t fill_sample(int device, const char *prefix, nvmlGpmSample_t 
     char key[MAX_KEY];
     snprintf(key, sizeof key, "%stime", prefix);
     const char *t = device_key(device, key);
-    if (t == NULL) return NVML_ERROR_NOT_SUPPORTED;
+    /* Without a time: counters at constant rates on the monotonic clock. */
+    int rates = t == NULL;
     memset(sample, 0, sizeof *sample);
-    sample->time = strtod(t, NULL);
+    if (rates) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        sample->time = (double)now.tv_sec + (double)now.tv_nsec / 1e9;
+    } else {
+        sample->time = strtod(t, NULL);
+    }
+    int found = 0;
     for (int i = 0; i < GPM_KEY_COUNT; i++) {
-        snprintf(key, sizeof key, "%s%s", prefix, GPM_KEYS[i].key);
+        snprintf(key, sizeof key, "%s%s%s", prefix, rates ? "rate." : "", GPM_KEYS[i].key);
         const char *v = device_key(device, key);
         if (v == NULL) continue;
-        sample->value[GPM_KEYS[i].id] = strtod(v, NULL);
+        double x = strtod(v, NULL);
+        sample->value[GPM_KEYS[i].id] = rates ? x * sample->time : x;
         sample->have[GPM_KEYS[i].id] = 1;
+        found = 1;
     }
+    if (rates && !found) return NVML_ERROR_NOT_SUPPORTED;
     sample->filled = 1;
     return NVML_SUCCESS;
 }
