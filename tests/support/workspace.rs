@@ -69,9 +69,13 @@ pub fn example_path(name: &str) -> PathBuf {
     path
 }
 
-/// A command running the example `name`.
+/// A command running the example `name`. Every shard keeps its worker series after it ended
+/// (`PIPETEL_SHARD_METRICS=all`; by default only running shards have one): the end-to-end tests
+/// check each shard's exported totals against the rows.
 pub fn example_command(name: &str) -> Command {
-    Command::new(example_path(name))
+    let mut cmd = Command::new(example_path(name));
+    cmd.env("PIPETEL_SHARD_METRICS", "all");
+    cmd
 }
 
 /// A command running the example `name` with its Prometheus pull endpoint on `127.0.0.1:port`.
