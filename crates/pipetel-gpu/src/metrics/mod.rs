@@ -356,7 +356,7 @@ static INSTRUMENTS: [AnyInstrument; 20] = [
         Kind::Gauge,
         names::GPU_PCIE_THROUGHPUT,
         names::UNIT_BYTES_PER_SECOND,
-        "GPU PCIe throughput over the driver's 20 ms window",
+        "GPU PCIe throughput: over the poll interval from GPM (Hopper and later), else over the driver's 20 ms window (opt-in)",
         By(
             names::NETWORK_IO_DIRECTION,
             &[

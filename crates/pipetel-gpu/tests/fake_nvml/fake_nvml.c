@@ -173,6 +173,14 @@ nvmlReturn_t nvmlInit_v2(void) {
     END(NVML_SUCCESS);
 }
 
+/* What nvidia-ml-py calls: the same as nvmlInit_v2 (flags ignored). */
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
+    BEGIN(-1, "nvmlInit_v2");
+    initialized = 1;
+    END(NVML_SUCCESS);
+}
+
 nvmlReturn_t nvmlShutdown(void) {
     BEGIN(-1, "nvmlShutdown");
     initialized = 0;
