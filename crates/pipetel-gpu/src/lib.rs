@@ -19,7 +19,13 @@
 //! `NoPermission`, a symbol the driver lacks) yields no series, never a zero, and is not asked
 //! again; any other error skips the field for one poll (warned once per field). A lost device reports
 //! `hw.status{hw.state="failed"} 1` and nothing else. MIG-enabled devices report no
-//! utilisation. Metric and attribute names are listed in [`names`].
+//! utilisation, but each MIG instance's memory and GPM activity. On Hopper and later NVML's GPM
+//! gives SM, tensor, FP pipe and DRAM activity and NVLink / PCIe rates, computed by the driver
+//! from this poll's sample and the previous one's (so from the second poll on); older GPUs give
+//! no such series and one info line says why. Each process with a context on a GPU (this one,
+//! and opted in its descendants) reports its utilisation and memory by `process.pid`;
+//! [`GpuSample::readings`] reduces a poll to what attributing GPU use to a stage needs. Metric
+//! and attribute names are listed in [`names`].
 //!
 //! # Quick start
 //!
