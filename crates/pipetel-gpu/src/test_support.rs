@@ -36,6 +36,9 @@ pub const FAKE_STATE_HEADER: &str = include_str!("../tests/fake_common/fake_stat
 /// The C source of the fake library.
 pub const FAKE_NVML_SOURCE: &str = include_str!("../tests/fake_nvml/fake_nvml.c");
 
+/// The fake library's MIG, process-utilisation and GPM part, included by its source.
+pub const FAKE_NVML_ACTIVITY_HEADER: &str = include_str!("../tests/fake_nvml/fake_nvml_activity.h");
+
 /// File name the fake library is installed as (the name NVML is loaded by).
 pub const FAKE_LIBRARY_NAME: &str = "libnvidia-ml.so.1";
 
@@ -188,6 +191,7 @@ fn compile<K: FakeKind>(output: &Path, defines: &[&str]) -> io::Result<()> {
     std::fs::write(&source, K::SOURCE)?;
     // Beside the source, where its `#include "fake_state.h"` finds it.
     std::fs::write(dir.join("fake_state.h"), FAKE_STATE_HEADER)?;
+    std::fs::write(dir.join("fake_nvml_activity.h"), FAKE_NVML_ACTIVITY_HEADER)?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let out = Command::new(&cc)
         .args(["-shared", "-fPIC", "-O2"])

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use opentelemetry::{KeyValue, StringValue};
 
-use super::{instrument, AnyInstrument, Kind, Series};
+use super::instrument::{instrument, AnyInstrument, Kind, Values::Series};
 use crate::names;
 use crate::source::{DeviceSample, GpmMetrics, MigInstanceSample, ProcessSample};
 

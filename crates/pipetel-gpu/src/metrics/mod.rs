@@ -10,27 +10,10 @@ use crate::poller::SampleReader;
 use crate::source::{DeviceSample, DeviceStatus};
 
 mod activity;
+mod instrument;
 
-/// How a GPU instrument aggregates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    /// A last value.
-    Gauge,
-    /// A monotonic sum.
-    Counter,
-    /// Up-down counter: the conventions' instrument for state sets (0 / 1 per state).
-    UpDown,
-}
-
-impl Kind {
-    const fn instrument(self) -> FamilyInstrument {
-        match self {
-            Kind::Gauge => FamilyInstrument::Gauge,
-            Kind::Counter => FamilyInstrument::Counter,
-            Kind::UpDown => FamilyInstrument::UpDownCounter,
-        }
-    }
-}
+use instrument::{instrument, AnyInstrument, Instrument, Kind, Values};
+use Values::{By, List, One, Series};
 
 // The families below are pipetel's one family type; their attributes are those beside the
 // device's identity (`hw.id`, `hw.name`, `hw.model`, `hw.vendor`, `hw.type`, `hw.gpu.index`,
@@ -91,86 +74,6 @@ pub fn reference_table() -> Table {
         families: families(),
         prefix: "",
     }
-}
-
-/// One instrument: its name, unit and description, and what it reports of each answering
-/// device.
-struct Instrument<T: 'static> {
-    name: &'static str,
-    unit: &'static str,
-    description: &'static str,
-    kind: Kind,
-    values: Values<T>,
-}
-
-const fn instrument<T>(
-    kind: Kind,
-    name: &'static str,
-    unit: &'static str,
-    description: &'static str,
-    values: Values<T>,
-) -> Instrument<T> {
-    Instrument { name, unit, description, kind, values }
-}
-
-/// One value of a device, when it reports it.
-type Read<T> = fn(&DeviceSample) -> Option<T>;
-
-/// Reports series of a device through `emit(value, extra attributes)`.
-type Each<T> = fn(&DeviceSample, &mut dyn FnMut(T, &[KeyValue]));
-
-/// What an instrument reports of each answering device.
-enum Values<T: 'static> {
-    /// One value, in a series without an extra attribute.
-    One(Read<T>),
-    /// One value per value of the attribute `key`: `(attribute value, the value)`.
-    By(&'static str, &'static [(&'static str, Read<T>)]),
-    /// The entries of a list the device has (XID codes, throttle reasons), each reported
-    /// through `emit(value, the value of the attribute key)`.
-    List(&'static str, fn(&DeviceSample, &mut dyn FnMut(T, opentelemetry::Value))),
-    /// Series with any of the declared extra attributes (MIG instances, processes), each
-    /// reported through `emit(value, its extra attributes)`.
-    Series(&'static [&'static str], Each<T>),
-}
-
-impl<T> Values<T> {
-    /// The attributes each series has beside the device's identity.
-    fn attributes(&'static self) -> &'static [&'static str] {
-        match self {
-            Values::One(_) => &[],
-            Values::By(key, _) | Values::List(key, _) => std::slice::from_ref(key),
-            Values::Series(keys, _) => keys,
-        }
-    }
-
-    /// Reports the values of `d` through `emit(value, extra attribute)`.
-    fn emit(&self, d: &DeviceSample, emit: &mut dyn FnMut(T, &[KeyValue])) {
-        match self {
-            Values::One(read) => {
-                if let Some(v) = read(d) {
-                    emit(v, &[]);
-                }
-            }
-            Values::By(key, reads) => {
-                for (label, read) in *reads {
-                    if let Some(v) = read(d) {
-                        emit(v, &[KeyValue::new(*key, *label)]);
-                    }
-                }
-            }
-            Values::List(key, each) => each(d, &mut |v, label| emit(v, &[KeyValue::new(*key, label)])),
-            Values::Series(_, each) => each(d, emit),
-        }
-    }
-}
-
-use Values::{By, List, One, Series};
-
-/// An instrument of any value type.
-enum AnyInstrument {
-    F64(Instrument<f64>),
-    U64(Instrument<u64>),
-    I64(Instrument<i64>),
 }
 
 /// 1 when `flag` holds, else 0, for state sets.

@@ -12,7 +12,7 @@ use nvml_wrapper::enum_wrappers::device::{
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
-use super::policy::{self, DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
+use super::policy::{DevicePolicy, ErrorClass, PartRead, Poll, ReadError};
 use crate::devices::{Candidate, DeviceFilter, DeviceSelection};
 use crate::error::GpuError;
 use crate::names;
@@ -20,7 +20,9 @@ use crate::process;
 use crate::source::{DeviceInfo, DeviceSample, GpuSample, GpuSource, RemappedRows};
 
 mod activity;
+mod field;
 mod library;
+use field::Field;
 use library::Library;
 
 /// The throttle reasons reported, NVML's flag and its [`names::throttle`] value.
@@ -58,34 +60,6 @@ impl NvmlOptions {
         Self { pcie_throughput, process_memory }
     }
 }
-
-policy::fields!(
-    /// One NVML query of a device; the unit of "this device cannot do that, stop asking".
-    Field {
-        Utilization => "nvmlDeviceGetUtilizationRates",
-        Encoder => "nvmlDeviceGetEncoderUtilization",
-        Decoder => "nvmlDeviceGetDecoderUtilization",
-        Memory => "nvmlDeviceGetMemoryInfo_v2",
-        Power => "nvmlDeviceGetPowerUsage",
-        Energy => "nvmlDeviceGetTotalEnergyConsumption",
-        Temperature => "nvmlDeviceGetTemperature",
-        EccCorrected | EccUncorrected => "nvmlDeviceGetTotalEccErrors",
-        ClockGraphics | ClockSm | ClockMemory | ClockVideo => "nvmlDeviceGetClockInfo",
-        FanSpeed => "nvmlDeviceGetFanSpeed_v2",
-        PcieTx | PcieRx => "nvmlDeviceGetPcieThroughput",
-        ComputeProcesses => "nvmlDeviceGetComputeRunningProcesses_v3",
-        GraphicsProcesses => "nvmlDeviceGetGraphicsRunningProcesses_v3",
-        PowerLimit => "nvmlDeviceGetEnforcedPowerLimit",
-        Throttle => "nvmlDeviceGetCurrentClocksThrottleReasons",
-        RemappedRows => "nvmlDeviceGetRemappedRows",
-        RetiredSingleBit | RetiredDoubleBit => "nvmlDeviceGetRetiredPages_v2",
-        RetiredPending => "nvmlDeviceGetRetiredPagesPendingStatus",
-        Gpm => "nvmlGpmSampleGet",
-        GpmMig => "nvmlGpmMigSampleGet",
-        MigMemory => "nvmlDeviceGetMemoryInfo_v2 (MIG device)",
-        ProcessUtilization => "nvmlDeviceGetProcessUtilization",
-    }
-);
 
 /// The one rule every NVML read (fans included) follows.
 impl ReadError for NvmlError {
@@ -431,13 +405,13 @@ fn read_device(
         PartRead::Skip => true,
     });
 
-    s.gpm = activity::read_gpm(library, state, &mut p);
+    s.gpm = activity::read_gpm(library, state.info.index, &mut state.activity, &mut p);
     if let Some(g) = &s.gpm {
         // GPM's PCIe rates cover the whole interval and cost no blocking call.
         s.pcie_tx_bytes_per_second = g.pcie_tx_bytes_per_second;
         s.pcie_rx_bytes_per_second = g.pcie_rx_bytes_per_second;
     }
-    s.mig_instances = activity::read_mig(library, device, state, &mut p);
+    s.mig_instances = activity::read_mig(library, device, state.info.index, &mut state.activity, &mut p);
     if options.pcie_throughput && s.pcie_tx_bytes_per_second.is_none() && s.pcie_rx_bytes_per_second.is_none() {
         // NVML reports KiB/s.
         s.pcie_tx_bytes_per_second =
@@ -446,7 +420,7 @@ fn read_device(
             .read(Field::PcieRx, || device.pcie_throughput(PcieUtilCounter::Receive))
             .map(|kib| f64::from(kib) * 1024.0);
     }
-    s.processes = activity::read_processes(device, state, &mut p, pids);
+    s.processes = activity::read_processes(device, &mut state.activity, &mut p, pids);
     if s.processes.iter().any(|ps| ps.memory_used_bytes.is_some()) {
         s.process_memory_bytes = Some(s.processes.iter().filter_map(|ps| ps.memory_used_bytes).sum());
     }

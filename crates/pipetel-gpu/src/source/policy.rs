@@ -53,10 +53,10 @@ pub(crate) trait Field: Copy {
 /// table: each variant, or `|`-joined variants read by one call, with the vendor function behind
 /// it. The variants' order is their [`Field::position`].
 macro_rules! fields {
-    ($(#[$doc:meta])* $name:ident { $($($variant:ident)|+ => $call:literal,)+ }) => {
+    ($(#[$doc:meta])* $vis:vis $name:ident { $($($variant:ident)|+ => $call:literal,)+ }) => {
         $(#[$doc])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        enum $name {
+        $vis enum $name {
             $($($variant,)+)+
         }
 

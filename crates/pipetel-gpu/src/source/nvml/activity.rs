@@ -15,8 +15,8 @@ use nvml_wrapper::enums::gpm::GpmMetricId;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 
+use super::field::Field;
 use super::library::{self, GpmAnswer, Library};
-use super::{DeviceState, Field};
 use crate::source::policy::{ErrorClass, Poll, ReadError};
 use crate::source::{GpmMetrics, MigInstanceSample, ProcessSample};
 
@@ -142,9 +142,8 @@ fn mig_instances(nvml: &Nvml, device: &Device<'_>, gpm: bool) -> Vec<MigState> {
 }
 
 /// GPM of the whole GPU over the last interval.
-pub(super) fn read_gpm(library: &Library, state: &mut DeviceState, p: &mut Poll<'_>) -> Option<GpmMetrics> {
-    let index = state.info.index;
-    let gpm = &mut state.activity.gpm;
+pub(super) fn read_gpm(library: &Library, index: u32, state: &mut Activity, p: &mut Poll<'_>) -> Option<GpmMetrics> {
+    let gpm = &mut state.gpm;
     if !gpm.on || gpm.metrics.is_empty() {
         return None;
     }
@@ -156,12 +155,12 @@ pub(super) fn read_gpm(library: &Library, state: &mut DeviceState, p: &mut Poll<
 pub(super) fn read_mig(
     library: &Library,
     device: &Device<'_>,
-    state: &mut DeviceState,
+    index: u32,
+    state: &mut Activity,
     p: &mut Poll<'_>,
 ) -> Vec<MigInstanceSample> {
-    let index = state.info.index;
-    let mut out = Vec::with_capacity(state.activity.mig.len());
-    for mig in &mut state.activity.mig {
+    let mut out = Vec::with_capacity(state.mig.len());
+    for mig in &mut state.mig {
         let mut sample = MigInstanceSample::new(Arc::clone(&mig.id), mig.gpu_instance);
         if p.wants(Field::MigMemory) {
             let memory = p.read(Field::MigMemory, || device.mig_device_by_index(mig.slot)?.memory_info());
@@ -226,7 +225,7 @@ fn set(m: &mut GpmMetrics, id: GpmMetricId, value: f64) {
 /// a listed process without samples: NVML lists only processes that did something).
 pub(super) fn read_processes(
     device: &Device<'_>,
-    state: &mut DeviceState,
+    state: &mut Activity,
     p: &mut Poll<'_>,
     pids: &HashSet<u32>,
 ) -> Vec<ProcessSample> {
@@ -240,7 +239,7 @@ pub(super) fn read_processes(
             entry.memory_used_bytes = Some(entry.memory_used_bytes.unwrap_or(0).max(bytes));
         }
     }
-    let last = state.activity.last_process_sample;
+    let last = state.last_process_sample;
     // NotFound: no process had a sample since `last`.
     let samples = p.read(Field::ProcessUtilization, || match device.process_utilization_stats(last) {
         Err(NvmlError::NotFound) => Ok(Vec::new()),
@@ -250,7 +249,7 @@ pub(super) fn read_processes(
         // (sm, mem, enc, dec) sums and the number of samples, per pid.
         let mut sums: HashMap<u32, ([u64; 4], u64)> = HashMap::new();
         for s in samples.iter().filter(|s| s.timestamp > last) {
-            state.activity.last_process_sample = state.activity.last_process_sample.max(s.timestamp);
+            state.last_process_sample = state.last_process_sample.max(s.timestamp);
             if pids.contains(&s.pid) {
                 let (sum, n) = sums.entry(s.pid).or_default();
                 for (acc, v) in sum.iter_mut().zip([s.sm_util, s.mem_util, s.enc_util, s.dec_util]) {
