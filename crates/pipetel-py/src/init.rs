@@ -161,6 +161,7 @@ fn init(
         config.validate().map_err(to_py::<ConfigError>)?;
         Ok(config)
     })?;
+    let (config, notebook_progress) = crate::notebook::divert(py, config);
     let pull = PullSettings {
         path: config.prometheus_path().to_string(),
         bearer_token: config.prometheus_bearer_token().map(str::to_string),
@@ -172,6 +173,7 @@ fn init(
     let telemetry = py.detach(|| guard(|| pipetel::init_with(config, options).map_err(init_error)))?;
     INITIALIZED.store(true, Ordering::SeqCst);
     let _ = INIT_ARGS.set(py, args.unbind());
+    crate::notebook::show(py, notebook_progress);
     if let Some(lp) = telemetry.logger_provider() {
         let _ = LOGGER.set(lp.logger(pipetel::SCOPE_NAME));
     }

@@ -15,8 +15,9 @@
 //! Zephyr's explicit rows), [`logs`] (Python `logging` records as OTel log records), [`http`] (the ASGI and WSGI
 //! middleware's spans and metrics). TeleFuser's metrics: [`registry`], [`service`]. mstar's recorders:
 //! [`recorders`], [`hub`], [`multiprocess`] (a worker's page read back and the workers' pages
-//! merged). Within each group a module imports only from those before it (and every module
-//! from [`errors`]), so no two modules import each other.
+//! merged). Progress in Jupyter: [`notebook`] (which `init` calls). Within each group a module
+//! imports only from those before it (and every module from [`errors`]), so no two modules
+//! import each other.
 //!
 //! # Errors and panics
 //! Every Rust error becomes an exception of the `pipetel.PipetelError` hierarchy carrying the Rust
@@ -38,6 +39,7 @@ pub mod hub;
 pub mod init;
 pub mod logs;
 pub mod multiprocess;
+pub mod notebook;
 pub mod pipeline;
 mod plugged;
 pub mod recorders;
@@ -61,7 +63,7 @@ type Register = fn(&Bound<'_, PyModule>) -> PyResult<()>;
 #[pymodule]
 fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    let registers: [Register; 15] = [
+    let registers: [Register; 16] = [
         errors::register,
         recorders::register,
         registry::register,
@@ -77,6 +79,7 @@ fn _pipetel(m: &Bound<'_, PyModule>) -> PyResult<()> {
         bench::register,
         rows::register,
         multiprocess::register,
+        notebook::register,
     ];
     registers.iter().try_for_each(|register| register(m))
 }

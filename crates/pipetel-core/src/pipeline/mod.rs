@@ -41,7 +41,8 @@
 //   out       sink (rows as log records and JSON lines), overflow (worker series past the
 //             cardinality limit), metrics (the families written from the table for the pull
 //             endpoint alone, or observable instruments over it with a push exporter)
-//   progress  progress (the live display on stderr and the stage table's lines; reads the table)
+//   progress  progress (the live display on stderr and the stage table's lines; reads the table),
+//             progress_lines (the same frame as plain lines for displays that are not a terminal)
 //   runtime   runtime (what `init` installs, the sampler thread, retention, row emission)
 //   handles   shard (Shard, ShardBuilder), stage (Stage, StageBuilder; uses shard),
 //             emit (emit_stage_stat, emit_worker_stat)
@@ -54,6 +55,7 @@ mod overflow;
 pub mod phase;
 mod process;
 mod progress;
+mod progress_lines;
 mod remote;
 mod row;
 #[doc(hidden)]
@@ -71,6 +73,7 @@ pub use pipetel_rows as store;
 pub use emit::{emit_stage_stat, emit_worker_stat};
 pub use keys::{CounterKey, CounterValue, CounterValueError, KeyError};
 pub use progress::{progress_is_on, stage_table, stage_table_header, stage_table_line};
+pub use progress_lines::ProgressLines;
 #[cfg(feature = "fuzzing")]
 pub(crate) use remote::ingest_bytes as ingest_remote_bytes;
 pub use remote::{RemoteIngested, RemoteReportError};

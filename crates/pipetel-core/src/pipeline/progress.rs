@@ -7,6 +7,11 @@
 //! that [`stage_ended`] fills when a stage row is emitted (a flag test and, when on, one push
 //! under a lock). The pipeline never waits on the terminal. A stderr that cannot be written
 //! (closed pipe) turns the display off with one warning.
+//!
+//! Displays that are not a terminal (a notebook's output) read the same frame as plain lines
+//! through [`super::ProgressLines`]: [`stage_ended`] also keeps the last [`RECENT_LEN`] ended
+//! stage rows in a ring, numbered, whether or not the terminal display runs (one clone per
+//! stage end), and [`LiveLines`] gives the live lines with rates from its own readings.
 
 use std::collections::VecDeque;
 use std::io::{IsTerminal, Write};
@@ -40,6 +45,17 @@ static ACTIVE: AtomicBool = AtomicBool::new(false);
 static ENDED: Mutex<Vec<StageStat>> = Mutex::new(Vec::new());
 /// Frames drawn with at least one live line (tests wait on it instead of on time).
 static REDRAWS: AtomicU64 = AtomicU64::new(0);
+/// How many recent ended stage rows the ring keeps for views that poll (about once a second).
+pub(crate) const RECENT_LEN: usize = 64;
+/// The ring of recent ended stage rows.
+static RECENT: Mutex<Recent> = Mutex::new(Recent { next: 0, rows: VecDeque::new() });
+
+/// The last [`RECENT_LEN`] ended stage rows; the row at `rows[i]` is number
+/// `next - rows.len() + i` (numbers count every ended stage since the process started).
+struct Recent {
+    next: u64,
+    rows: VecDeque<StageStat>,
+}
 
 // ----- the stage table -----
 
@@ -111,13 +127,38 @@ pub(crate) fn redraws() -> u64 {
     REDRAWS.load(Ordering::Relaxed)
 }
 
-/// Queues an emitted stage row for its summary line (nothing when the display is off, or for a
-/// row still `running`).
+/// Keeps an emitted stage row in the ring of recent rows, and queues it for its summary line
+/// when the terminal display is on (nothing for a row still `running`).
 pub(crate) fn stage_ended(stat: &StageStat) {
-    if !ACTIVE.load(Ordering::Relaxed) || stat.status == StageStatus::Running {
+    if stat.status == StageStatus::Running {
         return;
     }
-    crate::sync::lock(&ENDED).push(stat.clone());
+    {
+        let mut recent = crate::sync::lock(&RECENT);
+        if recent.rows.len() == RECENT_LEN {
+            recent.rows.pop_front();
+        }
+        recent.rows.push_back(stat.clone());
+        recent.next += 1;
+    }
+    if ACTIVE.load(Ordering::Relaxed) {
+        crate::sync::lock(&ENDED).push(stat.clone());
+    }
+}
+
+/// The number the next ended stage row will get.
+pub(crate) fn next_ended() -> u64 {
+    crate::sync::lock(&RECENT).next
+}
+
+/// The ended stage rows numbered `from` on that the ring still holds, the number after the last
+/// of them, and how many rows from `from` on the ring no longer holds.
+pub(crate) fn ended_since(from: u64) -> (Vec<StageStat>, u64, u64) {
+    let recent = crate::sync::lock(&RECENT);
+    let first = recent.next - recent.rows.len() as u64;
+    let missed = first.saturating_sub(from);
+    let skip = from.saturating_sub(first).min(recent.rows.len() as u64) as usize;
+    (recent.rows.iter().skip(skip).cloned().collect(), recent.next, missed)
 }
 
 // ----- the live line -----
@@ -284,21 +325,21 @@ impl Tracked {
     }
 }
 
-/// The display's state between frames.
-struct Display {
+/// The live lines of the running stages, each stage's rates from this view's own readings (two
+/// views, the terminal's and a notebook's, do not disturb each other's rates).
+pub(crate) struct LiveLines {
     width: usize,
-    drawn: usize,
-    header: bool,
     tracked: Vec<Tracked>,
 }
 
-impl Display {
-    fn new() -> Self {
-        Display { width: terminal_width(), drawn: 0, header: false, tracked: Vec::new() }
+impl LiveLines {
+    /// Lines cut to `width` characters.
+    pub(crate) fn new(width: usize) -> Self {
+        LiveLines { width, tracked: Vec::new() }
     }
 
     /// The live lines of the stages running now.
-    fn live_lines(&mut self) -> Vec<String> {
+    pub(crate) fn lines(&mut self) -> Vec<String> {
         let now = Instant::now();
         let running: Vec<Arc<StageInner>> = table().stages().into_iter().filter(|s| s.is_running()).collect();
         self.tracked.retain(|t| running.iter().any(|s| Arc::ptr_eq(s, &t.stage)));
@@ -328,11 +369,24 @@ impl Display {
         }
         lines
     }
+}
+
+/// The display's state between frames.
+struct Display {
+    drawn: usize,
+    header: bool,
+    live: LiveLines,
+}
+
+impl Display {
+    fn new() -> Self {
+        Display { drawn: 0, header: false, live: LiveLines::new(terminal_width()) }
+    }
 
     /// Draws one frame; `last` erases the live lines instead of drawing them (the display ends).
     fn draw(&mut self, out: &mut impl Write, last: bool) -> std::io::Result<()> {
         let ended = std::mem::take(&mut *crate::sync::lock(&ENDED));
-        let live = if last { Vec::new() } else { self.live_lines() };
+        let live = if last { Vec::new() } else { self.live.lines() };
         if self.drawn == 0 && ended.is_empty() && live.is_empty() {
             return Ok(());
         }
