@@ -27,13 +27,16 @@ settings_table! {
     /// file add to one another key by key, in that order of precedence.
     resource_attributes: Vec<(String, String)> = RESOURCE, Fallback::NONE,
         env OTEL_RESOURCE_ATTRIBUTES, key "resource" Table, merge merge_pairs;
-    /// Trace exporters: a comma list of `otlp`, `console`, or `none`.
+    /// Trace exporters: a comma list of names of built-in exporters serving traces (the exporters
+    /// guide lists them), or `none`.
     traces_exporters: Vec<TraceExporter> = TRACE_EXPORTERS, Fallback::either(&[], &[TraceExporter::Otlp], WITH_OTLP_ENDPOINT),
         env OTEL_TRACES_EXPORTER, key "exporters.traces" List;
-    /// Metric exporters: a comma list of `prometheus`, `otlp`, `console`, or `none`.
+    /// Metric exporters: a comma list of names of built-in exporters serving metrics (the exporters
+    /// guide lists them), or `none`.
     metrics_exporters: Vec<MetricExporter> = METRIC_EXPORTERS, Fallback::either(&[MetricExporter::Prometheus], &[MetricExporter::Otlp], WITH_OTLP_ENDPOINT),
         env OTEL_METRICS_EXPORTER, key "exporters.metrics" List;
-    /// Log exporters: a comma list of `otlp`, `console`, or `none`.
+    /// Log exporters: a comma list of names of built-in exporters serving logs (the exporters
+    /// guide lists them), or `none`.
     logs_exporters: Vec<LogExporter> = LOG_EXPORTERS, Fallback::either(&[], &[LogExporter::Otlp], WITH_OTLP_ENDPOINT),
         env OTEL_LOGS_EXPORTER, key "exporters.logs" List;
     /// OTLP endpoint. The generic one is a base URL: for HTTP, `/v1/<signal>` is appended. A signal's

@@ -111,48 +111,14 @@ pub enum LogExporter {
     Console,
 }
 
-/// An exporter kind named in an `OTEL_*_EXPORTER` list.
-pub(crate) trait ExporterName: FromStr + PartialEq {
-    /// The names a list may hold, for the error message.
-    const ALLOWED: &'static str;
-}
+/// An exporter kind named in an `OTEL_*_EXPORTER` list. Its names (`FromStr`, `Display` and the
+/// "expected ..." error) are those of the built-in exporters that serve its signal, read from
+/// their registry (`export/registry.rs`), where each variant's exporter is declared.
+pub(crate) trait ExporterName: FromStr + PartialEq {}
 
-/// One exporter name: `FromStr` and `Display` for the three exporter enums.
-macro_rules! exporter_names {
-    ($($ty:ident { $($text:literal => $variant:ident),+ })+) => {$(
-        impl fmt::Display for $ty {
-            /// The name [`FromStr`] reads.
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(match self {
-                    $($ty::$variant => $text,)+
-                })
-            }
-        }
-        impl FromStr for $ty {
-            type Err = ParseValueError;
-
-            /// One exporter name (`none` is a list's business, not a name).
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s.trim() {
-                    $($text => Ok($ty::$variant),)+
-                    other => Err(ParseValueError::new(format!(
-                        "unknown exporter `{other}`; expected a comma list of {}",
-                        <$ty as ExporterName>::ALLOWED
-                    ))),
-                }
-            }
-        }
-        impl ExporterName for $ty {
-            const ALLOWED: &'static str = concat!($($text, ", ",)+ "none");
-        }
-    )+};
-}
-
-exporter_names! {
-    TraceExporter { "otlp" => Otlp, "console" => Console }
-    MetricExporter { "prometheus" => Prometheus, "otlp" => Otlp, "console" => Console }
-    LogExporter { "otlp" => Otlp, "console" => Console }
-}
+impl ExporterName for TraceExporter {}
+impl ExporterName for MetricExporter {}
+impl ExporterName for LogExporter {}
 
 /// The trace sampler, as named by `OTEL_TRACES_SAMPLER`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -9,9 +9,9 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 
 use super::gpu::Gpu;
-use super::ledgers::Ledgers;
 use super::metrics::Endpoint;
 use crate::error::ShutdownError;
+use crate::export::ledgers::Ledgers;
 
 /// The guard [`init`](crate::init) returns: owns the providers, the endpoint and the exporter
 /// runtime. Dropping it flushes and shuts down (bounded by the shutdown timeout); call

@@ -1,15 +1,18 @@
-//! The logger provider (exporters) and the bridge from `tracing` events to OTel log records.
+//! The logger provider (a log processor per configured exporter, each built by its entry in
+//! [`crate::export::BUILT_IN`]) and the bridge from `tracing` events to OTel log records.
 
-use opentelemetry_sdk::logs::{LoggerProviderBuilder, SdkLoggerProvider};
+use opentelemetry_sdk::logs::SdkLoggerProvider;
 use opentelemetry_sdk::Resource;
 use tracing::Subscriber;
 use tracing_subscriber::filter::FilterExt as _;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use super::ledgers::Ledgers;
 use crate::config::LogsSettings;
 use crate::error::InitError;
+use crate::export::entry::BatchInput;
+use crate::export::ledgers::Ledgers;
+use crate::export::registry;
 
 /// The logger provider, absent when no log exporter is configured.
 ///
@@ -21,23 +24,19 @@ pub(super) fn build(
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Option<SdkLoggerProvider>, InitError> {
-    let lp = SdkLoggerProvider::builder().with_resource(resource.clone());
-    provider(lp, &settings.exporters, plugged, &settings.otlp, &settings.batch, ledgers)
+    if settings.exporters.is_empty() && plugged.is_empty() {
+        return Ok(None);
+    }
+    let mut lp = SdkLoggerProvider::builder().with_resource(resource.clone());
+    let mut input = BatchInput { otlp: &settings.otlp, batch: &settings.batch, ledgers };
+    for exporter in &settings.exporters {
+        lp = registry::builder(*exporter)?(lp, &mut input)?;
+    }
+    for add in plugged {
+        lp = add(lp, &settings.batch);
+    }
+    Ok(Some(lp.build()))
 }
-
-batch_exporters!(
-    LoggerProviderBuilder,
-    crate::export::otlp::log_exporter,
-    "logs",
-    "log record",
-    opentelemetry_stdout::LogExporter,
-    logs,
-    BatchLogProcessor,
-    LogExporter,
-    with_log_processor,
-    SdkLoggerProvider,
-    LogExporter
-);
 
 /// The layer turning `tracing` events into log records of `lp`: those `filter` (the logs
 /// filter, not the console's) lets through, leaving out the exporters' own events whatever it says.

@@ -1,16 +1,14 @@
-//! The meter provider: the cardinality view, the readers (pull, OTLP, console) and the pull
-//! endpoint.
+//! The meter provider: the cardinality view, a reader per configured exporter (each built by its
+//! entry in [`crate::export::BUILT_IN`]) and the pull endpoint.
 
-use opentelemetry_sdk::metrics::{
-    Aggregation, Instrument, InstrumentKind, MeterProviderBuilder, SdkMeterProvider, Stream,
-};
+use opentelemetry_sdk::metrics::{Aggregation, Instrument, InstrumentKind, SdkMeterProvider, Stream};
 use opentelemetry_sdk::Resource;
 
-use super::ledgers::Ledgers;
-use crate::config::{
-    HistogramAggregation, MetricExporter, MetricsSettings, PrometheusSettings, DEFAULT_CARDINALITY_LIMIT,
-};
+use crate::config::{HistogramAggregation, MetricsSettings, PrometheusSettings, DEFAULT_CARDINALITY_LIMIT};
 use crate::error::InitError;
+use crate::export::entry::{MetricsInput, Pull};
+use crate::export::ledgers::Ledgers;
+use crate::export::registry;
 
 /// The meter provider and what its readers need next.
 pub(super) struct Metrics {
@@ -20,13 +18,6 @@ pub(super) struct Metrics {
     /// A push exporter (OTLP, console) reads the provider.
     pub(super) pushes: bool,
 }
-
-/// What the pull endpoint serves.
-#[cfg(feature = "prometheus")]
-pub(super) type Pull = crate::export::PrometheusRender;
-/// What the pull endpoint serves (never made without the `prometheus` feature).
-#[cfg(not(feature = "prometheus"))]
-pub(super) type Pull = std::convert::Infallible;
 
 /// The running pull endpoint and its render handle.
 #[cfg(feature = "prometheus")]
@@ -52,20 +43,13 @@ pub(super) fn build(
     if let Some(view) = view(cardinality_limit, settings.histogram_aggregation) {
         mp = mp.with_view(view);
     }
-    let mut pull = None;
+    let mut input = MetricsInput { settings, ledgers, pull: None };
     for exporter in &settings.exporters {
-        mp = match exporter {
-            MetricExporter::Prometheus => {
-                let (with_reader, render) = with_pull(mp)?;
-                pull = Some(render);
-                with_reader
-            }
-            MetricExporter::Otlp => with_otlp(mp, settings, ledgers)?,
-            MetricExporter::Console => with_console(mp, settings)?,
-        };
+        mp = registry::builder(*exporter)?(mp, &mut input)?;
     }
+    let pull = input.pull;
     // A reader of the application's reads what push exporters read: the instruments.
-    let pushes = settings.exporters.iter().any(|e| *e != MetricExporter::Prometheus) || !plugged.is_empty();
+    let pushes = settings.exporters.iter().any(|e| registry::pushes(*e)) || !plugged.is_empty();
     for add in plugged {
         mp = add(mp, settings.export_interval);
     }
@@ -99,46 +83,6 @@ fn view(
         }
         stream.build().ok()
     })
-}
-
-#[cfg(feature = "prometheus")]
-fn with_pull(mp: MeterProviderBuilder) -> Result<(MeterProviderBuilder, Pull), InitError> {
-    let reader = crate::export::prometheus::PullReader::new();
-    Ok((mp.with_reader(reader.clone()), crate::export::PrometheusRender::new(reader)))
-}
-
-#[cfg(not(feature = "prometheus"))]
-fn with_pull(_: MeterProviderBuilder) -> Result<(MeterProviderBuilder, Pull), InitError> {
-    Err(InitError::FeatureDisabled { exporter: "prometheus", feature: "prometheus" })
-}
-
-#[cfg(feature = "otlp")]
-fn with_otlp(
-    mp: MeterProviderBuilder,
-    settings: &MetricsSettings,
-    ledgers: &mut Ledgers,
-) -> Result<MeterProviderBuilder, InitError> {
-    let exporter = crate::export::otlp::metric_exporter(&settings.otlp, settings.temporality)?;
-    let exporter = ledgers.track(exporter, "metrics", "", &settings.otlp);
-    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).with_interval(settings.export_interval);
-    Ok(mp.with_reader(reader.build()))
-}
-
-#[cfg(not(feature = "otlp"))]
-fn with_otlp(_: MeterProviderBuilder, _: &MetricsSettings, _: &mut Ledgers) -> Result<MeterProviderBuilder, InitError> {
-    Err(InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
-}
-
-#[cfg(feature = "console")]
-fn with_console(mp: MeterProviderBuilder, settings: &MetricsSettings) -> Result<MeterProviderBuilder, InitError> {
-    let exporter = opentelemetry_stdout::MetricExporter::default();
-    let reader = opentelemetry_sdk::metrics::PeriodicReader::builder(exporter).with_interval(settings.export_interval);
-    Ok(mp.with_reader(reader.build()))
-}
-
-#[cfg(not(feature = "console"))]
-fn with_console(_: MeterProviderBuilder, _: &MetricsSettings) -> Result<MeterProviderBuilder, InitError> {
-    Err(InitError::FeatureDisabled { exporter: "console", feature: "console" })
 }
 
 /// Starts the pull endpoint when there is a pull reader: bound before anything global is

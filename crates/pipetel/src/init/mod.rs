@@ -16,95 +16,12 @@
 //!
 //! Modules: [`resource`], [`metrics`], [`traces`], [`logs`] and [`gpu`] each read only their
 //! part of [`Settings`]; [`subscriber`] composes the `tracing` side; [`guard`] is what `init`
-//! returns, with the OTLP delivery [`ledgers`]; [`crate::global`] is the leaf the rest of the crate registers with.
-
-/// The provider of a span or log provider builder with its exporters (`provider`), and the two
-/// batch exporters it takes, each a function with a body for builds with its feature and one
-/// that says the feature is off: `with_otlp` (tracked by a delivery ledger) and `with_console`. Each is wrapped in the signal's batch processor, built
-/// with the configured batch settings (`OTEL_BSP_*` / `OTEL_BLRP_*`, or the file's `batch.*`).
-macro_rules! batch_exporters {
-    ($builder:ty, $otlp:path, $signal:literal, $items:literal, $console:ty, $sdk:ident, $processor:ident, $exporter:ident, $add:ident, $provider:ty, $kinds:ident) => {
-        /// The provider of `builder` with each of `exporters` behind the batch processor; absent
-        /// when there is none.
-        ///
-        /// # Errors
-        /// An exporter that cannot be built or is not compiled in.
-        fn provider(
-            builder: $builder,
-            exporters: &[crate::config::$kinds],
-            plugged: Vec<Box<dyn FnOnce($builder, &crate::config::BatchSettings) -> $builder + Send>>,
-            otlp: &crate::config::OtlpTarget,
-            batch: &crate::config::BatchSettings,
-            ledgers: &mut super::ledgers::Ledgers,
-        ) -> Result<Option<$provider>, crate::error::InitError> {
-            if exporters.is_empty() && plugged.is_empty() {
-                return Ok(None);
-            }
-            let mut b = builder;
-            for exporter in exporters {
-                b = match exporter {
-                    crate::config::$kinds::Otlp => with_otlp(b, otlp, batch, ledgers)?,
-                    crate::config::$kinds::Console => with_console(b, batch)?,
-                };
-            }
-            for add in plugged {
-                b = add(b, batch);
-            }
-            Ok(Some(b.build()))
-        }
-
-        /// `exporter` behind the signal's batch processor with `batch` (the configuration's
-        /// values, defaults included: the SDK's builder would read the process environment).
-        pub(super) fn batched<E>(
-            exporter: E,
-            batch: &crate::config::BatchSettings,
-        ) -> opentelemetry_sdk::$sdk::$processor
-        where
-            E: opentelemetry_sdk::$sdk::$exporter + 'static,
-        {
-            let config = opentelemetry_sdk::$sdk::BatchConfigBuilder::default()
-                .with_scheduled_delay(batch.schedule_delay)
-                .with_max_queue_size(batch.max_queue_size)
-                .with_max_export_batch_size(batch.max_export_batch_size);
-            opentelemetry_sdk::$sdk::$processor::builder(exporter).with_batch_config(config.build()).build()
-        }
-
-        fn with_otlp(
-            b: $builder,
-            target: &crate::config::OtlpTarget,
-            batch: &crate::config::BatchSettings,
-            ledgers: &mut super::ledgers::Ledgers,
-        ) -> Result<$builder, crate::error::InitError> {
-            #[cfg(feature = "otlp")]
-            let added = Ok(b.$add(batched(ledgers.track($otlp(target)?, $signal, $items, target), batch)));
-            #[cfg(not(feature = "otlp"))]
-            let added = {
-                let _ = (b, target, batch, ledgers);
-                Err(crate::error::InitError::FeatureDisabled { exporter: "otlp", feature: "otlp" })
-            };
-            added
-        }
-
-        fn with_console(
-            b: $builder,
-            batch: &crate::config::BatchSettings,
-        ) -> Result<$builder, crate::error::InitError> {
-            #[cfg(feature = "console")]
-            let added = Ok(b.$add(batched(<$console>::default(), batch)));
-            #[cfg(not(feature = "console"))]
-            let added = {
-                let _ = (b, batch);
-                Err(crate::error::InitError::FeatureDisabled { exporter: "console", feature: "console" })
-            };
-            added
-        }
-    };
-}
+//! returns, with the OTLP delivery ledgers; [`crate::global`] is the leaf the rest of the crate registers
+//! with. Each exporter's part of a pipeline is its entry in [`crate::export::BUILT_IN`].
 
 mod console;
 mod gpu;
 mod guard;
-mod ledgers;
 mod logs;
 mod metrics;
 mod plugged;
@@ -119,11 +36,12 @@ use tracing_subscriber::Layer;
 
 pub use guard::Telemetry;
 
-use crate::config::{Config, LogExporter, MetricExporter, OtlpProtocol, Settings, TraceExporter};
+use crate::config::{Config, Settings};
 use crate::error::InitError;
+use crate::export::ledgers::Ledgers;
+use crate::export::registry;
 use crate::global::{self, Installed};
 use guard::Inner;
-use ledgers::Ledgers;
 use subscriber::Layers;
 
 /// What [`init_with`] installs besides the providers it always builds, and the application's
@@ -207,7 +125,9 @@ impl InitOptions {
     where
         E: opentelemetry_sdk::trace::SpanExporter + 'static,
     {
-        self.plugged.spans.push(Box::new(move |tp, batch| tp.with_span_processor(traces::batched(exporter, batch))));
+        self.plugged
+            .spans
+            .push(Box::new(move |tp, batch| tp.with_span_processor(crate::export::batch::spans(exporter, batch))));
         self
     }
 
@@ -218,7 +138,9 @@ impl InitOptions {
     where
         E: opentelemetry_sdk::logs::LogExporter + 'static,
     {
-        self.plugged.logs.push(Box::new(move |lp, batch| lp.with_log_processor(logs::batched(exporter, batch))));
+        self.plugged
+            .logs
+            .push(Box::new(move |lp, batch| lp.with_log_processor(crate::export::batch::logs(exporter, batch))));
         self
     }
 }
@@ -540,12 +462,11 @@ fn propagator(names: &[crate::config::Propagator]) -> opentelemetry::propagation
     opentelemetry::propagation::TextMapCompositePropagator::new(propagators)
 }
 
-/// The one-thread runtime gRPC exporters run on, when one is configured.
+/// The one-thread runtime gRPC exporters run on, when a configured exporter needs it.
 fn grpc_runtime(s: &Settings) -> Result<Option<tokio::runtime::Runtime>, InitError> {
-    let grpc = |target: &crate::config::OtlpTarget| target.protocol == OtlpProtocol::Grpc;
-    let needed = (s.traces.exporters.contains(&TraceExporter::Otlp) && grpc(&s.traces.otlp))
-        || (s.metrics.exporters.contains(&MetricExporter::Otlp) && grpc(&s.metrics.otlp))
-        || (s.logs.exporters.contains(&LogExporter::Otlp) && grpc(&s.logs.otlp));
+    let needed = registry::needs_runtime(&s.traces.exporters, &s.traces.otlp)
+        || registry::needs_runtime(&s.metrics.exporters, &s.metrics.otlp)
+        || registry::needs_runtime(&s.logs.exporters, &s.logs.otlp);
     if !needed {
         return Ok(None);
     }

@@ -1,15 +1,17 @@
-//! The tracer provider (sampler, exporters) and the `tracing` → OTel bridge with its sampling
-//! gate.
+//! The tracer provider (sampler, a span processor per configured exporter, each built by its
+//! entry in [`crate::export::BUILT_IN`]) and the `tracing` → OTel bridge with its sampling gate.
 
-use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, TracerProviderBuilder};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use opentelemetry_sdk::Resource;
 use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-use super::ledgers::Ledgers;
 use crate::config::{SamplerConfig, TracesSettings};
 use crate::error::InitError;
+use crate::export::entry::BatchInput;
+use crate::export::ledgers::Ledgers;
+use crate::export::registry;
 use crate::global::SCOPE_NAME;
 use crate::sampling::{GateTracer, PinnedTraceIds, SamplingGate};
 
@@ -23,8 +25,11 @@ pub(super) fn build(
     resource: &Resource,
     ledgers: &mut Ledgers,
 ) -> Result<Option<SdkTracerProvider>, InitError> {
+    if settings.exporters.is_empty() && plugged.is_empty() {
+        return Ok(None);
+    }
     let limits = &settings.limits;
-    let tp = SdkTracerProvider::builder()
+    let mut tp = SdkTracerProvider::builder()
         .with_resource(resource.clone())
         .with_sampler(sampler(settings.sampler))
         // Random ids, except the trace id the sampling gate drew for a root it kept.
@@ -34,7 +39,14 @@ pub(super) fn build(
         .with_max_links_per_span(limits.links_per_span)
         .with_max_attributes_per_event(limits.attributes_per_event)
         .with_max_attributes_per_link(limits.attributes_per_link);
-    provider(tp, &settings.exporters, plugged, &settings.otlp, &settings.batch, ledgers)
+    let mut input = BatchInput { otlp: &settings.otlp, batch: &settings.batch, ledgers };
+    for exporter in &settings.exporters {
+        tp = registry::builder(*exporter)?(tp, &mut input)?;
+    }
+    for add in plugged {
+        tp = add(tp, &settings.batch);
+    }
+    Ok(Some(tp.build()))
 }
 
 fn sampler(s: SamplerConfig) -> Sampler {
@@ -48,20 +60,6 @@ fn sampler(s: SamplerConfig) -> Sampler {
         // `SamplerConfig` is non-exhaustive for users, not for this crate.
     }
 }
-
-batch_exporters!(
-    TracerProviderBuilder,
-    crate::export::otlp::span_exporter,
-    "traces",
-    "span",
-    opentelemetry_stdout::SpanExporter,
-    trace,
-    BatchSpanProcessor,
-    SpanExporter,
-    with_span_processor,
-    SdkTracerProvider,
-    TraceExporter
-);
 
 /// What the bridge layer is made of, before it is typed for a subscriber.
 #[derive(Debug, Clone)]

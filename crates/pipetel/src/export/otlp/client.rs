@@ -17,11 +17,11 @@ use opentelemetry_sdk::metrics::Temporality;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::delivery::{Cause, Explained};
 use crate::config::{
     MetricTemporality, OtlpCompression, OtlpProtocol, OtlpTarget, Signal, Sourced, OTEL_EXPORTER_OTLP_CERTIFICATE,
 };
 use crate::error::InitError;
+use crate::export::delivery::{Cause, Explained};
 
 fn error(signal: Signal, reason: impl ToString) -> InitError {
     InitError::Exporter { signal, exporter: "otlp", reason: reason.to_string() }

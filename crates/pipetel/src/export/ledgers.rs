@@ -3,33 +3,37 @@
 
 use std::sync::Arc;
 
-use crate::export::delivery::Ledger;
+use super::delivery::Ledger;
+#[cfg(feature = "otlp")]
+use super::delivery::{Explained, Tracked};
+#[cfg(feature = "otlp")]
+use crate::config::OtlpTarget;
 
 /// The delivery ledgers of the OTLP exporters, kept for the flush and shutdown reports.
 #[derive(Default, Clone)]
-pub(super) struct Ledgers(Vec<Arc<Ledger>>);
+pub(crate) struct Ledgers(Vec<Arc<Ledger>>);
 
 impl Ledgers {
     /// Wraps an OTLP exporter so that what it fails to deliver is counted in a new ledger, with
     /// the cause its transport kept.
     #[cfg(feature = "otlp")]
-    pub(super) fn track<E>(
+    pub(crate) fn track<E>(
         &mut self,
-        exporter: crate::export::delivery::Explained<E>,
+        exporter: Explained<E>,
         signal: &'static str,
         items: &'static str,
-        target: &crate::config::OtlpTarget,
-    ) -> crate::export::delivery::Tracked<E> {
+        target: &OtlpTarget,
+    ) -> Tracked<E> {
         let ledger = Ledger::new(signal, items, target.endpoint.clone());
         self.0.push(ledger.clone());
-        crate::export::delivery::Tracked::new(exporter, &ledger)
+        Tracked::new(exporter, &ledger)
     }
 
     /// Enters one provider's flush or shutdown outcome, with what its exporters failed to
     /// deliver since the last report: a batch processor drops a failed batch and still answers
     /// `Ok`, and a periodic reader says only "failed", so the ledger is what names the loss and
     /// its cause.
-    pub(super) fn push_outcome(
+    pub(crate) fn push_outcome(
         &self,
         errors: &mut Vec<String>,
         what: &str,
