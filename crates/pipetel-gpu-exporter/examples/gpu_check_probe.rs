@@ -125,7 +125,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         std::thread::sleep(Duration::from_millis(100));
     };
     shard.finish();
-    let stage_row = stage.finish();
+    // The GPU use attributed to the stage (the row carries the same: `pipeline.gpu.*`).
+    let gpu = stage.answers().gpu;
+    let stage_row = format!("{:?} gpu: {gpu:?}", stage.finish());
     drop(telemetry);
 
     // One poll of every device, as the poller makes it (GPM and this process's use included).
@@ -145,7 +147,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
          \"stage_row\":{:?}}}",
         status.code().unwrap_or(-1),
         num(cpu_ms.map(|c| format!("{c:.4}"))),
-        format!("{stage_row:?}"),
+        stage_row,
     );
     Ok(())
 }

@@ -103,6 +103,21 @@ pub const HOST_NAME: &str = "host.name";
 /// The process id of the row's process (OpenTelemetry's `process.pid`).
 pub const PROCESS_PID: &str = "process.pid";
 
+/// GPU-busy seconds attributed to the shard (end rows) or the stage's shards (stage rows).
+pub const GPU_SECONDS: &str = "pipeline.gpu.seconds";
+/// Seconds the shard's process held GPU memory while the shard ran.
+pub const GPU_HELD: &str = "pipeline.gpu.held_seconds";
+/// Of the held seconds, those with SM activity under 5 %.
+pub const GPU_IDLE: &str = "pipeline.gpu.idle_seconds";
+/// Mean SM activity of the GPUs while the shard ran (0–1; GPUs with GPM).
+pub const GPU_SM_ACTIVE: &str = "pipeline.gpu.sm_active";
+/// Mean tensor-pipe activity of the GPUs while the shard ran (0–1; GPUs with GPM).
+pub const GPU_TENSOR_ACTIVE: &str = "pipeline.gpu.tensor_active";
+/// Peak GPU memory of the shard's process while it ran, bytes.
+pub const GPU_MEMORY_PEAK: &str = "pipeline.gpu.memory.peak_bytes";
+/// Energy attributed to the shard, joules.
+pub const GPU_ENERGY: &str = "pipeline.gpu.energy_joules";
+
 /// The name of phase field `key` (`pipeline.phase.<name>.seconds`), if it is one.
 pub fn phase_of(key: &str) -> Option<&str> {
     key.strip_prefix(PHASE_PREFIX)?.strip_suffix(PHASE_SUFFIX).filter(|n| !n.is_empty())
@@ -127,7 +142,7 @@ pub const TEXT_FIELDS: [&str; 11] = [
 /// The standard row fields whose values are floating point numbers; every other numeric
 /// standard field is an integer. Phase fields and the distributions' points are floats too
 /// ([`is_float_field`]).
-pub const FLOAT_FIELDS: [&str; 11] = [
+pub const FLOAT_FIELDS: [&str; 17] = [
     ELAPSED,
     ITEM_RATE,
     BYTE_RATE,
@@ -139,6 +154,12 @@ pub const FLOAT_FIELDS: [&str; 11] = [
     OFF_CPU,
     STALLED_FOR,
     PEERS_MEDIAN,
+    GPU_SECONDS,
+    GPU_HELD,
+    GPU_IDLE,
+    GPU_SM_ACTIVE,
+    GPU_TENSOR_ACTIVE,
+    GPU_ENERGY,
 ];
 
 /// Whether the standard field `key` holds a floating point number: one of [`FLOAT_FIELDS`], a

@@ -14,6 +14,8 @@ static GPU: RwLock<Option<pipetel_gpu::SampleReader>> = RwLock::new(None);
 /// Keeps (or, with `None`, forgets) the reader of the GPU poller `init` started.
 #[cfg(feature = "gpu")]
 pub(crate) fn set_gpu(reader: Option<pipetel_gpu::SampleReader>) {
+    // The sampler attributes this process's GPU use to the running shards from the same readings.
+    pipetel_core::pipeline::gpu::set_gpu_reader(reader.clone().map(crate::gpu_use::reader));
     *crate::sync::write(&GPU) = reader;
 }
 

@@ -85,6 +85,8 @@ pub mod config;
 pub mod error;
 mod export;
 pub mod global;
+#[cfg(feature = "gpu")]
+mod gpu_use;
 #[cfg(feature = "http")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http")))]
 pub mod http;

@@ -74,6 +74,16 @@ fn the_page_serves_each_pipeline_and_service_family_under_its_tables_name_and_at
     // shard 1 runs through the first page, sampled twice for its CPU utilization.
     let running = stage.shard(1).start();
     let _phase = running.phase("decode");
+    // A GPU reading, so the stage's GPU families are served (without a GPU there are none).
+    pipetel::pipeline::gpu::set_gpu_reader(Some(Box::new(|| {
+        Some(pipetel::pipeline::gpu::GpuUse {
+            busy: 0.5,
+            sm_active: Some(0.4),
+            tensor_active: Some(0.2),
+            memory_bytes: 1 << 30,
+            energy_joules: 10.0,
+        })
+    })));
     pipetel::testing::sample_now();
     std::thread::sleep(std::time::Duration::from_millis(20));
     pipetel::testing::sample_now();

@@ -59,6 +59,24 @@ families! {
     /// Seconds of the stage's shards per phase (`unphased`: outside any phase).
     STAGE_PHASE_TIME = "pipeline.stage.phase.time", Counter, "s", PHASE,
         "Seconds the stage's shards spent in each phase (unphased: outside any phase)";
+    /// GPU-busy seconds attributed to the stage's shards (see `pipeline::gpu`).
+    STAGE_GPU_TIME = "pipeline.stage.gpu.time", Counter, "s", STAGE,
+        "GPU-busy seconds attributed to the stage's shards";
+    /// Seconds the stage's shards held GPUs while SM activity stayed under 5 %.
+    STAGE_GPU_IDLE = "pipeline.stage.gpu.idle", Counter, "s", STAGE,
+        "Seconds the stage's shards held GPU memory while SM activity stayed under 5 %";
+    /// Energy attributed to the stage's shards.
+    STAGE_GPU_ENERGY = "pipeline.stage.gpu.energy", Counter, "J", STAGE,
+        "Energy attributed to the stage's shards (device energy shared by utilisation)";
+    /// Mean SM activity of the GPUs while the stage's shards ran (GPUs with GPM).
+    STAGE_GPU_SM_ACTIVE = "pipeline.stage.gpu.sm_active", Gauge, "1", STAGE,
+        "Mean SM activity of the GPUs while the stage's shards ran (GPUs with GPM)";
+    /// Mean tensor-pipe activity of the GPUs while the stage's shards ran (GPUs with GPM).
+    STAGE_GPU_TENSOR_ACTIVE = "pipeline.stage.gpu.tensor_active", Gauge, "1", STAGE,
+        "Mean tensor-pipe activity of the GPUs while the stage's shards ran (GPUs with GPM)";
+    /// Peak GPU memory of the processes running the stage's shards.
+    STAGE_GPU_MEMORY_PEAK = "pipeline.stage.gpu.memory.peak", Gauge, "By", STAGE,
+        "Peak GPU memory of the process while the stage's shards ran";
     WORKER_ITEMS = "pipeline.worker.items", Counter, "{item}", WORKER,
         "Items processed by a shard";
     WORKER_BYTES = "pipeline.worker.bytes", Counter, "By", WORKER,

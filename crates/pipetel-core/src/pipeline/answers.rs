@@ -65,6 +65,9 @@ pub struct StageAnswers {
     pub unphased_seconds: f64,
     /// Seconds its shards' threads were off CPU (wall − CPU time), when CPU time is measurable.
     pub off_cpu_seconds: Option<f64>,
+    /// GPU use attributed to its shards, when a GPU reader saw GPUs while they ran
+    /// ([`super::gpu`]).
+    pub gpu: Option<super::gpu::GpuTally>,
 }
 
 /// Why a running shard is a straggler: the rule and the peers' figure it was compared with.

@@ -10,6 +10,7 @@ use opentelemetry::Value;
 use pipetel_rows::fields as f;
 
 use super::answers::{straggling, Distribution, StageAnswers, StallChange, Straggling};
+use super::gpu::GpuTally;
 use super::row::{Extra, WorkerStat, WorkerStatus};
 use super::table::{ShardInner, StageInner, SUCCEEDED};
 use crate::settings::AnswerSettings;
@@ -59,7 +60,9 @@ pub(crate) fn stage_answers(stage: &StageInner, skew_min: Duration) -> StageAnsw
     let shard_elapsed = Distribution::of(&elapsed);
     let mut phases: Vec<(String, f64)> = Vec::new();
     let (mut unphased, mut off_cpu, mut cpu_known) = (0.0, 0.0, false);
+    let mut gpu = GpuTally::default();
     for s in shards.iter().filter(|s| s.sampled) {
+        gpu.merge(&crate::sync::lock(&s.gpu));
         let (rest, named) = s.phases.seconds();
         unphased += rest;
         for (name, secs) in named {
@@ -83,6 +86,7 @@ pub(crate) fn stage_answers(stage: &StageInner, skew_min: Duration) -> StageAnsw
         phases,
         unphased_seconds: unphased,
         off_cpu_seconds: cpu_known.then_some(off_cpu),
+        gpu: (!gpu.is_empty()).then_some(gpu),
     }
 }
 
@@ -109,7 +113,24 @@ pub(crate) fn stage_extra(a: &StageAnswers) -> Extra {
     out.push((f::STRAGGLERS.into(), to_i64(a.stragglers).into()));
     out.push((f::STALLS.into(), to_i64(a.stalls).into()));
     phase_fields(&mut out, a.unphased_seconds, &a.phases, a.off_cpu_seconds);
+    if let Some(g) = &a.gpu {
+        gpu_fields(&mut out, g);
+    }
     out
+}
+
+fn gpu_fields(out: &mut Extra, g: &GpuTally) {
+    out.push((f::GPU_SECONDS.into(), g.seconds.into()));
+    out.push((f::GPU_HELD.into(), g.held.into()));
+    out.push((f::GPU_IDLE.into(), g.idle.into()));
+    if let Some(sm) = g.sm_active() {
+        out.push((f::GPU_SM_ACTIVE.into(), sm.into()));
+    }
+    if let Some(t) = g.tensor_active() {
+        out.push((f::GPU_TENSOR_ACTIVE.into(), t.into()));
+    }
+    out.push((f::GPU_MEMORY_PEAK.into(), to_i64(g.peak_memory).into()));
+    out.push((f::GPU_ENERGY.into(), g.energy_joules.into()));
 }
 
 fn phase_fields(out: &mut Extra, unphased: f64, phases: &[(String, f64)], off_cpu: Option<f64>) {
@@ -130,7 +151,25 @@ pub(crate) fn end_extra(s: &ShardInner, row: &WorkerStat) -> Extra {
     let cpu_measured = row.cpu_percent_avg.is_some();
     let off_cpu = cpu_measured.then(|| (elapsed - row.cpu_time.as_secs_f64()).max(0.0));
     phase_fields(&mut out, unphased, &phases, off_cpu);
+    let gpu = *crate::sync::lock(&s.gpu);
+    if !gpu.is_empty() {
+        gpu_fields(&mut out, &gpu);
+    }
     out
+}
+
+/// Shares this process's GPU use since the previous sample among its running shards.
+pub(crate) fn attribute_gpu(stages: &[Arc<StageInner>], now: Instant) {
+    let Some((used, dt)) = super::gpu::read(now) else { return };
+    let running: Vec<Arc<ShardInner>> =
+        stages.iter().flat_map(|s| s.shards()).filter(|s| s.sampled && s.is_running()).collect();
+    if running.is_empty() {
+        return;
+    }
+    let share = 1.0 / running.len() as f64;
+    for s in running {
+        crate::sync::lock(&s.gpu).add(&used, dt, share);
+    }
 }
 
 /// What the sampler found about one running shard.

@@ -266,6 +266,23 @@ pub(crate) fn observables(cardinality_limit: usize) -> Vec<Observable> {
         })),
     ));
 
+    let gpu_f64: [(&'static Family, StageValue<f64>, bool); 5] = [
+        (&fam::STAGE_GPU_TIME, |s| answers_of(s).gpu.map(|g| g.seconds), true),
+        (&fam::STAGE_GPU_IDLE, |s| answers_of(s).gpu.map(|g| g.idle), true),
+        (&fam::STAGE_GPU_ENERGY, |s| answers_of(s).gpu.map(|g| g.energy_joules), true),
+        (&fam::STAGE_GPU_SM_ACTIVE, |s| answers_of(s).gpu.and_then(|g| g.sm_active()), false),
+        (&fam::STAGE_GPU_TENSOR_ACTIVE, |s| answers_of(s).gpu.and_then(|g| g.tensor_active()), false),
+    ];
+    for (family, value, counter) in gpu_f64 {
+        let values =
+            if counter { Values::CounterF64(b(per_stage(value))) } else { Values::GaugeF64(b(per_stage(value))) };
+        all.push(Observable::new(family, values));
+    }
+    all.push(Observable::new(
+        &fam::STAGE_GPU_MEMORY_PEAK,
+        Values::GaugeU64(b(per_stage(|s| answers_of(s).gpu.map(|g| g.peak_memory)))),
+    ));
+
     let limit = cardinality_limit;
     let worker_totals: [(&'static Family, ShardValue<u64>); 2] =
         [(&fam::WORKER_ITEMS, |s| Some(s.items())), (&fam::WORKER_BYTES, |s| Some(s.bytes()))];

@@ -49,6 +49,7 @@
 pub mod answers;
 mod emit;
 mod findings;
+pub mod gpu;
 pub mod keys;
 mod metrics;
 mod overflow;

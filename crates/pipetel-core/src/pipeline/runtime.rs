@@ -11,7 +11,7 @@ use opentelemetry_sdk::logs::SdkLogger;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::answers::StallChange;
-use super::findings::{end_extra, finding_extra, finding_row, judge, Finding};
+use super::findings::{attribute_gpu, end_extra, finding_extra, finding_row, judge, Finding};
 use super::metrics::{self, StageRunInstruments};
 use super::process::ProcessSampler;
 use super::row::{worker_fields, Extra, Namespaces, StageStat, WorkerStat, WorkerStatus};
@@ -237,7 +237,10 @@ fn sampler_loop(interval: Duration, stop: &(Mutex<bool>, Condvar)) {
 pub(crate) fn sample_all(process: &mut ProcessSampler) {
     let table = table();
     let rules = answer_settings();
-    for stage in table.stages() {
+    let stages = table.stages();
+    // GPU use since the last tick, shared by the shards that ran through it (before any ends).
+    attribute_gpu(&stages, Instant::now());
+    for stage in stages {
         for shard in stage.shards() {
             if !shard.sampled {
                 continue;

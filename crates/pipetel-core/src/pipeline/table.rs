@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use opentelemetry::KeyValue;
 
 use super::answers::Watch;
+use super::gpu::GpuTally;
 use super::keys::{self, CounterKey, CounterSums, CounterValue};
 use super::phase::PhaseBook;
 use super::process::ProcessSampler;
@@ -75,6 +76,8 @@ pub(crate) struct ShardInner {
     pub(crate) thread_name: Option<String>,
     /// Its end row, once it ended.
     pub(crate) end_row: Mutex<Option<WorkerStat>>,
+    /// The GPU use attributed to it (see [`super::gpu`]).
+    pub(crate) gpu: Mutex<GpuTally>,
 }
 
 impl std::fmt::Debug for ShardInner {
@@ -106,6 +109,7 @@ pub(crate) fn new_shard(stage: &StageInner, index: u32, tid: Option<i32>, sample
         watch: Mutex::new(Watch::new(started)),
         thread_name: sampled.then(|| std::thread::current().name().map(str::to_string)).flatten(),
         end_row: Mutex::new(None),
+        gpu: Mutex::new(GpuTally::default()),
     }
 }
 
