@@ -34,10 +34,14 @@
 //             namespaces, a row's fields in order)
 //   process   process (OS readings: thread CPU, resident memory; the one `unsafe`),
 //             sample (a shard's running sample arithmetic over readings)
+//   answers   answers (distribution, skew, the straggler and stall rules, the installed rules),
+//             phase (a shard's phase slots and guard), gpu (GPU use attributed to shards)
 //   table     table (the shared per-stage / per-shard state the handles write and the
 //             instruments and sampler read, remote shards' figures included)
 //   remote    remote (a distributed stage's reports: built from the table's shards, ingested
 //             into its remote shards)
+//   findings  findings (a stage's answers and GPU use from the table, the rows' answer fields,
+//             the sampler's judgement of running shards)
 //   out       sink (rows as log records and JSON lines), overflow (worker series past the
 //             cardinality limit), metrics (the families written from the table for the pull
 //             endpoint alone, or observable instruments over it with a push exporter)
