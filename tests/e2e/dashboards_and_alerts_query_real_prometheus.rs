@@ -1,10 +1,15 @@
 //! Every query of every dashboard panel, every template variable and every alert expression,
 //! evaluated by real Prometheus against data from running examples: the pipeline example
-//! (stages, shards, functions, spans) on the fake NVML library (GPU gauges), and the inference
-//! service example (service metrics). Prometheus loads `otel-collector/rules/pipetel-alerts.yml`
+//! (stages, shards, functions, spans) on the fake NVML library (GPU gauges: GPM activity, an
+//! H100 in MIG mode with two instances, and the example's own process listed on GPU 0 for the
+//! per-process gauges and the GPU use attributed to its stages), and the inference service
+//! example (service metrics). Prometheus loads `otel-collector/rules/pipetel-alerts.yml`
 //! itself. Each panel query must parse and return at least one series with a finite value, with
 //! the template variables set to values Prometheus reports (and to "All"); a renamed metric or
-//! label then breaks this test, not a user's dashboard.
+//! label then breaks this test, not a user's dashboard. One assignment of the variables is
+//! sought under which every panel of a dashboard has data; a panel whose data only some values
+//! have (the MIG panels: GPUs in MIG mode, which have no device utilisation) must then have data
+//! under an assignment of real values of its own.
 //!
 //! The same checks run on both routes ([`Route`]): Prometheus scraping the examples' pull
 //! endpoints, Prometheus scraping the shipped `config.yaml` collector's `prometheus` exporter, and
@@ -19,8 +24,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::gpu::GpuProcessListing;
 use crate::support::http::{http, urlencode};
 use crate::support::stores::Stores;
 use crate::support::{
@@ -359,7 +366,7 @@ fn every_query_returns_real_series(route: Route) {
     let Some(_turn) = turn_if_peers(module_path!(), route.peers()) else { return };
     let started = Instant::now();
     let root = workspace_root();
-    let fake = FakeNvml::new().expect("build the fake NVML library");
+    let fake = Arc::new(FakeNvml::new().expect("build the fake NVML library"));
     fake.write_state(FAKE_GPUS).expect("fake NVML state");
 
     // Build the examples first, then start Prometheus, so it sees the whole run.
@@ -378,7 +385,7 @@ fn every_query_returns_real_series(route: Route) {
         });
     }
 
-    let (service, pipeline) = run_service_and_pipeline(
+    let (service, pipeline, listing) = run_service_and_pipeline(
         stack.example(SERVICE_EXAMPLE, "inference-service"),
         stack.example("pipeline", "pipeline-example"),
         &fake,
@@ -402,7 +409,7 @@ fn every_query_returns_real_series(route: Route) {
     // XID errors mid-run, as the GPU dashboard's XID panel shows them: the fake driver reports
     // the events at the poller's next read. 79 (fallen off the bus) raises PipetelGpuXidCritical,
     // 13 (a program's fault) PipetelGpuXidError.
-    fake.write_state(&FAKE_GPUS.replace("0.xids=", "0.xids=79,13")).expect("inject XIDs");
+    listing.set_state(&FAKE_GPUS.replace("0.xids=", "0.xids=79,13"));
     for (code, alert) in [("79", "PipetelGpuXidCritical"), ("13", "PipetelGpuXidError")] {
         let xid = format!("hw_gpu_xid_errors_total{{job=\"pipeline-example\", hw_gpu_xid=\"{code}\"}}");
         assert!(
@@ -510,7 +517,7 @@ fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
     let Some(_turn) = turn_if_peers(module_path!(), &[Peer::Otelcol]) else { return };
     let Some(stores) = Stores::start(module_path!()) else { return };
     let started = Instant::now();
-    let fake = FakeNvml::new().expect("build the fake NVML library");
+    let fake = Arc::new(FakeNvml::new().expect("build the fake NVML library"));
     fake.write_state(FAKE_GPUS).expect("fake NVML state");
     example_path("pipeline");
     example_path(SERVICE_EXAMPLE);
@@ -524,7 +531,7 @@ fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
         cmd.env("OTEL_METRIC_EXPORT_INTERVAL", "1000");
         cmd
     };
-    let (service, pipeline) = run_service_and_pipeline(pushing(SERVICE_EXAMPLE), pushing("pipeline"), &fake);
+    let (service, pipeline, listing) = run_service_and_pipeline(pushing(SERVICE_EXAMPLE), pushing("pipeline"), &fake);
 
     let vm = &stores.metrics;
     for q in RUN_PRODUCED {
@@ -539,7 +546,7 @@ fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
         );
     }
     // XID errors mid-run, for the GPU dashboard's XID panel (as on Prometheus above).
-    fake.write_state(&FAKE_GPUS.replace("0.xids=", "0.xids=79,13")).expect("inject XIDs");
+    listing.set_state(&FAKE_GPUS.replace("0.xids=", "0.xids=79,13"));
     for code in ["79", "13"] {
         let xid = format!("hw_gpu_xid_errors_total{{job=\"pipeline-example\", hw_gpu_xid=\"{code}\"}}");
         assert!(wait_for_data(&vm.url, &xid, Duration::from_secs(40)), "VictoriaMetrics: {xid} returned nothing");
@@ -558,14 +565,19 @@ fn every_dashboard_query_returns_real_series_on_victoria_metrics() {
 }
 
 /// Runs the inference service (tasks completed, failed and cancelled, queue gauges) and the
-/// pipeline example on the two fake GPUs of `fake` from their commands; returns once the
-/// pipeline is done. 8 s of service: through a collector the first sample of a series reaches
+/// pipeline example on the three fake GPUs of `fake` from their commands, the pipeline's process
+/// listed on GPU 0 (memory and utilisation: its stages get GPU use attributed) for as long as
+/// the returned listing lives; returns once the pipeline is done. 8 s of service: through a collector the first sample of a series reaches
 /// Prometheus only after the collector's batch timeout (5 s), and rate() sees only the
 /// increases after it. The pipeline keeps every shard's worker series
 /// (`PIPETEL_SHARD_METRICS=all`): by default only running shards have them, and the queries run
 /// after the pipeline finished; the stage-level families (shard durations, skew, stragglers,
 /// stalls, phases) are there either way.
-fn run_service_and_pipeline(mut service: Command, mut pipeline: Command, fake: &FakeNvml) -> (Process, Process) {
+fn run_service_and_pipeline(
+    mut service: Command,
+    mut pipeline: Command,
+    fake: &Arc<FakeNvml>,
+) -> (Process, Process, GpuProcessListing) {
     service.args(["--seconds", "8", "--linger-seconds", LINGER_SECONDS]);
     let service = Process::spawn(SERVICE_EXAMPLE, service);
     pipeline
@@ -576,15 +588,21 @@ fn run_service_and_pipeline(mut service: Command, mut pipeline: Command, fake: &
         .env("PIPETEL_GPU_POLL_INTERVAL", "1s")
         .args(["--seconds", "2", "--linger-seconds", LINGER_SECONDS]);
     let mut pipeline = Process::spawn("pipeline", pipeline);
+    let listing = GpuProcessListing::start(Arc::clone(fake), FAKE_GPUS, pipeline.id());
     pipeline.wait_for_output("done: stages=3", Duration::from_secs(60));
-    (service, pipeline)
+    (service, pipeline, listing)
 }
 
-/// What [`run_service_and_pipeline`] produces, once stored: three finished runs, GPU gauges,
-/// span metrics, the service's tasks.
-const RUN_PRODUCED: [&str; 5] = [
+/// What [`run_service_and_pipeline`] produces, once stored: three finished runs, GPU gauges (GPM
+/// activity of the GPUs and of the two MIG instances, the pipeline's process on GPU 0), GPU use
+/// attributed to each stage, span metrics, the service's tasks.
+const RUN_PRODUCED: [&str; 9] = [
     "count(pipeline_stage_runs_total{job=\"pipeline-example\"}) == 3",
-    "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 2",
+    "count(hw_status{job=\"pipeline-example\", hw_state=\"ok\"}) == 3",
+    "count(hw_gpu_sm_activity_ratio{job=\"pipeline-example\", hw_gpu_mig_id!=\"\"}) == 2",
+    "pipetel_gpu_process_utilization_ratio{job=\"pipeline-example\", hw_gpu_task=\"general\"}",
+    "count(pipeline_stage_gpu_idle_seconds_total{job=\"pipeline-example\"}) == 3",
+    "count(pipeline_stage_gpu_sm_active_ratio{job=\"pipeline-example\"}) == 3",
     "span_duration_seconds_count{job=\"pipeline-example\", span_name=\"pipeline.stage\", status=\"error\"}",
     "rate(service_tasks_completed_total{job=\"inference-service\"}[1m]) > 0",
     "rate(function_calls_total{job=\"pipeline-example\"}[1m]) > 0",
@@ -614,9 +632,28 @@ fn every_dashboard_query(store: &str) -> (Vec<String>, usize, Vec<String>) {
         assert!(!targets.is_empty(), "{name}: no targets");
         let mut best = None;
         let ok = search(store, &vars, &targets, &mut BTreeMap::new(), &mut best);
-        let (values, errs, _) = best.expect("one assignment evaluated");
+        let (values, errs, complete) = best.expect("one assignment evaluated");
+        let mut own_values = Vec::new();
         if !ok {
-            failures.extend(errs.iter().map(|e| format!("{name} with {values:?}: {e}")));
+            // The panels without data under that assignment: each must have data under real
+            // values of its own (a MIG panel on a GPU in MIG mode, device utilisation on another).
+            let failing: Vec<&Target> = targets
+                .iter()
+                .filter(|t| !complete || !evaluate(store, std::slice::from_ref(*t), &values).is_empty())
+                .collect();
+            if failing.is_empty() {
+                failures.extend(errs.iter().map(|e| format!("{name} with {values:?}: {e}")));
+            }
+            for t in failing {
+                let mut own = None;
+                let found = search(store, &vars, std::slice::from_ref(t), &mut BTreeMap::new(), &mut own);
+                let (v, errs, _) = own.expect("one assignment evaluated");
+                if found {
+                    own_values.push(format!("{} / {} with {v:?}", t.panel, t.ref_id));
+                } else {
+                    failures.extend(errs.iter().map(|e| format!("{name} with {v:?}: {e}")));
+                }
+            }
         }
         let all: BTreeMap<String, String> = vars
             .iter()
@@ -625,6 +662,7 @@ fn every_dashboard_query(store: &str) -> (Vec<String>, usize, Vec<String>) {
         failures.extend(evaluate(store, &targets, &all).into_iter().map(|e| format!("{name} with All: {e}")));
         checked += 2 * targets.len() + vars.len();
         per_dashboard.push(format!("{name}: {} queries, {} variables, values {values:?}", targets.len(), vars.len()));
+        per_dashboard.extend(own_values.iter().map(|o| format!("  {name}: {o}")));
     }
     (failures, checked, per_dashboard)
 }

@@ -220,11 +220,10 @@ fn variable_references_are_found() {
 }
 
 /// Metrics of the docs' tables that no panel shows, and why.
-const NOT_ON_A_DASHBOARD: [&str; 3] = [
-    // Opt-in (PIPETEL_GPU_PCIE_THROUGHPUT / PIPETEL_GPU_PROCESS_MEMORY): a panel would show "No
-    // data" for everyone who did not opt in.
+const NOT_ON_A_DASHBOARD: [&str; 2] = [
+    // Opt-in before Hopper (PIPETEL_GPU_PCIE_THROUGHPUT): a panel would show "No data" for
+    // everyone on older GPUs who did not opt in.
     "hw_gpu_pcie_throughput_bytes_per_second",
-    "pipetel_gpu_process_memory_usage_bytes",
     // Only with `output_size = ...` on #[pipetel::measure]; no example measures it.
     "function_output_size_bytes",
 ];
