@@ -71,6 +71,26 @@ pub(crate) fn emit_worker_row(stat: &WorkerStat, extra: Extra, span: Option<&Spa
     rt.sink.worker(rt.ns.worker, stat, extra, span);
 }
 
+/// Writes a stage's or shard's end on its span: the row's fields (and `extra`) as attributes,
+/// and its status: an error with the reason when it failed (span-derived metrics count it).
+pub(crate) fn close_span(
+    span: &tracing::Span,
+    fields: Vec<(String, opentelemetry::Value)>,
+    extra: &Extra,
+    reason: Option<&str>,
+) {
+    for (k, v) in fields.into_iter().chain(extra.iter().cloned()) {
+        span.set_attribute(k, v);
+    }
+    span.set_status(match reason {
+        Some(r) => Status::error(r.to_string()),
+        None => Status::Ok,
+    });
+    if let Some(r) = reason {
+        span.record("error", r);
+    }
+}
+
 /// Ends a running shard: its state, its span's attributes and status, its end row (under the
 /// span lock, which the sampler holds from its "still running?" check to its sample row).
 /// `None` when it had already ended.
@@ -90,16 +110,7 @@ pub(crate) fn end_shard(
         return None;
     }
     let extra = end_extra(inner, &row);
-    for (k, v) in worker_fields(inner.stage.worker_namespace, &row).into_iter().chain(extra.iter().cloned()) {
-        span.set_attribute(k, v);
-    }
-    span.set_status(match &row.reason {
-        Some(r) => Status::error(r.clone()),
-        None => Status::Ok,
-    });
-    if let Some(r) = &row.reason {
-        span.record("error", r.as_str());
-    }
+    close_span(span, worker_fields(inner.stage.worker_namespace, &row), &extra, row.reason.as_deref());
     emit_worker_row(&row, extra, crate::sampling::span_context(span).as_ref());
     *emission = None;
     *crate::sync::lock(&inner.end_row) = Some(row.clone());

@@ -5,15 +5,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use opentelemetry::propagation::TextMapPropagator;
-use opentelemetry::trace::{Status, TraceContextExt as _};
-use tracing_opentelemetry::OpenTelemetrySpanExt;
+use opentelemetry::trace::TraceContextExt as _;
 
 use super::answers::StageAnswers;
 use super::findings::{stage_answers, stage_extra};
 use super::keys::CounterKey;
 use super::remote::{self, RemoteIngested, RemoteReportError};
 use super::row::{stage_fields, StageStat, StageStatus};
-use super::runtime::{answer_settings, emit_stage_row, namespaces, retention};
+use super::runtime::{answer_settings, close_span, emit_stage_row, namespaces, retention};
 use super::shard::{Parent, ShardBuilder};
 use super::table::{end_state, stage_meta, table, StageInner};
 use crate::sampling::span_context;
@@ -269,17 +268,7 @@ impl Stage {
         }
         if let Parent::Local(span) = &self.parent {
             let extra = stage_extra(&self.answers());
-            for (k, v) in stage_fields(self.inner.meta.namespace, &row).into_iter().chain(extra.iter().cloned()) {
-                span.set_attribute(k, v);
-            }
-            span.set_status(match &row.reason {
-                Some(r) => Status::error(r.clone()),
-                None => Status::Ok,
-            });
-            if let Some(r) = &row.reason {
-                // Span-derived metrics count the span as an error.
-                span.record("error", r.as_str());
-            }
+            close_span(span, stage_fields(self.inner.meta.namespace, &row), &extra, row.reason.as_deref());
             let sc = span_context(span);
             emit_stage_row(&row, extra, sc.as_ref());
         }
