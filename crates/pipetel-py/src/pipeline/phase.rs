@@ -43,7 +43,7 @@ fn enter(shard: &Running<Shard>, name: &Bound<'_, PyString>) -> PyResult<Option<
 /// `shard.phase(name)`: a phase of a running shard. `with` it, and the shard's time in the block
 /// counts in the phase (a phase entered inside another pauses the outer one); call it on a
 /// function (`@shard.phase("decode")`) and each call of the function runs inside the phase.
-/// One object per shard and name ([`PhaseCache`]), entered any number of times, nested too.
+/// One object per shard and name (the shard's phase cache), entered any number of times, nested too.
 #[pyclass(module = "pipetel.pipeline", name = "Phase", frozen)]
 pub struct PyPhase {
     shard: Arc<Running<Shard>>,
