@@ -229,6 +229,8 @@ def test_zephyr_example_reaches_the_collector_and_prometheus(collector, promethe
         **peers.both_ways_env(collector, prometheus),
         "OTEL_SERVICE_NAME": "zephyr-coordinator",
         "PIPETEL_ROWS_FILE": str(tmp_path / "rows.jsonl"),
+        # The shards' worker series after their end rows (by default only running shards have one).
+        "PIPETEL_SHARD_METRICS": "all",
     }
     proc = peers.spawn_example("zephyr_stats", env, args=["--hold"])
     try:
