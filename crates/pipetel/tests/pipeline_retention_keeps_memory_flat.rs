@@ -33,7 +33,9 @@ fn ten_thousand_short_stages_keep_memory_flat() {
     }
     assert!(pipetel::testing::exported_stage_count() <= 1, "finished stages were not dropped");
     let (first, last) = (sizes[1], sizes[9]);
-    assert!(first < 64 * 1024, "finished runs are still exported: {first} bytes");
+    // Per stage name (not per run) the page keeps the run and shard-duration histograms: ten names'
+    // worth, well under this bound; every run's series would be megabytes.
+    assert!(first < 128 * 1024, "finished runs are still exported: {first} bytes");
     assert!(last <= first + 1024, "the exposition grew from {first} to {last} bytes: {sizes:?}");
     if cfg!(target_os = "linux") {
         let growth = rss[9].saturating_sub(rss[1]);

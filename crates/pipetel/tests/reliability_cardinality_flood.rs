@@ -61,6 +61,8 @@ fn flood() {
         pipetel::Config::default()
             .with_prometheus_port(0)
             .with_cardinality_limit(LIMIT)
+            // Every shard keeps its worker series, so the stage's 1,500 shards pass the limit.
+            .with_shard_metrics(pipetel::config::ShardMetrics::All)
             .with_console_log(true)
             .with_log_filter("warn"),
     )

@@ -184,7 +184,12 @@ fn totals(samples: &[Sample]) -> (Option<f64>, BTreeMap<u32, f64>) {
 #[test]
 fn scrapes_during_heavy_recording_are_complete_monotone_and_exact() {
     let telemetry = pipetel::init(
-        pipetel::Config::default().with_prometheus_host("127.0.0.1").with_prometheus_port(0).with_console_log(false),
+        pipetel::Config::default()
+            .with_prometheus_host("127.0.0.1")
+            .with_prometheus_port(0)
+            .with_console_log(false)
+            // The shards' exported totals are read after they ended.
+            .with_shard_metrics(pipetel::config::ShardMetrics::All),
     )
     .expect("init");
     let addr = telemetry.prometheus_addr().expect("the pull endpoint listens");

@@ -23,6 +23,8 @@ pub fn rows_config(service: &str, rows_file: &Path) -> pipetel::Config {
         .with_rows_file(rows_file)
         .with_prometheus_port(0)
         .with_console_log(false)
+        // Ended shards keep their worker series: these tests read them after the end rows.
+        .with_shard_metrics(pipetel::config::ShardMetrics::All)
 }
 
 /// Every row of a rows file, in order.
