@@ -145,7 +145,7 @@ fn without_volatile(mut r: BTreeMap<String, Value>) -> BTreeMap<String, Value> {
                     | "pipeline.unphased.seconds"
                     | "pipeline.off_cpu.seconds"
             );
-        !answer && !(worker && k == "pipeline.elapsed_seconds")
+        !(answer || worker && k == "pipeline.elapsed_seconds")
     });
     r
 }
