@@ -72,7 +72,9 @@ fn hostile_label_values_round_trip_through_prometheus_promtool_and_python() {
             .with_service_name("bad-input")
             .with_prometheus_host("127.0.0.1")
             .with_prometheus_port(0)
-            .with_console_log(false),
+            .with_console_log(false)
+            // The hostile stage names reach worker series of ended shards too.
+            .with_shard_metrics(pipetel::config::ShardMetrics::All),
     )
     .expect("init");
     let addr = telemetry.prometheus_addr().expect("pull endpoint");

@@ -147,7 +147,7 @@ impl Watch {
 
 static RULES: RwLock<Option<AnswerSettings>> = RwLock::new(None);
 
-/// Installs the rules `init` resolved (`None` on shutdown: the defaults again).
+/// Installs the rules `init` resolved (`None`: the defaults).
 pub(crate) fn set_rules(rules: Option<AnswerSettings>) {
     *crate::sync::write(&RULES) = rules;
 }
