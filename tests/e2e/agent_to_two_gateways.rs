@@ -165,7 +165,7 @@ fn spans_stay_together_per_trace_and_totals_are_exact() {
         (rows_missing(&run.rows, &all) == 0).then_some(logs)
     });
     let all: Vec<LogRecord> = logs.values().flatten().cloned().collect();
-    assert_rows_arrived(&run.rows, &all, &["pipetel.gateway"]);
+    assert_rows_arrived(&run.rows, &all, &["pipetel.gateway", "host.name"]);
     for (gateway, records) in &logs {
         for r in records.iter().filter(|r| r.event_name.starts_with("pipeline.")) {
             assert_eq!(r.attributes.get("pipetel.gateway").and_then(|v| v.as_str()), Some(*gateway), "{r:?}");

@@ -3,7 +3,8 @@
 //! running `otel-collector/gateway-stores.yaml`, which writes metrics to VictoriaMetrics (remote
 //! write), rows to VictoriaLogs (OTLP logs) and traces to Jaeger v2 (OTLP). Asserted on what the
 //! stores answer: the stage and worker totals in PromQL equal what the example printed; every
-//! row the example kept locally is in VictoriaLogs once, with every field and the stream fields;
+//! row the example kept locally is in VictoriaLogs once, with every field and the stream fields
+//! (the host being the agent's node name, from the record's resource);
 //! each row's trace id resolves in Jaeger to a trace holding the row's span; and
 //! `pipetel rows --url` on VictoriaLogs prints, in every view and with filters, what
 //! `pipetel rows` prints on the same rows in a local store.
@@ -22,6 +23,10 @@ use crate::support::{free_port, turn, wait_for, Otelcol, PipelineRun};
 /// Shards per stage of the example run.
 const SHARDS: u32 = 4;
 
+/// The node name the agent puts on every resource (`host.name` from its `NODE_NAME`): a row's
+/// `host.name` travels on its record's resource, so the store holds the node's name.
+const NODE: &str = "node-1";
+
 /// Whether a VictoriaLogs entry carries `row`: the same stream (`event_name`), span, time to
 /// the millisecond and every field with an equal value (VictoriaLogs keeps every value as text:
 /// numbers are compared as numbers).
@@ -30,6 +35,12 @@ fn entry_holds_row(entry: &Map<String, Value>, row: &Row) -> Result<(), String> 
     for (key, value) in row {
         let stored = match key.as_str() {
             "event" => text("event_name"),
+            "host.name" => {
+                if text(key) != Some(NODE) {
+                    return Err(format!("{key}: stored {:?}, the agent's node name is {NODE}", text(key)));
+                }
+                continue;
+            }
             "timestamp_ms" => {
                 // `_time` has nanoseconds; the local row keeps the milliseconds, truncated.
                 let ms = text("_time").and_then(rfc3339_ms);
@@ -77,7 +88,7 @@ fn agent_gateway_and_the_three_stores_hold_the_run() {
     let agent = Otelcol::shipped("agent", "agent.yaml")
         .env("OTELCOL_GATEWAY_HOSTNAME", gateway.host.clone())
         .env("OTELCOL_GATEWAY_PORT", gateway.grpc_port.to_string())
-        .env("NODE_NAME", "node-1")
+        .env("NODE_NAME", NODE)
         .start();
 
     let run =
@@ -153,7 +164,11 @@ fn json_rows_equal(got: &[String], want: &[String], args: &[&str]) {
         };
         let mut r = remote.swap_remove(i);
         // The store keeps the resource's host and pid on every row; a local row names them on
-        // its start row only.
+        // its start row only. The host is the agent's node name there.
+        let mut local = local;
+        if local.contains_key("host.name") {
+            local.insert("host.name".into(), NODE.into());
+        }
         for resource in ["host.name", "process.pid"] {
             if !local.contains_key(resource) && r.remove(resource).is_none() {
                 differences.push(format!("no {resource} in the remote row {r:?}"));

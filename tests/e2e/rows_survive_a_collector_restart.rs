@@ -171,7 +171,7 @@ fn gateway_rows_survive_a_sigkill_while_loki_is_down() {
 
 #[test]
 fn agent_rows_survive_a_sigkill_while_the_gateways_are_down() {
-    rows_survive("agent.yaml", Downstream::Gateways, &[]);
+    rows_survive("agent.yaml", Downstream::Gateways, &["host.name"]);
 }
 
 #[test]

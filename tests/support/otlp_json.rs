@@ -214,10 +214,15 @@ pub const WORKER_ROW_FIELDS: &[&str] = &[
     "pipeline.memory.peak_bytes",
 ];
 
+/// Row fields a log record leaves to its resource (`crates/pipetel-core/src/pipeline/sink.rs`).
+pub const ON_THE_RESOURCE: [&str; 2] = [pipetel_rows::fields::HOST_NAME, pipetel_rows::fields::PROCESS_PID];
+
 /// Asserts every row arrived as a log record with its event name, trace and span ids, and every
 /// field with the same value and no `pipeline.*` attribute the row lacks; that the stage and
 /// worker rows carry the fields of `docs/src/stages.md`, and that the failure reason and counters travel too.
-/// `extra` lists attributes a collector may add (`pipetel.gateway`).
+/// `extra` lists attributes a collector may add (`pipetel.gateway`) or set on the resource
+/// (`host.name`, an agent's node name); a row's `host.name` and `process.pid` are on the record's
+/// resource, not repeated on the record.
 pub fn assert_rows_arrived(rows: &[Row], logs: &[LogRecord], extra: &[&str]) {
     assert!(!rows.is_empty(), "the rows file is empty");
     for row in rows {
@@ -229,6 +234,14 @@ pub fn assert_rows_arrived(rows: &[Row], logs: &[LogRecord], extra: &[&str]) {
         let trace = row.get("trace_id").and_then(Value::as_str).unwrap_or_default();
         assert_eq!(record.trace_id, trace, "trace id of {row:?}");
         for (k, v) in row_fields(row) {
+            if ON_THE_RESOURCE.contains(&k.as_str()) {
+                // The record leaves these to its resource, which holds the row's value unless a
+                // collector set its own (an agent's `host.name`, listed in `extra`).
+                assert!(!record.attributes.contains_key(k), "{k} repeated on the log record of {row:?}");
+                let got = record.resource.get(k).unwrap_or_else(|| panic!("{k} missing in the resource of {row:?}"));
+                assert!(same(got, v) || extra.contains(&k.as_str()), "{k}: resource has {got}, row has {v} ({row:?})");
+                continue;
+            }
             let got = record.attributes.get(k).unwrap_or_else(|| panic!("{k} missing in {record:#?} for {row:?}"));
             assert!(same(got, v), "{k}: log record has {got}, row has {v} ({row:?})");
         }

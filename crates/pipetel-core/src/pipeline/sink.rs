@@ -1,7 +1,7 @@
 //! Rows out: each row as an OTel log record (event name = namespace, attributes = the row's
-//! fields, trace and span ids) and as one JSON line in the rows store (the local default store,
-//! or the configured rows file). A store that cannot be written never fails the caller: one
-//! warning, and the row is counted in `pipeline.rows.lost`.
+//! fields but the two its resource carries, trace and span ids) and as one JSON line in the rows
+//! store (the local default store, or the configured rows file). A store that cannot be written
+//! never fails the caller: one warning, and the row is counted in `pipeline.rows.lost`.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,6 +15,13 @@ use opentelemetry_sdk::logs::SdkLogger;
 use pipetel_rows::{Rotation, StoreWriter};
 
 use super::row::{stage_fields, worker_fields, Extra, StageStat, StageStatus, WorkerStat, WorkerStatus};
+
+/// Row fields a log record leaves to its resource: `host.name` and `process.pid` are resource
+/// attributes in OpenTelemetry (`pipetel::init`'s resource carries both). Repeated on a record,
+/// they would collide with the resource's in a log store that flattens both into one set of
+/// fields: a collector that names the node (`host.name` from the agent's `NODE_NAME`) left the
+/// store holding either value. The rows store keeps them on the row, where no resource is.
+const ON_THE_RESOURCE: [&str; 2] = [pipetel_rows::fields::HOST_NAME, pipetel_rows::fields::PROCESS_PID];
 
 /// Rows that did not reach the rows store (exported as `pipeline.rows.lost`).
 static LOST: AtomicU64 = AtomicU64::new(0);
@@ -176,7 +183,12 @@ impl RowSink {
                 _ => "INFO",
             });
             rec.set_body(AnyValue::from(body));
-            rec.add_attributes(fields.iter().map(|(k, v)| (Key::from(k.clone()), any(v))));
+            rec.add_attributes(
+                fields
+                    .iter()
+                    .filter(|(k, _)| !ON_THE_RESOURCE.contains(&k.as_str()))
+                    .map(|(k, v)| (Key::from(k.clone()), any(v))),
+            );
             if let Some(sc) = span {
                 rec.set_trace_context(sc.trace_id(), sc.span_id(), Some(sc.trace_flags()));
             }
