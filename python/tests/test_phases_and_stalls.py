@@ -10,6 +10,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any, Dict, List, Tuple
 
 import pytest
@@ -207,4 +208,44 @@ def test_phase_names_are_checked_and_a_phase_object_nests():
     # A phase of an ended shard counts nothing and raises nothing.
     with shard.phase("io"):
         assert shard.current_phase is None
+    stage.finish()
+
+
+def test_phase_objects_nested_deeper_than_their_packed_stack_unwind_in_order():
+    stage = pipetel.stage("deep", shards=1)
+    shard = stage.shard(0)
+    io, decode = shard.phase("io"), shard.phase("decode")
+
+    def nest(depth, outer):
+        if depth == 0:
+            return
+        phase = io if depth % 2 else decode
+        with phase:
+            assert shard.current_phase == phase.name
+            nest(depth - 1, phase.name)
+            assert shard.current_phase == phase.name
+        assert shard.current_phase == outer
+
+    # Each object entered 20 times inside itself: past the 15 previous phases packed in place.
+    nest(40, None)
+    # An exit with no block open changes nothing.
+    io.__exit__(None, None, None)
+    assert shard.current_phase is None
+    with pytest.raises(ZeroDivisionError):
+        with decode:
+            1 / 0
+    assert shard.current_phase is None
+    shard.finish()
+    before = stage.answers()["phases"]
+    assert set(before) == {"io", "decode"}, before
+    # After the end: a known name, a new name and a decorated function count nothing.
+    with io, shard.phase("late"):
+        time.sleep(0.02)
+
+    @shard.phase("later")
+    def late():
+        time.sleep(0.02)
+
+    late()
+    assert stage.answers()["phases"] == before
     stage.finish()

@@ -2,16 +2,19 @@
 //! and a stage's answers (`stage.answers()`) as a dict.
 //!
 //! `with shard.phase(name):` is on the hot path of a pipeline's inner loop, so a shard keeps one
-//! phase object per name (found by the name object's identity), holding the name as the Python
-//! string it was given: a block allocates nothing and costs two short lock holds, one read lock,
-//! the core's slot lookup and two clock reads.
+//! phase object per name (found by the name object's identity, without a lock), holding the name
+//! as the Python string it was given and the core's handle of the phase (its slot looked up
+//! once): a block allocates nothing, takes no lock and costs the core's two switches (a clock
+//! read and three relaxed atomics each) and a push and a pop on the object's stack of
+//! previous phases, packed in one integer.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use pipetel::pipeline::answers::{Distribution, StageAnswers};
 use pipetel::pipeline::phase::{check_phase_name, MAX_PHASES};
 use pipetel::pipeline::store::fields::QUANTILES;
-use pipetel::pipeline::{OwnedPhase, Shard};
+use pipetel::pipeline::{PhaseHandle, PreviousPhase, Shard};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -33,11 +36,57 @@ fn quoted(name: &Bound<'_, PyString>) -> String {
     name.repr().map(|r| r.to_string()).unwrap_or_default()
 }
 
-/// Enters phase `name` of `shard`: `None` once the shard has ended (a phase of an ended shard
-/// counts nothing, as in Rust).
-fn enter(shard: &Running<Shard>, name: &Bound<'_, PyString>) -> PyResult<Option<OwnedPhase>> {
+/// The core's handle of phase `name` (checked) of `shard`: `None` once the shard has ended (a
+/// phase of an ended shard counts nothing, as in Rust).
+fn handle(shard: &Running<Shard>, name: &Bound<'_, PyString>) -> PyResult<Option<PhaseHandle>> {
     let name = name.to_str()?;
-    Ok(shard.with(|s| guard(|| Ok(s.phase_owned(name)))).ok())
+    Ok(shard.with(|s| guard(|| Ok(s.phase_handle(name).ok()))).ok().flatten())
+}
+
+// A previous phase takes four bits of `Entered::packed`.
+const _: () = assert!(MAX_PHASES < 16);
+
+/// The phases a phase object's open blocks go back to, innermost last: up to 15 packed four
+/// bits each above a marker bit (1: none), deeper ones in a vector. The interpreter holds the
+/// GIL through `__enter__` and `__exit__`, so a plain load and store cannot race.
+struct Entered {
+    packed: AtomicU64,
+    deeper: Mutex<Vec<PreviousPhase>>,
+}
+
+impl Entered {
+    const NONE: u64 = 1;
+    /// The marker bit's place once 15 phases are packed.
+    const FULL: u32 = 60;
+
+    fn new() -> Self {
+        Entered { packed: AtomicU64::new(Self::NONE), deeper: Mutex::new(Vec::new()) }
+    }
+
+    fn push(&self, previous: PreviousPhase) {
+        let packed = self.packed.load(Ordering::Relaxed);
+        if packed >> Self::FULL == 0 {
+            self.packed.store((packed << 4) | u64::from(previous.to_bits()), Ordering::Relaxed);
+        } else {
+            self.deeper.lock().unwrap_or_else(PoisonError::into_inner).push(previous);
+        }
+    }
+
+    /// The innermost open block's previous phase (`None` when no block is open).
+    fn pop(&self) -> Option<PreviousPhase> {
+        let packed = self.packed.load(Ordering::Relaxed);
+        if packed >> Self::FULL != 0 {
+            if let Some(previous) = self.deeper.lock().unwrap_or_else(PoisonError::into_inner).pop() {
+                return Some(previous);
+            }
+        }
+        if packed == Self::NONE {
+            return None;
+        }
+        self.packed.store(packed >> 4, Ordering::Relaxed);
+        // Four bits are at most 15 = MAX_PHASES: always a phase.
+        PreviousPhase::from_bits((packed & 0xf) as u8)
+    }
 }
 
 /// `shard.phase(name)`: a phase of a running shard. `with` it, and the shard's time in the block
@@ -46,28 +95,28 @@ fn enter(shard: &Running<Shard>, name: &Bound<'_, PyString>) -> PyResult<Option<
 /// One object per shard and name (the shard's phase cache), entered any number of times, nested too.
 #[pyclass(module = "pipetel.pipeline", name = "Phase", frozen)]
 pub struct PyPhase {
-    shard: Arc<Running<Shard>>,
+    /// `None`: made after the shard ended (its blocks count nothing).
+    handle: Option<PhaseHandle>,
     index: u32,
     name: Py<PyString>,
-    /// The core's guards of the blocks entered, innermost last (`None`: entered after the
-    /// shard ended).
-    entered: Mutex<Vec<Option<OwnedPhase>>>,
+    entered: Entered,
 }
 
 #[pymethods]
 impl PyPhase {
-    fn __enter__(slf: &Bound<'_, Self>) -> PyResult<Py<Self>> {
+    fn __enter__(slf: &Bound<'_, Self>) -> Py<Self> {
         let this = slf.get();
-        let guard = enter(&this.shard, this.name.bind(slf.py()))?;
-        this.entered.lock().unwrap_or_else(PoisonError::into_inner).push(guard);
-        Ok(slf.clone().unbind())
+        if let Some(handle) = &this.handle {
+            this.entered.push(handle.enter_unguarded());
+        }
+        slf.clone().unbind()
     }
 
     /// Leaves the phase (an exception leaving the block goes on).
     fn __exit__(&self, _exc_type: &Bound<'_, PyAny>, _exc: &Bound<'_, PyAny>, _traceback: &Bound<'_, PyAny>) -> bool {
-        // Dropping the core's guard switches the shard back to the phase it was in.
-        let left = self.entered.lock().unwrap_or_else(PoisonError::into_inner).pop();
-        drop(left);
+        if let (Some(handle), Some(previous)) = (&self.handle, self.entered.pop()) {
+            handle.leave(previous);
+        }
         false
     }
 
@@ -94,7 +143,7 @@ impl PyPhase {
         }
         let wrapper = Py::new(
             py,
-            PyPhaseFunction { shard: self.shard.clone(), name: self.name.clone_ref(py), func: func.clone().unbind() },
+            PyPhaseFunction { handle: self.handle.clone(), name: self.name.clone_ref(py), func: func.clone().unbind() },
         )?;
         py.import("functools")?.call_method1("update_wrapper", (&wrapper, func))?;
         Ok(wrapper.into_any())
@@ -111,11 +160,11 @@ impl PyPhase {
     }
 }
 
-/// A shard's phase objects, one per name: `shard.phase("decode")` in a loop allocates nothing
-/// after the first time (the name is found by identity first: a literal is the same object at
-/// every call).
+/// A shard's phase objects, one per name, in a fixed row of cells read without a lock:
+/// `shard.phase("decode")` in a loop allocates nothing after the first time (the name is found
+/// by identity first: a literal is the same object at every call).
 #[derive(Default)]
-pub(super) struct PhaseCache(Mutex<Vec<Py<PyPhase>>>);
+pub(super) struct PhaseCache([OnceLock<Py<PyPhase>>; MAX_PHASES + 1]);
 
 impl PhaseCache {
     /// The phase object of `name` (checked, `ValueError` naming it) for shard `index`.
@@ -126,20 +175,27 @@ impl PhaseCache {
         name: &Bound<'_, PyAny>,
     ) -> PyResult<Py<PyPhase>> {
         let py = name.py();
-        let mut phases = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(p) = phases.iter().find(|p| p.get().name.as_ptr() == name.as_ptr()) {
+        let cached = || self.0.iter().map_while(OnceLock::get);
+        if let Some(p) = cached().find(|p| p.get().name.as_ptr() == name.as_ptr()) {
             return Ok(p.clone_ref(py));
         }
         let name = checked_name(name)?;
         let text = name.to_str()?;
-        if let Some(p) = phases.iter().find(|p| p.get().name.bind(py).to_str().is_ok_and(|t| t == text)) {
+        let same_text = |p: &&Py<PyPhase>| p.get().name.bind(py).to_str().is_ok_and(|t| t == text);
+        if let Some(p) = cached().find(same_text) {
             return Ok(p.clone_ref(py));
         }
         let phase =
-            Py::new(py, PyPhase { shard: shard.clone(), index, name: name.unbind(), entered: Mutex::new(Vec::new()) })?;
+            PyPhase { handle: handle(shard, &name)?, index, name: name.clone().unbind(), entered: Entered::new() };
+        let phase = Py::new(py, phase)?;
         // A shard holds at most MAX_PHASES names (more count outside any phase): keep as many.
-        if phases.len() <= MAX_PHASES {
-            phases.push(phase.clone_ref(py));
+        // Another thread may have cached the same name meanwhile (making the object can run
+        // Python code, which can let it run): the first one cached wins.
+        for cell in &self.0 {
+            let kept = cell.get_or_init(|| phase.clone_ref(py));
+            if kept.as_ptr() == phase.as_ptr() || same_text(&kept) {
+                return Ok(kept.clone_ref(py));
+            }
         }
         Ok(phase)
     }
@@ -148,7 +204,8 @@ impl PhaseCache {
 /// A function wrapped by `@shard.phase(name)`: each call runs inside the phase.
 #[pyclass(module = "pipetel.pipeline", name = "PhaseFunction", frozen, dict)]
 pub struct PyPhaseFunction {
-    shard: Arc<Running<Shard>>,
+    /// `None`: made after the shard ended (its calls count nothing).
+    handle: Option<PhaseHandle>,
     name: Py<PyString>,
     func: Py<PyAny>,
 }
@@ -162,7 +219,7 @@ impl PyPhaseFunction {
         args: &Bound<'_, PyTuple>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Py<PyAny>> {
-        let _phase = enter(&self.shard, self.name.bind(py))?;
+        let _phase = self.handle.as_ref().map(PhaseHandle::enter);
         Ok(self.func.bind(py).call(args, kwargs)?.unbind())
     }
 
