@@ -12,7 +12,9 @@
 //! `--report-record-latency` (time every `shard.record` call and print the longest, and the peak
 //! resident memory, at the end), `--slow-shard STAGE:SHARD:FACTOR` (that shard runs FACTOR times
 //! as long: a straggler), `--stall-shard STAGE:SHARD:SECONDS` (that shard stops moving for
-//! SECONDS halfway through, blocked in `wait.input`: a stall). Shards split their time into the
+//! SECONDS halfway through, blocked in `wait.input`: a stall), `--batches N` (fixed work: each
+//! shard runs N batches of a fixed number of operations, for comparing runs by CPU time, as the
+//! profiler's overhead check does). Shards split their time into the
 //! phases `io` (reading a batch), `decode` (the work) and `wait.output` (handing it on). Every `pipetel::Config` variable applies (`PIPETEL_SAMPLE_INTERVAL=1000` for a sample per
 //! second, `PIPETEL_ROWS_FILE=rows.jsonl` to keep the rows, `OTEL_EXPORTER_OTLP_ENDPOINT` to push).
 
@@ -40,6 +42,9 @@ struct Args {
     slow: Vec<(String, u32, f64)>,
     /// (stage, shard, seconds): a shard that stops moving that long halfway through.
     stall: Vec<(String, u32, f64)>,
+    /// Fixed work: each shard runs this many batches of a fixed number of operations, whatever
+    /// the time it takes (for comparing runs by their CPU time).
+    batches: Option<u64>,
 }
 
 /// A planted straggler or stall, `STAGE:SHARD:NUMBER`.
@@ -93,6 +98,13 @@ fn parse_args() -> Args {
                 .help("Plant a straggler: that shard runs FACTOR times as long (repeatable)"),
         )
         .arg(
+            clap::Arg::new("batches")
+                .long("batches")
+                .value_name("N")
+                .value_parser(value_parser!(u64))
+                .help("Fixed work instead of --seconds: each shard runs N batches of a fixed number of operations"),
+        )
+        .arg(
             clap::Arg::new("stall-shard")
                 .long("stall-shard")
                 .value_name("STAGE:SHARD:SECONDS")
@@ -111,6 +123,7 @@ fn parse_args() -> Args {
         report_record_latency: m.get_flag("report-record-latency"),
         slow: list("slow-shard"),
         stall: list("stall-shard"),
+        batches: m.get_one("batches").copied(),
     }
 }
 
@@ -138,6 +151,7 @@ fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                             (started + Duration::from_secs(args.seconds) / 2, Duration::from_secs_f64(secs))
                         }),
                         timed: args.report_record_latency,
+                        batches: args.batches,
                     };
                     s.spawn(move || run_shard(stage, stage_no, i, &plan, retries))
                 })
@@ -176,6 +190,8 @@ struct Plan {
     deadline: Instant,
     stall: Option<(Instant, Duration)>,
     timed: bool,
+    /// Fixed work: this many batches (`--batches`), each a fixed number of operations.
+    batches: Option<u64>,
 }
 
 /// Runs one shard until its deadline; false when it failed. Its span feeds the span-derived
@@ -188,7 +204,7 @@ fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, plan: &Plan, r
     let _entered = span.enter();
     let mut batch = 0u64;
     let mut stall = plan.stall;
-    while Instant::now() < plan.deadline {
+    while plan.batches.map_or(Instant::now() < plan.deadline, |n| batch < n) {
         if (stage_no, index) == FAILING && batch == 10 {
             shard.fail("synthetic failure: corrupt input batch 10");
             return false;
@@ -206,7 +222,7 @@ fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, plan: &Plan, r
         }
         {
             let _decode = shard.phase("decode");
-            process(stage_no, index, batch);
+            process(stage_no, index, batch, plan.batches.is_some());
         }
         let timed = plan.timed;
         if timed {
@@ -235,18 +251,54 @@ fn run_shard(stage: &pipetel::Stage, stage_no: usize, index: u32, plan: &Plan, r
     true
 }
 
-/// Synthetic work: hashing for a few milliseconds, slower on higher shards (a straggler curve).
+/// Synthetic work: hashing for a few milliseconds, slower on higher shards (a straggler curve);
+/// with `fixed`, a fixed number of operations (about as long on this machine) instead.
 /// Measured: calls, errors, in-flight, duration and input size as metrics; its span is at debug
 /// level, so it is filtered out at the default `info` and costs only the metrics.
 #[pipetel::measure(level = "debug", skip_all, stage = "synthetic", input_size = BATCH_BYTES)]
-fn process(stage_no: usize, index: u32, batch: u64) {
-    let spin = Duration::from_micros(2_000 + 300 * u64::from(index));
-    let t = Instant::now();
-    let mut x = batch ^ (stage_no as u64);
-    while t.elapsed() < spin {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+fn process(stage_no: usize, index: u32, batch: u64, fixed: bool) {
+    let micros = 2_000 + 300 * u64::from(index);
+    let seed = batch ^ (stage_no as u64);
+    // Each stage's work in a function of its own, so profiles tell the stages apart.
+    let work = [fetch_batch, split_tokens, build_index][stage_no % STAGES.len()];
+    if fixed {
+        std::hint::black_box(work(seed, micros * 300));
+    } else {
+        let spin = Duration::from_micros(micros);
+        let t = Instant::now();
+        let mut x = seed;
+        while t.elapsed() < spin {
+            x = work(x, 64);
+        }
+        std::hint::black_box(x);
     }
-    std::hint::black_box(x);
+}
+
+/// The download stage's work (`rounds` hashing steps). The three differ in their constants,
+/// so the compiler keeps three functions.
+#[inline(never)]
+fn fetch_batch(seed: u64, rounds: u64) -> u64 {
+    hash_rounds(seed, rounds, 6364136223846793005)
+}
+
+/// The tokenize stage's work.
+#[inline(never)]
+fn split_tokens(seed: u64, rounds: u64) -> u64 {
+    hash_rounds(seed, rounds, 2862933555777941757)
+}
+
+/// The index stage's work.
+#[inline(never)]
+fn build_index(seed: u64, rounds: u64) -> u64 {
+    hash_rounds(seed, rounds, 3202034522624059733)
+}
+
+#[inline(always)]
+fn hash_rounds(mut x: u64, rounds: u64, multiplier: u64) -> u64 {
+    for _ in 0..rounds {
+        x = std::hint::black_box(x.wrapping_mul(multiplier).wrapping_add(1442695040888963407));
+    }
+    x
 }
 
 /// One line of a stage's answers: its shards' spread and skew, stragglers, stalls and where

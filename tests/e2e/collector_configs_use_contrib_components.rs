@@ -157,7 +157,10 @@ fn check_structure(file: &str) -> Value {
     assert!(!keys(pipelines).is_empty(), "{file}: no pipelines");
     let connectors = defined("connectors");
     for p in keys(pipelines) {
-        assert!(["traces", "metrics", "logs"].contains(&kind(&p)), "{file}: pipeline {p} of unknown signal");
+        assert!(
+            ["traces", "metrics", "logs", "profiles"].contains(&kind(&p)),
+            "{file}: pipeline {p} of unknown signal"
+        );
         let pipe = &pipelines[p.as_str()];
         for (role, section) in [("receivers", "receivers"), ("processors", "processors"), ("exporters", "exporters")] {
             let list = names(&pipe[role]);
@@ -306,6 +309,10 @@ fn compose_stack_mounts_existing_files_and_publishes_the_otlp_ports() {
         port(tempo["distributor"]["receivers"]["otlp"]["protocols"]["grpc"]["endpoint"].as_str().expect("grpc"));
     let config = load("config.yaml");
     assert_eq!(port(config["exporters"]["otlp/tempo"]["endpoint"].as_str().expect("tempo endpoint")), tempo_grpc);
+    // config.yaml takes profiles, which the collector does only with the profiles feature gate on.
+    assert!(config["service"]["pipelines"]["profiles"].is_mapping(), "config.yaml has a profiles pipeline");
+    let collector = names(&compose["services"]["otel-collector"]["command"]);
+    assert!(collector.contains(&"--feature-gates=service.profilesSupport".to_string()), "{collector:?}");
 }
 
 /// The collector release `otel-collector/builder-config.yaml` builds (the version of

@@ -36,10 +36,15 @@ pub fn shipped_config(file: &str) -> PathBuf {
     workspace_root().join("otel-collector").join(file)
 }
 
+/// The feature gates every collector here runs with, as the shipped configs ask (README.md,
+/// "Profiles"): `service.profilesSupport` lets a pipeline take the OTLP profiles signal (alpha in
+/// v0.161.0); a config without a profiles pipeline runs the same with it.
+pub const FEATURE_GATES: &str = "--feature-gates=service.profilesSupport";
+
 /// Runs `otelcol-pipetel validate --config <config>` with `env`; returns its exit code and output.
 pub fn validate(config: &Path, env: &[(&str, &str)]) -> (Option<i32>, String) {
     let mut cmd = Command::new(otelcol_binary());
-    cmd.arg("validate").arg("--config").arg(config).envs(env.iter().copied());
+    cmd.arg("validate").arg(FEATURE_GATES).arg("--config").arg(config).envs(env.iter().copied());
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     (out.status.code(), text)
@@ -156,13 +161,13 @@ impl OtelcolBuilder {
             None => Command::new(otelcol_binary()),
             Some(hosts) => {
                 let mut cmd = Command::new("unshare");
-                cmd.args(["-m", "sh", "-c", "mount --bind \"$1\" /etc/hosts && exec \"$2\" \"$3\" \"$4\"", "sh"])
-                    .arg(hosts)
-                    .arg(otelcol_binary());
+                // $3.. are the collector's arguments, added below.
+                let script = "mount --bind \"$1\" /etc/hosts && exec \"$2\" \"$3\" \"$4\" \"$5\"";
+                cmd.args(["-m", "sh", "-c", script, "sh"]).arg(hosts).arg(otelcol_binary());
                 cmd
             }
         };
-        cmd.arg("--config").arg(&self.config).envs(&env);
+        cmd.arg(FEATURE_GATES).arg("--config").arg(&self.config).envs(&env);
         let mut process = Process::spawn(&self.name, cmd);
         let health = format!("http://{}/", env["OTELCOL_HEALTH_CHECK_ENDPOINT"]);
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -3,8 +3,10 @@
 //! `pipetel rows` reads the local rows store the library writes by default (or any rows file):
 //! lists and filters rows, prints a stage summary or a per-shard timeline, and follows a live
 //! store across rotation. `pipetel top` shows the running stages and their slowest, straggling,
-//! stalled and lost shards live, from a rows store, the fleet's store or pull endpoints. See
-//! `pipetel rows --help` and `pipetel top --help`.
+//! stalled and lost shards live, from a rows store, the fleet's store or pull endpoints.
+//! `pipetel profile` shows which code the stages ran, from the profile store beside the rows
+//! store: the frames with the most self time, folded stacks or a flame graph. See
+//! `pipetel rows --help`, `pipetel top --help` and `pipetel profile --help`.
 
 // Every public item is documented (also set for the workspace; here it travels with the source).
 #![warn(missing_docs)]
@@ -13,6 +15,7 @@
 mod args;
 mod follow;
 mod lost;
+mod profile;
 mod read;
 mod remote;
 mod show;
@@ -27,7 +30,11 @@ fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     match args::parse(&argv) {
         Err(e) => {
-            let command = if argv.first().is_some_and(|c| c == "top") { "top" } else { "rows" };
+            let command = match argv.first().map(String::as_str) {
+                Some("top") => "top",
+                Some("profile") => "profile",
+                _ => "rows",
+            };
             eprintln!("pipetel: {}\n(see `pipetel {command} --help`)", show::safe(&e));
             ExitCode::from(2)
         }
@@ -39,6 +46,18 @@ fn main() -> ExitCode {
             println!("{}", args::top::USAGE);
             ExitCode::SUCCESS
         }
+        Ok(Command::ProfileHelp) => {
+            println!("{}", args::profile::USAGE);
+            ExitCode::SUCCESS
+        }
+        Ok(Command::Profile(a)) => match profile::run(&a, &mut io::stdout().lock(), &mut io::stderr()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("pipetel profile: {}", show::safe(&e.to_string()));
+                ExitCode::from(1)
+            }
+        },
         Ok(Command::Top(a)) => match top::run(&a) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

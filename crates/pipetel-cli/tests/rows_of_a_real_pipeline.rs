@@ -2,25 +2,17 @@
 //! dir + service name), listed, filtered, summarised, laid out as a timeline and passed through
 //! as JSON by the real binary.
 
+mod cli_support;
 mod rows_support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use rows_support::init_with_rows_dir;
 
+/// Runs `pipetel` with `args`: stdout, stderr and whether it succeeded.
 fn pipetel(args: &[&str]) -> (String, String, bool) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pipetel"))
-        .args(args)
-        .env_remove("PIPETEL_ROWS_FILE")
-        .env_remove("OTEL_SERVICE_NAME")
-        .output()
-        .expect("run pipetel");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.success(),
-    )
+    let (out, err, code) = cli_support::run(args);
+    (out, err, code == Some(0))
 }
 
 /// Runs a stage of three shards (one fails) and a second stage through the real pipeline into

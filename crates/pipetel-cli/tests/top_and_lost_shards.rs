@@ -3,6 +3,7 @@
 //! marked; and a store whose writer died, whose
 //! shard and stage `pipetel rows` and `pipetel top` both show lost with the last row's time.
 
+mod cli_support;
 mod rows_support;
 
 use std::path::Path;
@@ -14,18 +15,10 @@ use rows_support::init_with_rows_dir;
 const CHILD_DIR: &str = "PIPETEL_CLI_TOP_TEST_CHILD_DIR";
 const DYING: &str = "a_killed_writer_leaves_lost_shards_and_stages";
 
+/// Runs `pipetel` with `args`: stdout, stderr and whether it succeeded.
 fn pipetel(args: &[&str]) -> (String, String, bool) {
-    let out = Command::new(env!("CARGO_BIN_EXE_pipetel"))
-        .args(args)
-        .env_remove("PIPETEL_ROWS_FILE")
-        .env_remove("OTEL_SERVICE_NAME")
-        .output()
-        .expect("run pipetel");
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.success(),
-    )
+    let (out, err, code) = cli_support::run(args);
+    (out, err, code == Some(0))
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {

@@ -174,6 +174,8 @@ fn init(
     INITIALIZED.store(true, Ordering::SeqCst);
     let _ = INIT_ARGS.set(py, args.unbind());
     crate::notebook::show(py, notebook_progress);
+    // With `PIPETEL_PROFILE=cpu`: the Python stacks of the threads running shards.
+    crate::profile::start(py)?;
     if let Some(lp) = telemetry.logger_provider() {
         let _ = LOGGER.set(lp.logger(pipetel::SCOPE_NAME));
     }

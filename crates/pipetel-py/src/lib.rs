@@ -42,6 +42,7 @@ pub mod multiprocess;
 pub mod notebook;
 pub mod pipeline;
 mod plugged;
+mod profile;
 pub mod recorders;
 pub mod registry;
 pub mod rows;

@@ -118,6 +118,13 @@ pub const GPU_MEMORY_PEAK: &str = "pipeline.gpu.memory.peak_bytes";
 /// Energy attributed to the shard, joules.
 pub const GPU_ENERGY: &str = "pipeline.gpu.energy_joules";
 
+/// CPU samples the profiler took in the shard (end rows) or the stage's shards (stage rows), with
+/// `PIPETEL_PROFILE=cpu`; `pipetel profile` shows them.
+pub const PROFILE_SAMPLES: &str = "pipeline.profile.samples";
+/// The stage's top functions by self time with their share of its samples
+/// (`"tokenize 62.1%; parse 20.3%"`), with `PIPETEL_PROFILE=cpu`.
+pub const PROFILE_TOP: &str = "pipeline.profile.top";
+
 /// The name of phase field `key` (`pipeline.phase.<name>.seconds`), if it is one.
 pub fn phase_of(key: &str) -> Option<&str> {
     key.strip_prefix(PHASE_PREFIX)?.strip_suffix(PHASE_SUFFIX).filter(|n| !n.is_empty())
@@ -125,7 +132,7 @@ pub fn phase_of(key: &str) -> Option<&str> {
 
 /// The standard row fields whose values are text; every other standard field is a number
 /// (or, for [`SKEWED`], a boolean).
-pub const TEXT_FIELDS: [&str; 11] = [
+pub const TEXT_FIELDS: [&str; 12] = [
     NAMESPACE,
     STAGE_NAME,
     EXECUTION_ID,
@@ -137,6 +144,7 @@ pub const TEXT_FIELDS: [&str; 11] = [
     STACK,
     STRAGGLER_RULE,
     HOST_NAME,
+    PROFILE_TOP,
 ];
 
 /// The standard row fields whose values are floating point numbers; every other numeric

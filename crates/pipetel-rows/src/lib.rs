@@ -1,8 +1,8 @@
 //! The local rows store: where pipetel appends its stage and worker rows when nothing else is
-//! configured, and where the `pipetel rows` tool reads them. Both depend on this crate (std, and
-//! `rustix` for the directory-relative system calls on Unix) so the library and the tool agree
-//! on the path, the rotation, the locking and the line format without the tool pulling in the
-//! OpenTelemetry stack.
+//! configured, and where the `pipetel rows` tool reads them. Both depend on this crate (std,
+//! `rustix` for the directory-relative system calls on Unix, `serde_json` to read profile lines)
+//! so the library and the tool agree on the path, the rotation, the locking and the line format
+//! without the tool pulling in the OpenTelemetry stack.
 //!
 //! # Where
 //! The default store of a service is `<dir>/<service>.jsonl` ([`default_file`]), where `<dir>` is
@@ -35,6 +35,12 @@
 //! (where the gateways write them): the one reader behind `pipetel rows --url` and Python's
 //! `pipetel.rows.query`. [`escape_controls`] makes names from any store safe to print.
 //!
+//! # Profiles
+//! The module [`profile`] holds the line format of the profile store beside the rows store
+//! (`<dir>/<service>.stacks`: sampled CPU stacks labelled with stage, shard and phase), its
+//! reader, and the arithmetic `pipetel profile` and the stage rows share (top frames, folded
+//! stacks).
+//!
 //! # Example
 //! ```
 //! use pipetel_rows::{default_file, lines, read_store, Line, Rotation, StoreWriter};
@@ -64,6 +70,7 @@ pub mod fields;
 #[cfg(feature = "fleet")]
 pub mod fleet;
 mod paths;
+pub mod profile;
 mod read;
 mod time;
 mod writer;

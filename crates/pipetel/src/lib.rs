@@ -131,9 +131,15 @@ pub mod recorders {
 #[cfg(feature = "fuzzing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
 pub use pipetel_core::fuzzing;
+/// Hooks for tests of programs that use pipetel (feature `testing`): the core's, which let a
+/// test act or wait on an event instead of on time, and [`export_profiles`](testing::export_profiles).
+/// Not for production code; they may change in any release.
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
-pub use pipetel_core::testing;
+pub mod testing {
+    pub use crate::export::profiles::export_profiles;
+    pub use pipetel_core::testing::*;
+}
 
 /// The OTel API crate pipetel is built on, re-exported so users never get version skew.
 pub use opentelemetry;

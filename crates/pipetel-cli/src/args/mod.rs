@@ -1,10 +1,11 @@
-//! The command line: `pipetel rows [OPTIONS] [FILE]` and `pipetel top [OPTIONS] [FILE]`
-//! ([`top`]), parsed with std only.
+//! The command line: `pipetel rows [OPTIONS] [FILE]`, `pipetel top [OPTIONS] [FILE]` ([`top`])
+//! and `pipetel profile [OPTIONS] [FILE]` ([`profile`]), parsed with std only.
 
+pub(crate) mod profile;
 mod store;
 pub(crate) mod top;
 
-pub(crate) use store::{check_store, store_option, Filters, Mode, RowsArgs};
+pub(crate) use store::{check_store, flag_value, split_flag, store_option, Filters, Mode, RowsArgs};
 
 use std::path::PathBuf;
 
@@ -12,6 +13,7 @@ pub(crate) const USAGE: &str = "\
 usage: pipetel rows [OPTIONS] [FILE]
        pipetel rows --url URL [OPTIONS]
        pipetel top [OPTIONS] [FILE]     (a live view of the running stages: pipetel top --help)
+       pipetel profile [OPTIONS] [FILE] (which code the stages ran: pipetel profile --help)
 
 Lists the stage and worker rows of a pipetel rows store (JSON Lines): the rows of every
 process that wrote it, with its rotated files, each row once; or of a whole fleet in
@@ -58,7 +60,7 @@ shards all ended or are lost, one at least lost, is lost, with the time of its l
 all: the store does not send the rows that end a shard).
 
 Torn or malformed lines are skipped with a note on stderr naming the file and line. Control
-characters in names, reasons and error messages are printed escaped (\x1b).";
+characters in names, reasons and error messages are printed escaped (\\x1b).";
 
 /// What the command line asks for.
 #[derive(Debug)]
@@ -69,6 +71,8 @@ pub(crate) enum Command {
     Rows(RowsArgs),
     TopHelp,
     Top(top::TopArgs),
+    ProfileHelp,
+    Profile(profile::ProfileArgs),
 }
 
 /// Parses the arguments after the program name.
@@ -86,21 +90,19 @@ pub(crate) fn parse(args: &[String]) -> Result<Command, String> {
                 None => Command::TopHelp,
             })
         }
-        Some(other) => return Err(format!("unknown command {other:?}: the commands are `rows` and `top`")),
+        Some("profile") => {
+            return Ok(match profile::parse(&args[1..])? {
+                Some(a) => Command::Profile(a),
+                None => Command::ProfileHelp,
+            })
+        }
+        Some(other) => return Err(format!("unknown command {other:?}: the commands are `rows`, `top` and `profile`")),
     }
     let mut a = RowsArgs::default();
     let mut modes = Vec::new();
     while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            match inline.clone().or_else(|| it.next().cloned()) {
-                Some(v) => Ok(v),
-                None => Err(format!("{name} needs a value")),
-            }
-        };
+        let (flag, inline) = split_flag(arg);
+        let mut value = |name: &str| flag_value(inline, &mut it, name);
         match flag {
             "-h" | "--help" => return Ok(Command::Help),
             f if store_option(&mut a, f, &mut value)? => {}

@@ -52,7 +52,8 @@ pub(crate) fn seconds(flag: &str, v: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{flag} {v:?}: expected a number of seconds above 0"))
 }
 
-/// Parses a store option shared by `rows` and `top` into `a`; `Ok(false)` when `flag` is not one.
+/// Parses a store option shared by `rows`, `top` and `profile` into `a`; `Ok(false)` when `flag`
+/// is not one.
 pub(crate) fn store_option(
     a: &mut RowsArgs,
     flag: &str,
@@ -88,4 +89,27 @@ pub(crate) fn check_store(a: &RowsArgs) -> Result<(), String> {
         return Err("--timeout and --max-bytes apply to --url (a local store is read from disk)".into());
     }
     Ok(())
+}
+
+/// `--flag=value` as the flag and its inline value; any other argument as it is, without one.
+pub(crate) fn split_flag(arg: &str) -> (&str, Option<&str>) {
+    match arg.split_once('=') {
+        Some((flag, value)) if flag.starts_with("--") => (flag, Some(value)),
+        _ => (arg, None),
+    }
+}
+
+/// The value of option `name`: its inline value (`--name=value`), else the next argument.
+///
+/// # Errors
+/// `<name> needs a value` when neither is there.
+pub(crate) fn flag_value(
+    inline: Option<&str>,
+    rest: &mut std::slice::Iter<'_, String>,
+    name: &str,
+) -> Result<String, String> {
+    match inline.map(str::to_string).or_else(|| rest.next().cloned()) {
+        Some(v) => Ok(v),
+        None => Err(format!("{name} needs a value")),
+    }
 }

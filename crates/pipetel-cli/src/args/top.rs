@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::store::{check_store, seconds, store_option, RowsArgs};
+use super::store::{check_store, flag_value, seconds, split_flag, store_option, RowsArgs};
 
 pub(crate) const USAGE: &str = "\
 usage: pipetel top [OPTIONS] [FILE]
@@ -67,16 +67,8 @@ pub(crate) fn parse(args: &[String]) -> Result<Option<TopArgs>, String> {
     let mut a = TopArgs { interval: DEFAULT_INTERVAL, ..TopArgs::default() };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (arg.as_str(), None),
-        };
-        let mut value = |name: &str| -> Result<String, String> {
-            match inline.clone().or_else(|| it.next().cloned()) {
-                Some(v) => Ok(v),
-                None => Err(format!("{name} needs a value")),
-            }
-        };
+        let (flag, inline) = split_flag(arg);
+        let mut value = |name: &str| flag_value(inline, &mut it, name);
         match flag {
             "-h" | "--help" => return Ok(None),
             f if store_option(&mut a.store, f, &mut value)? => {}

@@ -188,8 +188,8 @@ pub(crate) fn read_stack(tid: Option<i32>) -> Option<String> {
     reader(tid?)
 }
 
-/// This machine's host name (read once).
-pub(crate) fn host_name() -> &'static str {
+/// This machine's host name, as rows and profiles carry it (`host.name`; read once).
+pub fn host_name() -> &'static str {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HOST.get_or_init(|| {
         std::fs::read_to_string("/proc/sys/kernel/hostname")

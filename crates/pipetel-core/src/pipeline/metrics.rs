@@ -11,6 +11,7 @@ use std::sync::Arc;
 use opentelemetry::metrics::{AsyncInstrument, AsyncInstrumentBuilder, Counter, Histogram, Meter};
 use opentelemetry::KeyValue;
 
+use super::answers::StageAnswers;
 use super::keys;
 use super::overflow::{Fold, Series};
 use super::row::{Namespaces, StageStat};
@@ -483,9 +484,34 @@ pub(crate) fn register_rows_lost(meter: &Meter) {
         .build();
 }
 
-/// A stage's answers under the installed rules.
-fn answers_of(stage: &StageInner) -> super::answers::StageAnswers {
-    super::findings::stage_answers(stage, super::answers::rules().skew_min)
+/// How long a stage's answers are reused: one collection reads them for about ten families,
+/// and each reading sorts the stage's finished shards.
+const ANSWERS_REUSED_FOR: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Answers computed within [`ANSWERS_REUSED_FOR`], by stage (its meta's address, checked
+/// against the live meta so a freed stage's entry never serves a new one).
+type AnswersCache = HashMap<usize, (std::time::Instant, std::sync::Weak<super::table::StageMeta>, Arc<StageAnswers>)>;
+static ANSWERS: std::sync::Mutex<Option<AnswersCache>> = std::sync::Mutex::new(None);
+
+/// A stage's answers under the installed rules, computed once per collection.
+fn answers_of(stage: &StageInner) -> Arc<StageAnswers> {
+    let key = Arc::as_ptr(&stage.meta) as usize;
+    let now = std::time::Instant::now();
+    {
+        let cache = crate::sync::lock(&ANSWERS);
+        if let Some((at, meta, answers)) = cache.as_ref().and_then(|c| c.get(&key)) {
+            let same = meta.upgrade().is_some_and(|m| Arc::ptr_eq(&m, &stage.meta));
+            if same && now.saturating_duration_since(*at) < ANSWERS_REUSED_FOR {
+                return answers.clone();
+            }
+        }
+    }
+    let answers = Arc::new(super::findings::stage_answers(stage, super::answers::rules().skew_min));
+    let mut cache = crate::sync::lock(&ANSWERS);
+    let cache = cache.get_or_insert_with(HashMap::new);
+    cache.retain(|_, (at, _, _)| now.saturating_duration_since(*at) < ANSWERS_REUSED_FOR);
+    cache.insert(key, (now, Arc::downgrade(&stage.meta), answers.clone()));
+    answers
 }
 
 /// Buckets of `pipeline.stage.shard.duration`, seconds: finer than the stage's, for the spread.

@@ -40,6 +40,7 @@
 //             instruments and sampler read, remote shards' figures included)
 //   remote    remote (a distributed stage's reports: built from the table's shards, ingested
 //             into its remote shards)
+//   profile   profile (which shard each thread runs and its labels, for the CPU profiler)
 //   findings  findings (a stage's answers and GPU use from the table, the rows' answer fields,
 //             the sampler's judgement of running shards)
 //   out       sink (rows as log records and JSON lines), overflow (worker series past the
@@ -59,6 +60,7 @@ mod metrics;
 mod overflow;
 pub mod phase;
 mod process;
+pub mod profile;
 mod progress;
 mod progress_lines;
 mod remote;
@@ -83,7 +85,7 @@ pub use progress_lines::ProgressLines;
 pub(crate) use remote::ingest_bytes as ingest_remote_bytes;
 pub use remote::{RemoteIngested, RemoteReportError};
 pub use row::{StageStat, StageStatus, WorkerStat, WorkerStatus};
-pub use shard::{OwnedPhase, Shard, ShardBuilder, ShardRecorder};
+pub use shard::{OwnedPhase, PhaseHandle, PreviousPhase, Shard, ShardBuilder, ShardRecorder};
 pub use stage::{stage, RemoteStageError, Stage, StageBuilder};
 #[cfg(feature = "fuzzing")]
 pub(crate) use table::RemoteShards;

@@ -128,6 +128,18 @@ impl PhaseBook {
         }
     }
 
+    /// The current slot (0: outside any phase). One relaxed load: the profiler's signal handler
+    /// reads it.
+    #[inline]
+    pub(crate) fn current_slot(&self) -> u8 {
+        self.current.load(Ordering::Relaxed)
+    }
+
+    /// The name of slot `slot` (`None` for 0 or an unclaimed slot).
+    pub(crate) fn name(&self, slot: u8) -> Option<&str> {
+        usize::from(slot).checked_sub(1).and_then(|i| self.names.get(i)).and_then(|n| n.get()).map(|n| &**n)
+    }
+
     /// The current phase's name (`None` outside any phase).
     pub(crate) fn current(&self) -> Option<&str> {
         let slot = usize::from(self.current.load(Ordering::Relaxed));
@@ -175,6 +187,12 @@ impl<'a> Phase<'a> {
     pub(crate) fn enter(book: &'a PhaseBook, name: &str) -> Self {
         let previous = book.switch(book.slot(name));
         Phase { book, previous }
+    }
+
+    /// Enters slot `slot` of `book`, looked up beforehand ([`PhaseBook::slot`]).
+    #[inline]
+    pub(crate) fn enter_slot(book: &'a PhaseBook, slot: u8) -> Self {
+        Phase { book, previous: book.switch(slot) }
     }
 }
 

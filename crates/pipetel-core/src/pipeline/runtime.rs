@@ -109,7 +109,10 @@ pub(crate) fn end_shard(
     if !end_state(&inner.state, status == WorkerStatus::Failed) {
         return None;
     }
-    let extra = end_extra(inner, &row);
+    let mut extra = end_extra(inner, &row);
+    if let Some(samples) = super::profile::shard_ended(inner) {
+        extra.push((pipetel_rows::fields::PROFILE_SAMPLES.into(), i64::try_from(samples).unwrap_or(i64::MAX).into()));
+    }
     close_span(span, worker_fields(inner.stage.worker_namespace, &row), &extra, row.reason.as_deref());
     emit_worker_row(&row, extra, crate::sampling::span_context(span).as_ref());
     *emission = None;
@@ -165,6 +168,29 @@ impl Drop for PipelineGuard {
     }
 }
 
+/// The rows store `install` appends to for these settings (`None`: rows off, or no default
+/// store directory), for what is written beside it (the profiler's `<store>.stacks`).
+pub fn rows_store(settings: &PipelineSettings, service_name: &str) -> Option<std::path::PathBuf> {
+    match store_path(settings, service_name) {
+        StorePath::Explicit(path) => Some(path.to_path_buf()),
+        StorePath::Default(path) => Some(path),
+        StorePath::Off | StorePath::NoDir(_) => None,
+    }
+}
+
+fn store_path<'a>(settings: &'a PipelineSettings, service_name: &str) -> StorePath<'a> {
+    match (&settings.rows, &settings.rows_file) {
+        (false, _) => StorePath::Off,
+        (true, Some(file)) => StorePath::Explicit(&file.value),
+        (true, None) => {
+            match settings.rows_dir.as_ref().map(|d| Ok(d.value.clone())).unwrap_or_else(pipetel_rows::default_dir) {
+                Ok(dir) => StorePath::Default(pipetel_rows::default_file(&dir, service_name)),
+                Err(no_dir) => StorePath::NoDir(no_dir),
+            }
+        }
+    }
+}
+
 /// Installs the runtime and starts the sampler thread, with the meter and cardinality limit of
 /// the context `init` is about to publish (stages made before `init` are in the stage table,
 /// which the instruments read at collection, so they export from now on too).
@@ -181,16 +207,7 @@ pub fn install(
     installed: &Installed,
     logger: Option<SdkLogger>,
 ) -> Result<PipelineGuard, std::io::Error> {
-    let store = match (&settings.rows, &settings.rows_file) {
-        (false, _) => StorePath::Off,
-        (true, Some(file)) => StorePath::Explicit(&file.value),
-        (true, None) => {
-            match settings.rows_dir.as_ref().map(|d| Ok(d.value.clone())).unwrap_or_else(pipetel_rows::default_dir) {
-                Ok(dir) => StorePath::Default(pipetel_rows::default_file(&dir, service_name)),
-                Err(no_dir) => StorePath::NoDir(no_dir),
-            }
-        }
-    };
+    let store = store_path(settings, service_name);
     let sink = RowSink::open(logger, store, settings.rows_rotation)?;
     let meter = &installed.meter;
     // With the pull endpoint alone, the endpoint writes the stage and worker families from the

@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use super::keys::{warn_refused_once, CounterKey, CounterValue, CounterValueError};
-use super::phase::Phase;
+use super::phase::{check_phase_name, Phase, PhaseNameError, MAX_PHASES};
 use super::process::{current_tid, ProcessSampler};
 use super::row::{WorkerStat, WorkerStatus};
 use super::runtime::{emit_worker_row, end_shard};
@@ -79,7 +79,9 @@ impl<'a> ShardBuilder<'a> {
                 let mut shards = crate::sync::lock(&stage.shards);
                 shards.push(inner.clone());
             }
-            emit_worker_row(&row, start_extra(stage), span_context(&span).as_ref());
+            let cx = span_context(&span);
+            super::profile::shard_started(&inner, cx.as_ref());
+            emit_worker_row(&row, start_extra(stage), cx.as_ref());
         }
         Shard { inner, span }
     }
@@ -252,6 +254,31 @@ impl Shard {
         let (rest, named) = self.inner.phases.seconds();
         (named, rest)
     }
+
+    /// Phase `name` looked up once, for a loop that enters it again and again (a binding's
+    /// phase object): [`PhaseHandle::enter`] is [`Shard::phase`] without the name lookup. The
+    /// handle owns a handle to the shard; entered after the shard ended, it counts nothing. A
+    /// 16th distinct name counts outside any phase, with one warning, as in [`Shard::phase`].
+    ///
+    /// ```
+    /// let stage = pipetel_core::stage("parse").shards(1).start();
+    /// let shard = stage.shard(0).start();
+    /// let decode = shard.phase_handle("decode")?;
+    /// for _ in 0..3 {
+    ///     let _decode = decode.enter();
+    ///     // ... decode one item
+    /// }
+    /// assert!(shard.phase_handle("not a name").is_err());
+    /// # Ok::<(), pipetel_core::pipeline::phase::PhaseNameError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`PhaseNameError`] naming `name` when it is not 1–64 characters of `a-z A-Z 0-9 _ . -`
+    /// (or is `unphased`).
+    pub fn phase_handle(&self, name: &str) -> Result<PhaseHandle, PhaseNameError> {
+        check_phase_name(name)?;
+        Ok(PhaseHandle { slot: self.inner.phases.slot(name), inner: self.inner.clone() })
+    }
 }
 
 /// [`Shard::phase`] owning a handle to its shard ([`Shard::phase_owned`]).
@@ -265,6 +292,57 @@ pub struct OwnedPhase {
 impl Drop for OwnedPhase {
     fn drop(&mut self) {
         self.inner.phases.switch(self.previous);
+    }
+}
+
+/// A phase of a running shard, its name looked up once ([`Shard::phase_handle`]):
+/// `Clone + Send + Sync`, owning a handle to the shard.
+#[derive(Debug, Clone)]
+pub struct PhaseHandle {
+    inner: Arc<ShardInner>,
+    slot: u8,
+}
+
+impl PhaseHandle {
+    /// Enters the phase until the returned guard drops: [`Shard::phase`] without the name
+    /// lookup.
+    #[inline]
+    pub fn enter(&self) -> Phase<'_> {
+        Phase::enter_slot(&self.inner.phases, self.slot)
+    }
+
+    /// Enters the phase with no guard and returns the phase the shard was in, which
+    /// [`PhaseHandle::leave`] goes back to: for a binding whose blocks begin and end in two
+    /// calls (Python's `__enter__` and `__exit__`). Blocks left in the reverse order of their
+    /// entry nest as guards do.
+    #[inline]
+    pub fn enter_unguarded(&self) -> PreviousPhase {
+        PreviousPhase(self.inner.phases.switch(self.slot))
+    }
+
+    /// Ends a block begun by [`PhaseHandle::enter_unguarded`]: the shard goes back to
+    /// `previous`, the phase it was in when the block began.
+    #[inline]
+    pub fn leave(&self, previous: PreviousPhase) {
+        self.inner.phases.switch(previous.0);
+    }
+}
+
+/// The phase a shard was in when a block began ([`PhaseHandle::enter_unguarded`]), to go back
+/// to when it ends ([`PhaseHandle::leave`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PreviousPhase(u8);
+
+impl PreviousPhase {
+    /// As a number from 0 (outside any phase) to [`MAX_PHASES`], for a binding that keeps it
+    /// packed in an integer.
+    pub fn to_bits(self) -> u8 {
+        self.0
+    }
+
+    /// From [`PreviousPhase::to_bits`]: `None` for a number above [`MAX_PHASES`].
+    pub fn from_bits(bits: u8) -> Option<Self> {
+        (usize::from(bits) <= MAX_PHASES).then_some(Self(bits))
     }
 }
 

@@ -267,7 +267,13 @@ impl Stage {
             return row;
         }
         if let Parent::Local(span) = &self.parent {
-            let extra = stage_extra(&self.answers());
+            let mut extra = stage_extra(&self.answers());
+            let meta = &self.inner.meta;
+            if let Some((samples, top)) = super::profile::stage_summary(&meta.name, &meta.execution_id) {
+                use pipetel_rows::fields as f;
+                extra.push((f::PROFILE_SAMPLES.into(), i64::try_from(samples).unwrap_or(i64::MAX).into()));
+                extra.push((f::PROFILE_TOP.into(), top.into()));
+            }
             close_span(span, stage_fields(self.inner.meta.namespace, &row), &extra, row.reason.as_deref());
             let sc = span_context(span);
             emit_stage_row(&row, extra, sc.as_ref());

@@ -3,7 +3,7 @@
 //! instruments and the sampler read them at collection / sample time.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -78,6 +78,8 @@ pub(crate) struct ShardInner {
     pub(crate) end_row: Mutex<Option<WorkerStat>>,
     /// The GPU use attributed to it (see [`super::gpu`]).
     pub(crate) gpu: Mutex<GpuTally>,
+    /// Its label for the CPU profiler (see [`super::profile`]); 0 when not profiled.
+    pub(crate) profile_label: AtomicU32,
 }
 
 impl std::fmt::Debug for ShardInner {
@@ -110,6 +112,7 @@ pub(crate) fn new_shard(stage: &StageInner, index: u32, tid: Option<i32>, sample
         thread_name: sampled.then(|| std::thread::current().name().map(str::to_string)).flatten(),
         end_row: Mutex::new(None),
         gpu: Mutex::new(GpuTally::default()),
+        profile_label: AtomicU32::new(0),
     }
 }
 

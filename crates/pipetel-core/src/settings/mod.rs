@@ -27,4 +27,4 @@ pub use names::{
 };
 pub use pipeline::{AnswerSettings, PipelineSettings};
 pub use syntax::parse_buckets;
-pub use values::{named_values, ExemplarFilter, ParseValueError, ProgressMode, ShardMetrics, StallAction};
+pub use values::{named_values, ExemplarFilter, ParseValueError, ProfileMode, ProgressMode, ShardMetrics, StallAction};

@@ -104,6 +104,19 @@ named_values! {
 }
 
 named_values! {
+    /// The sampling profiler (`PIPETEL_PROFILE`).
+    #[derive(Default)]
+    pub enum ProfileMode {
+        /// No profiler (the default): nothing is sampled and shards register nothing.
+        #[default]
+        Off = "off",
+        /// CPU samples at `PIPETEL_PROFILE_HZ`, labelled with stage, shard, phase and span.
+        Cpu = "cpu",
+    }
+    else "expected `off` or `cpu`"
+}
+
+named_values! {
     /// What a stalled shard gets (`PIPETEL_STALL_ACTION`).
     #[derive(Default)]
     pub enum StallAction {

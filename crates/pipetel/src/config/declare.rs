@@ -13,7 +13,7 @@
 //! ```text
 //! field: Type = RULE, DEFAULT                 (a `Fallback`: `Fallback::value(10)`, ...)
 //!     , env VARIABLE                      (or `env NAME = crate::CONST`: another crate's name)
-//!     , signals TRACES METRICS LOGS       (a per-signal OTLP setting: one value per scope)
+//!     , signals TRACES METRICS LOGS PROFILES  (a per-signal OTLP setting: one value per scope)
 //!     , key "file.key" FileType (FILE_RULE) was "old.key"   (rule and old name optional)
 //!     , merge function                    (merge into the value set before instead of replacing)
 //!     , if feature = "gpu"                (the slot exists only in such builds)
@@ -97,7 +97,7 @@ macro_rules! settings_table {
         $(#[doc = $doc:literal])*
         $field:ident: $ty:ty = $rule:ident, $default:expr
             $(, env $env:ident $(= $($gpu:ident)::+)?)?
-            $(, signals $tenv:ident $menv:ident $lenv:ident)?
+            $(, signals $tenv:ident $menv:ident $lenv:ident $penv:ident)?
             $(, key $key:literal $kind:ident $(($krule:ident))? $(was $old:literal)?)?
             $(, merge $merge:ident)?
             $(, if $cfg:meta)?
@@ -105,13 +105,13 @@ macro_rules! settings_table {
     )*) => {
         $(
             $crate::config::declare::env_consts!(
-                [$($doc)*] [$($key)?] [$($env $(= $($gpu)::+)?)?] [$($tenv $menv $lenv)?]
+                [$($doc)*] [$($key)?] [$($env $(= $($gpu)::+)?)?] [$($tenv $menv $lenv $penv)?]
             );
         )*
 
         /// Every environment variable pipetel reads, in the order of the configuration
         /// reference (`docs/src/configuration.md`).
-        pub const ENV_VARS: &[&str] = &[$( $($env,)? $($tenv, $menv, $lenv,)? )*];
+        pub const ENV_VARS: &[&str] = &[$( $($env,)? $($tenv, $menv, $lenv, $penv,)? )*];
 
         /// Every setting's slot: unset, or its value, where it came from and its rule.
         #[derive(Debug, Clone, Default)]
@@ -177,7 +177,7 @@ macro_rules! settings_table {
         /// The settings, in the order of the reference.
         pub(crate) static TABLE: &[$crate::config::declare::Entry<Slots>] = &[$(
             $crate::config::declare::Entry {
-                env: &[$($env,)? $($tenv, $menv, $lenv,)?],
+                env: &[$($env,)? $($tenv, $menv, $lenv, $penv,)?],
                 keys: $crate::config::declare::keys!([$($key)?] [$($tenv)?]),
                 old_key: $crate::config::declare::optional!($($($old)?)?),
                 kind: $crate::config::declare::kind!($($kind)?),
@@ -221,7 +221,7 @@ macro_rules! env_consts {
         $(#[doc = concat!("File key: `", $key, "`.")])?
         pub const $env: &str = stringify!($env);
     };
-    ([$($doc:literal)*] [$key:literal] [$env:ident] [$t:ident $m:ident $l:ident]) => {
+    ([$($doc:literal)*] [$key:literal] [$env:ident] [$t:ident $m:ident $l:ident $p:ident]) => {
         $(#[doc = $doc])*
         #[doc = ""]
         #[doc = concat!("For every signal; `", stringify!($t), "` and its siblings set one signal's, which beats it.")]
@@ -230,6 +230,7 @@ macro_rules! env_consts {
         $crate::config::declare::env_consts!(@signal $env $t "traces" $key);
         $crate::config::declare::env_consts!(@signal $env $m "metrics" $key);
         $crate::config::declare::env_consts!(@signal $env $l "logs" $key);
+        $crate::config::declare::env_consts!(@signal $env $p "profiles" $key);
     };
     (@signal $env:ident $name:ident $signal:literal $key:literal) => {
         #[doc = concat!("As [`", stringify!($env), "`], for ", $signal, " only; it beats that one.")]
@@ -261,6 +262,7 @@ macro_rules! keys {
             concat!("otlp.traces.", $key),
             concat!("otlp.metrics.", $key),
             concat!("otlp.logs.", $key),
+            concat!("otlp.profiles.", $key),
         ]
     };
 }

@@ -151,6 +151,7 @@ impl Plain for HistogramAggregation {}
 impl Plain for ExemplarFilter {}
 impl Plain for ProgressMode {}
 impl Plain for pipetel_core::settings::StallAction {}
+impl Plain for pipetel_core::settings::ProfileMode {}
 impl Plain for pipetel_core::settings::ShardMetrics {}
 impl Plain for LogFormat {}
 impl Plain for SpanTime {}

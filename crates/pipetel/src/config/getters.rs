@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::builder::Config;
 use super::defaults::Value;
 use super::otlp::{self, OtlpTarget};
-use super::rule::{OrDefault, Slot};
+use super::rule::{scope, OrDefault, Slot};
 use super::table::Defaults;
 use super::values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, ProgressMode,
@@ -112,6 +112,10 @@ impl Config {
         fn stall_action() -> pipetel_core::settings::StallAction;
         /// Which shards have their own worker series.
         fn shard_metrics() -> pipetel_core::settings::ShardMetrics;
+        /// The sampling profiler's mode.
+        fn profile() -> pipetel_core::settings::ProfileMode;
+        /// The profiler's samples per CPU second.
+        fn profile_hz() -> u32;
     }
     /// The global text-map propagators (default: W3C trace context, then W3C baggage).
     pub fn propagators(&self) -> Vec<Propagator> {
@@ -133,9 +137,23 @@ impl Config {
     pub fn resource_attributes(&self) -> &[(String, String)] {
         self.slots.resource_attributes.value().map_or(&[], Vec::as_slice)
     }
-    /// Whether any OTLP endpoint was configured explicitly (then OTLP becomes the default exporter).
+    /// Whether an OTLP endpoint was configured explicitly (then OTLP becomes the default exporter);
+    /// profiles' own endpoint alone leaves the other signals' exporters as they were.
     fn otlp_configured(&self) -> bool {
-        self.slots.otlp_endpoint.iter().any(Option::is_some)
+        let profiles = scope(Signal::Profiles);
+        self.slots.otlp_endpoint.iter().enumerate().any(|(at, endpoint)| at != profiles && endpoint.is_some())
+    }
+    /// The OTLP settings of profiles, when an endpoint applies to them (their own or the generic
+    /// one): unlike the other signals', profiles go to no default endpoint.
+    ///
+    /// # Errors
+    /// As [`Config::otlp_target`].
+    pub(crate) fn profiles_otlp_target(&self) -> Result<Option<OtlpTarget>, ConfigError> {
+        let endpoints = &self.slots.otlp_endpoint;
+        if endpoints[0].is_none() && endpoints[scope(Signal::Profiles)].is_none() {
+            return Ok(None);
+        }
+        self.otlp_target(Signal::Profiles).map(Some)
     }
     /// Trace exporters in effect: as configured, else OTLP when an OTLP endpoint is configured,
     /// else none.

@@ -49,6 +49,7 @@ mod env;
 mod file;
 mod getters;
 mod otlp;
+mod profile;
 #[cfg(test)]
 mod reference;
 mod rule;
@@ -74,8 +75,8 @@ pub use table::*;
 pub use toml;
 pub use values::{
     ExemplarFilter, HistogramAggregation, LogExporter, LogFormat, MetricExporter, MetricTemporality, OtlpCompression,
-    OtlpProtocol, ParseValueError, ProgressMode, Propagator, SamplerConfig, ShardMetrics, Signal, StallAction,
-    TraceExporter,
+    OtlpProtocol, ParseValueError, ProfileMode, ProgressMode, Propagator, SamplerConfig, ShardMetrics, Signal,
+    StallAction, TraceExporter,
 };
 
 #[cfg(test)]

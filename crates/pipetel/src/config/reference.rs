@@ -4,7 +4,7 @@
 use super::declare::FileType;
 use super::table::TABLE;
 
-const SIGNALS: [&str; 3] = ["traces", "metrics", "logs"];
+const SIGNALS: [&str; 4] = ["traces", "metrics", "logs", "profiles"];
 
 /// The reference's table: a row per variable (and per file key that has none), in the table's
 /// order.

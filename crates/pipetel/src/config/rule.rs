@@ -156,7 +156,7 @@ pub(crate) type One<T> = Option<Set<T>>;
 
 /// A setting with a value for every signal and one per signal (the OTLP settings): index 0 is
 /// the generic value, then [`scope`]'s index of each signal.
-pub(crate) type PerSignal<T> = [Option<Set<T>>; 4];
+pub(crate) type PerSignal<T> = [Option<Set<T>>; 5];
 
 /// The index of a signal's own value in a [`PerSignal`] slot.
 pub(crate) fn scope(signal: Signal) -> usize {
@@ -164,6 +164,7 @@ pub(crate) fn scope(signal: Signal) -> usize {
         Signal::Traces => 1,
         Signal::Metrics => 2,
         Signal::Logs => 3,
+        Signal::Profiles => 4,
     }
 }
 
@@ -188,7 +189,7 @@ impl<T: Show> AnySlot<T> for One<T> {
 
 impl<T: Show> AnySlot<T> for PerSignal<T> {
     fn at(&mut self, scope: usize) -> &mut Option<Set<T>> {
-        &mut self[scope.min(3)]
+        &mut self[scope.min(4)]
     }
 
     fn check_all(&self) -> Result<(), ConfigError> {
@@ -312,6 +313,7 @@ impl Show for SpanTime {}
 impl Show for ExemplarFilter {}
 impl Show for ProgressMode {}
 impl Show for pipetel_core::settings::StallAction {}
+impl Show for pipetel_core::settings::ProfileMode {}
 impl Show for pipetel_core::settings::ShardMetrics {}
 impl Show for LogFormat {}
 #[cfg(feature = "gpu")]
@@ -337,6 +339,10 @@ pub(crate) static PROGRESS: Rule<ProgressMode> = Rule::new(from_str, any);
 pub(crate) static STALL_ACTION: Rule<pipetel_core::settings::StallAction> = Rule::new(from_str, any);
 /// Which shards have worker series: `running`, `all` or `off`.
 pub(crate) static SHARD_METRICS: Rule<pipetel_core::settings::ShardMetrics> = Rule::new(from_str, any);
+/// The profiler: `off` or `cpu`.
+pub(crate) static PROFILE_MODE: Rule<pipetel_core::settings::ProfileMode> = Rule::new(from_str, any);
+/// The profiler's rate: 1 to 1000 samples per CPU second.
+pub(crate) static PROFILE_HZ: Rule<u32> = Rule::new(count, profile_hz);
 /// Rotated rows files kept.
 pub(crate) static ROWS_KEEP: Rule<u32> = Rule::new(rows_keep, any);
 /// Durations with no bound but a bare number in milliseconds (retention, OTLP timeouts).

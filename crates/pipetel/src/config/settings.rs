@@ -34,6 +34,9 @@ pub(crate) struct Settings {
     pub(crate) traces: TracesSettings,
     /// The logger provider's exporters.
     pub(crate) logs: LogsSettings,
+    /// Where profiles go over OTLP; `None` when no endpoint applies to them (neither the generic
+    /// one nor their own is set).
+    pub(crate) profiles_otlp: Option<OtlpTarget>,
     /// The `tracing` subscriber.
     pub(crate) subscriber: SubscriberSettings,
     /// Stage and worker telemetry.
@@ -45,6 +48,8 @@ pub(crate) struct Settings {
     /// GPU telemetry.
     #[cfg(feature = "gpu")]
     pub(crate) gpu: pipetel_gpu::GpuConfig,
+    /// The sampling profiler and its rate (samples per CPU second).
+    pub(crate) profile: (pipetel_core::settings::ProfileMode, u32),
     /// Upper bound of flush and shutdown.
     pub(crate) shutdown_timeout: Duration,
     /// Most attribute sets kept per metric instrument (SDK views, registry, pipeline).
@@ -283,6 +288,7 @@ impl Config {
                 )?,
                 filter: Sourced::new(self.logs_filter().to_string(), self.slots.logs_filter.origin()),
             },
+            profiles_otlp: self.profiles_otlp_target()?,
             subscriber: SubscriberSettings {
                 log_filter: Sourced::new(self.log_filter().to_string(), self.slots.log_filter.origin()),
                 console: self.console_log(),
@@ -310,6 +316,7 @@ impl Config {
             span_metrics: Sourced::new(self.span_metrics(), self.slots.span_metrics_filter.origin()),
             #[cfg(feature = "gpu")]
             gpu: self.gpu(),
+            profile: (self.profile(), self.profile_hz()),
             shutdown_timeout: self.shutdown_timeout(),
             cardinality_limit: self.cardinality_limit(),
             deprecations: self.deprecations.clone(),

@@ -78,6 +78,15 @@ pub(crate) fn whole(v: &str) -> Result<usize, String> {
     v.trim().parse::<usize>().map_err(|_| "expected a whole number".to_string())
 }
 
+pub(crate) fn profile_hz(hz: &u32) -> Result<(), String> {
+    let max = pipetel_profile::MAX_HZ;
+    if (1..=max).contains(hz) {
+        Ok(())
+    } else {
+        Err(format!("expected a whole number of samples per CPU second between 1 and {max}"))
+    }
+}
+
 pub(crate) fn count(v: &str) -> Result<u32, String> {
     v.trim().parse::<u32>().map_err(|_| "expected a whole number between 0 and 4294967295".to_string())
 }

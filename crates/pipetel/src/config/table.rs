@@ -14,7 +14,7 @@ use super::values::{
     OtlpProtocol, ProgressMode, Propagator, SamplerConfig, TraceExporter,
 };
 use pipetel_core::buckets::SECONDS_BUCKETS;
-use pipetel_core::settings::{AnswerSettings, ShardMetrics, SpanTime, StallAction};
+use pipetel_core::settings::{AnswerSettings, ProfileMode, ShardMetrics, SpanTime, StallAction};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -39,58 +39,65 @@ settings_table! {
     /// guide lists them), or `none`.
     logs_exporters: Vec<LogExporter> = LOG_EXPORTERS, Fallback::either(&[], &[LogExporter::Otlp], WITH_OTLP_ENDPOINT),
         env OTEL_LOGS_EXPORTER, key "exporters.logs" List;
-    /// OTLP endpoint. The generic one is a base URL: for HTTP, `/v1/<signal>` is appended. A signal's
-    /// own is used as given. gRPC also takes `host:port` (its scheme from `OTEL_EXPORTER_OTLP_INSECURE`).
+    /// OTLP endpoint. The generic one is a base URL: for HTTP, `/v1/<signal>` is appended
+    /// (`/v1development/profiles` for profiles). A signal's own is used as given. gRPC also takes
+    /// `host:port` (its scheme from `OTEL_EXPORTER_OTLP_INSECURE`). Profiles are sent only when the
+    /// generic endpoint or their own is set.
     otlp_endpoint: String = ENDPOINT, Fallback::either(DEFAULT_OTLP_HTTP_ENDPOINT, DEFAULT_OTLP_GRPC_ENDPOINT, "for gRPC"),
         env OTEL_EXPORTER_OTLP_ENDPOINT,
-        signals OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_EXPORTER_OTLP_METRICS_ENDPOINT OTEL_EXPORTER_OTLP_LOGS_ENDPOINT,
+        signals OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_EXPORTER_OTLP_METRICS_ENDPOINT OTEL_EXPORTER_OTLP_LOGS_ENDPOINT
+            OTEL_EXPORTER_OTLP_PROFILES_ENDPOINT,
         key "endpoint" Text;
     /// OTLP protocol: `grpc` or `http/protobuf` (`http/json` is refused: not supported).
     otlp_protocol: OtlpProtocol = PROTOCOL, Fallback::value(OtlpProtocol::HttpProtobuf),
         env OTEL_EXPORTER_OTLP_PROTOCOL,
-        signals OTEL_EXPORTER_OTLP_TRACES_PROTOCOL OTEL_EXPORTER_OTLP_METRICS_PROTOCOL OTEL_EXPORTER_OTLP_LOGS_PROTOCOL,
+        signals OTEL_EXPORTER_OTLP_TRACES_PROTOCOL OTEL_EXPORTER_OTLP_METRICS_PROTOCOL OTEL_EXPORTER_OTLP_LOGS_PROTOCOL
+            OTEL_EXPORTER_OTLP_PROFILES_PROTOCOL,
         key "protocol" Text;
     /// OTLP request headers (gRPC metadata), `name=value` pairs separated by commas (percent-encoded
     /// values). Errors, log lines and `Debug` output show the names, never the values.
     otlp_headers: Vec<(String, String)> = HEADERS, Fallback::NONE,
         env OTEL_EXPORTER_OTLP_HEADERS,
-        signals OTEL_EXPORTER_OTLP_TRACES_HEADERS OTEL_EXPORTER_OTLP_METRICS_HEADERS OTEL_EXPORTER_OTLP_LOGS_HEADERS,
+        signals OTEL_EXPORTER_OTLP_TRACES_HEADERS OTEL_EXPORTER_OTLP_METRICS_HEADERS OTEL_EXPORTER_OTLP_LOGS_HEADERS
+            OTEL_EXPORTER_OTLP_PROFILES_HEADERS,
         key "headers" Table;
     /// OTLP export timeout (a bare number counts milliseconds).
     otlp_timeout: Duration = MILLIS, Fallback::value(Duration::from_secs(10)),
         env OTEL_EXPORTER_OTLP_TIMEOUT,
-        signals OTEL_EXPORTER_OTLP_TRACES_TIMEOUT OTEL_EXPORTER_OTLP_METRICS_TIMEOUT OTEL_EXPORTER_OTLP_LOGS_TIMEOUT,
+        signals OTEL_EXPORTER_OTLP_TRACES_TIMEOUT OTEL_EXPORTER_OTLP_METRICS_TIMEOUT OTEL_EXPORTER_OTLP_LOGS_TIMEOUT
+            OTEL_EXPORTER_OTLP_PROFILES_TIMEOUT,
         key "timeout_ms" Duration;
     /// OTLP request compression: `gzip`, `zstd` or `none`.
     otlp_compression: OtlpCompression = COMPRESSION, Fallback::value(OtlpCompression::None),
         env OTEL_EXPORTER_OTLP_COMPRESSION,
         signals OTEL_EXPORTER_OTLP_TRACES_COMPRESSION OTEL_EXPORTER_OTLP_METRICS_COMPRESSION
-            OTEL_EXPORTER_OTLP_LOGS_COMPRESSION,
+            OTEL_EXPORTER_OTLP_LOGS_COMPRESSION OTEL_EXPORTER_OTLP_PROFILES_COMPRESSION,
         key "compression" Text;
     /// PEM file of the CA certificates that verify an `https://` collector; they replace the system
     /// roots.
     otlp_certificate: PathBuf = CERTIFICATE_FILE, Fallback::words("the system roots"),
         env OTEL_EXPORTER_OTLP_CERTIFICATE,
         signals OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE
-            OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE,
+            OTEL_EXPORTER_OTLP_LOGS_CERTIFICATE OTEL_EXPORTER_OTLP_PROFILES_CERTIFICATE,
         key "certificate" Text;
     /// PEM file of the client certificate (chain) for mTLS; needs the client key too.
     otlp_client_certificate: PathBuf = CERTIFICATE_FILE, Fallback::NONE,
         env OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE,
         signals OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE
-            OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE,
+            OTEL_EXPORTER_OTLP_LOGS_CLIENT_CERTIFICATE OTEL_EXPORTER_OTLP_PROFILES_CLIENT_CERTIFICATE,
         key "client_certificate" Text;
     /// PEM file of the mTLS client certificate's private key.
     otlp_client_key: PathBuf = KEY_FILE, Fallback::NONE,
         env OTEL_EXPORTER_OTLP_CLIENT_KEY,
         signals OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY
-            OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY,
+            OTEL_EXPORTER_OTLP_LOGS_CLIENT_KEY OTEL_EXPORTER_OTLP_PROFILES_CLIENT_KEY,
         key "client_key" Text;
     /// For a gRPC endpoint given as `host:port` only: `true` plain text, `false` TLS. An endpoint
     /// with a scheme ignores it.
     otlp_insecure: bool = BOOL, Fallback::value(false),
         env OTEL_EXPORTER_OTLP_INSECURE,
-        signals OTEL_EXPORTER_OTLP_TRACES_INSECURE OTEL_EXPORTER_OTLP_METRICS_INSECURE OTEL_EXPORTER_OTLP_LOGS_INSECURE,
+        signals OTEL_EXPORTER_OTLP_TRACES_INSECURE OTEL_EXPORTER_OTLP_METRICS_INSECURE OTEL_EXPORTER_OTLP_LOGS_INSECURE
+            OTEL_EXPORTER_OTLP_PROFILES_INSECURE,
         key "insecure" Bool;
     /// Host the Prometheus pull endpoint binds to (`0.0.0.0` to widen it: the exporters guide says what
     /// the endpoint defends against and what belongs in front of it).
@@ -253,6 +260,15 @@ settings_table! {
     /// carry every shard.
     shard_metrics: ShardMetrics = SHARD_METRICS, Fallback::value(ShardMetrics::Running),
         env PIPETEL_SHARD_METRICS, key "pipeline.shard_metrics" Text;
+    /// The sampling profiler: `cpu` samples every thread's stack `PIPETEL_PROFILE_HZ` times per CPU
+    /// second, each sample labelled with the stage, shard, phase and span its thread ran, written
+    /// beside the rows store (`<store>.stacks`, read by `pipetel profile`) and sent as OTLP profiles;
+    /// `off`.
+    profile: ProfileMode = PROFILE_MODE, Fallback::value(ProfileMode::Off),
+        env PIPETEL_PROFILE, key "profile.mode" Text;
+    /// The profiler's samples per CPU second, 1 to 1000.
+    profile_hz: u32 = PROFILE_HZ, Fallback::value(pipetel_profile::DEFAULT_HZ),
+        env PIPETEL_PROFILE_HZ, key "profile.hz" Int;
     /// GPU telemetry: `auto` (on when a GPU is found), `on` (required: `init` fails without one), `off`.
     gpu_mode: pipetel_gpu::GpuMode = GPU_MODE, Fallback::value(pipetel_gpu::GpuMode::Auto),
         env PIPETEL_GPU = pipetel_gpu::ENV_GPU_MODE, key "gpu.mode" Text was "gpu.enabled", if feature = "gpu";

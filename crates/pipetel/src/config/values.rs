@@ -4,7 +4,9 @@ use std::fmt;
 use std::str::FromStr;
 
 use pipetel_core::settings::named_values;
-pub use pipetel_core::settings::{ExemplarFilter, ParseValueError, ProgressMode, ShardMetrics, StallAction};
+pub use pipetel_core::settings::{
+    ExemplarFilter, ParseValueError, ProfileMode, ProgressMode, ShardMetrics, StallAction,
+};
 
 /// Wire protocol of an OTLP exporter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -204,11 +206,15 @@ pub enum Signal {
     Metrics,
     /// Logs.
     Logs,
+    /// Profiles: sampled CPU stacks, over the OTLP profiles signal (`/v1development/profiles`;
+    /// still in development upstream, so a collector takes it behind its `service.profilesSupport`
+    /// feature gate).
+    Profiles,
 }
 
 impl Signal {
-    /// The three signals.
-    pub const ALL: [Signal; 3] = [Signal::Traces, Signal::Metrics, Signal::Logs];
+    /// Every signal.
+    pub const ALL: [Signal; 4] = [Signal::Traces, Signal::Metrics, Signal::Logs, Signal::Profiles];
 
     /// The path OTLP/HTTP appends to a generic endpoint.
     pub(crate) fn path(self) -> &'static str {
@@ -216,6 +222,7 @@ impl Signal {
             Signal::Traces => "/v1/traces",
             Signal::Metrics => "/v1/metrics",
             Signal::Logs => "/v1/logs",
+            Signal::Profiles => "/v1development/profiles",
         }
     }
 
@@ -224,6 +231,7 @@ impl Signal {
             Signal::Traces => "traces",
             Signal::Metrics => "metrics",
             Signal::Logs => "logs",
+            Signal::Profiles => "profiles",
         }
     }
 }
@@ -237,12 +245,12 @@ impl fmt::Display for Signal {
 impl FromStr for Signal {
     type Err = ParseValueError;
 
-    /// `traces`, `metrics` or `logs`.
+    /// `traces`, `metrics`, `logs` or `profiles`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         Signal::ALL
             .into_iter()
             .find(|signal| signal.key() == s.trim())
-            .ok_or_else(|| ParseValueError::new("expected `traces`, `metrics` or `logs`"))
+            .ok_or_else(|| ParseValueError::new("expected `traces`, `metrics`, `logs` or `profiles`"))
     }
 }
 

@@ -25,6 +25,7 @@ pub(crate) mod delivery;
 pub(crate) mod entry;
 pub(crate) mod ledgers;
 pub(crate) mod otlp;
+pub(crate) mod profiles;
 pub(crate) mod prometheus;
 pub(crate) mod registry;
 

@@ -31,6 +31,8 @@ pub(super) struct Inner {
     pub(super) runtime: Option<tokio::runtime::Runtime>,
     pub(super) pipeline: Option<crate::pipeline::runtime::PipelineGuard>,
     pub(super) gpu: Option<Gpu>,
+    /// The sampling profiler, when `PIPETEL_PROFILE=cpu`.
+    pub(super) profile: Option<super::profile::Profiling>,
     pub(super) shutdown_timeout: Duration,
     /// What the OTLP exporters failed to deliver, one ledger per exporter.
     pub(super) ledgers: Ledgers,
@@ -126,7 +128,9 @@ impl Telemetry {
             ledgers,
             ..
         } = inner;
-        // The samplers first: their rows must not race the providers going away.
+        // The samplers first: their rows must not race the providers going away. The profiler's
+        // last lines go out before the exporters' runtime stops.
+        drop(inner.profile);
         drop(pipeline);
         if let Some(gpu) = inner.gpu {
             super::gpu::shutdown(gpu);

@@ -25,6 +25,7 @@ mod guard;
 mod logs;
 mod metrics;
 mod plugged;
+mod profile;
 mod resource;
 mod subscriber;
 mod traces;
@@ -317,6 +318,7 @@ impl Started {
             runtime: None,
             pipeline: None,
             gpu: None,
+            profile: None,
             shutdown_timeout: settings.shutdown_timeout,
             ledgers: Ledgers::default(),
         };
@@ -347,6 +349,7 @@ impl Started {
     /// Undoes step 2 after a failure: stops what started and shuts the providers down quickly.
     fn discard(self) {
         let Some(inner) = self.inner else { return };
+        drop(inner.profile);
         drop(inner.pipeline);
         if let Some(gpu) = inner.gpu {
             gpu::shutdown(gpu);
@@ -379,6 +382,9 @@ impl Started {
         let (Some(mut inner), Some(installed)) = (self.inner, self.installed) else { return Telemetry { inner: None } };
         if inner.gpu.is_none() {
             inner.gpu = gpu::start_optional(settings, &installed.meter);
+        }
+        if let Some(profiling) = &mut inner.profile {
+            profile::start(profiling, settings, &inner.resource);
         }
         if options.global_providers {
             opentelemetry::global::set_text_map_propagator(propagator(&settings.propagators));
@@ -440,6 +446,7 @@ fn build(inner: &mut Inner, settings: &Settings, plugged: plugged::Plugged) -> R
         })?,
     );
     inner.gpu = gpu::start_required(settings, &installed.meter)?;
+    inner.profile = profile::prepare(settings)?;
     Ok(installed)
 }
 

@@ -3,7 +3,8 @@
 //! ([`Otelcol`]), free ports, child processes, and the one rule for a missing peer
 //! ([`peers_available`]: with `PIPETEL_REQUIRE_PEERS=1` the test fails naming the variable to
 //! set, otherwise it is skipped loudly). Added here: the collector configs of `tests/otelcol/`,
-//! the child processes each `init` runs in ([`child`]) and the test certificates ([`pki`]).
+//! the child processes each `init` runs in ([`child`]), the test certificates ([`pki`]) and the
+//! OTLP profiles the collector wrote, read back ([`profiles`]).
 
 // Each test binary uses its own part of these helpers.
 #![allow(dead_code, unreachable_pub, unused_imports)]
@@ -27,6 +28,7 @@ pub mod workspace;
 
 pub mod child;
 pub mod pki;
+pub mod profiles;
 
 use std::path::{Path, PathBuf};
 

@@ -23,7 +23,7 @@ use crate::config::{
 use crate::error::InitError;
 use crate::export::delivery::{Cause, Explained};
 
-fn error(signal: Signal, reason: impl ToString) -> InitError {
+pub(crate) fn error(signal: Signal, reason: impl ToString) -> InitError {
     InitError::Exporter { signal, exporter: "otlp", reason: reason.to_string() }
 }
 
@@ -35,7 +35,7 @@ fn compression(c: OtlpCompression) -> Option<opentelemetry_otlp::Compression> {
     }
 }
 
-fn metadata(
+pub(crate) fn metadata(
     signal: Signal,
     headers: &[(String, String)],
 ) -> Result<opentelemetry_otlp::tonic_types::metadata::MetadataMap, InitError> {
@@ -49,7 +49,7 @@ fn metadata(
     Ok(opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(map))
 }
 
-fn is_https(target: &OtlpTarget) -> bool {
+pub(crate) fn is_https(target: &OtlpTarget) -> bool {
     target.endpoint.get(..8).is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
 }
 
@@ -100,7 +100,7 @@ fn system_roots(target: &OtlpTarget, signal: Signal) -> Result<Vec<CertificateDe
 }
 
 /// The CA replaces the system roots (as the other OTel SDKs do); without one, the system's.
-fn tonic_tls(target: &OtlpTarget, signal: Signal) -> Result<ClientTlsConfig, InitError> {
+pub(crate) fn tonic_tls(target: &OtlpTarget, signal: Signal) -> Result<ClientTlsConfig, InitError> {
     let tls = &target.tls;
     let mut config = ClientTlsConfig::new();
     config = match &tls.certificate {
@@ -170,7 +170,7 @@ impl opentelemetry_http::HttpClient for HttpClient {
 
 /// An error and its sources, each once: `error sending request for url (…): client error
 /// (Connect): invalid peer certificate: UnknownIssuer`.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(e) = source {
@@ -184,18 +184,23 @@ fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
-fn http_client(target: &OtlpTarget, signal: Signal) -> Result<(HttpClient, Arc<Cause>), InitError> {
+/// reqwest's blocking client over [`rustls_config`], its requests bounded by the target's timeout.
+pub(crate) fn blocking_client(target: &OtlpTarget, signal: Signal) -> Result<reqwest::blocking::Client, InitError> {
     let tls = rustls_config(target, signal)?;
     let timeout = target.timeout;
     // A blocking client cannot be built on a thread that runs an async runtime (`init` may be
     // called inside one), so it is built on a thread of its own.
-    let built = std::thread::Builder::new()
+    std::thread::Builder::new()
         .name("pipetel-otlp-client".into())
         .spawn(move || reqwest::blocking::Client::builder().timeout(timeout).tls_backend_preconfigured(tls).build())
         .map_err(|e| error(signal, format!("cannot start the thread that builds the HTTP client: {e}")))?
         .join()
         .map_err(|_| error(signal, "building the HTTP client panicked"))?
-        .map_err(|e| error(signal, chain(&e)))?;
+        .map_err(|e| error(signal, chain(&e)))
+}
+
+fn http_client(target: &OtlpTarget, signal: Signal) -> Result<(HttpClient, Arc<Cause>), InitError> {
+    let built = blocking_client(target, signal)?;
     let cause = Arc::new(Cause::default());
     Ok((HttpClient { client: built, cause: Arc::clone(&cause) }, cause))
 }

@@ -2,7 +2,7 @@
 //! SDK's exporters over TLS), each wrapped in a delivery ledger for the flush and shutdown reports.
 
 #[cfg(feature = "otlp")]
-mod client;
+pub(super) mod client;
 
 use super::entry::{BuiltIn, Serves};
 use crate::config::{LogExporter, MetricExporter, OtlpProtocol, OtlpTarget, TraceExporter};
