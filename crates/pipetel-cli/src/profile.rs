@@ -25,7 +25,7 @@ pub(crate) fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
             .any(|v| std::env::var_os(v).is_some_and(|v| !v.is_empty()));
     if !named {
         if let Some(dir) = a.dir.clone().or_else(|| pipetel_rows::default_dir().ok()) {
-            match profile_stores_in(&dir).as_slice() {
+            match pipetel_rows::files_in(&dir, prof::EXTENSION).as_slice() {
                 [] => {}
                 [one] => return Ok(one.clone()),
                 many => {
@@ -44,19 +44,6 @@ pub(crate) fn store_path(a: &RowsArgs) -> io::Result<PathBuf> {
     }
     let path = read::store_path(a)?;
     Ok(if path.extension().is_some_and(|e| e == prof::EXTENSION) { path } else { prof::beside(&path) })
-}
-
-/// The profile stores in `dir`: its `*.stacks` files (not symbolic links), sorted.
-fn profile_stores_in(dir: &Path) -> Vec<PathBuf> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut out: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == prof::EXTENSION))
-        .collect();
-    out.sort();
-    out
 }
 
 /// Runs `pipetel profile`: the report (or the folded stacks) to `out`, notes about skipped lines

@@ -10,7 +10,9 @@
 //! - A drain thread empties the ring every 100 ms and counts samples per (labels, stack);
 //!   every `flush_every` (10 s), at each stage's end and when the profiler stops, the stacks are
 //!   symbolised and written as folded-stack lines ([`pipetel_rows::profile::ProfileLine`]) to the
-//!   profile store beside the rows store, and handed to the exporter (OTLP profiles).
+//!   profile store beside the rows store, and queued for the exporter (OTLP profiles), which
+//!   sends from a thread of its own: a collector that does not answer never holds up a shard's
+//!   or a stage's end, nor the sampling (a full queue drops the batch, with one warning).
 //! - Stage rows get the stage's sample count and top functions by self time; shard end rows
 //!   and spans their sample count.
 //! - In a Python process the Python sampler (the `pipetel` package) publishes each shard
@@ -42,6 +44,7 @@ mod symbol;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -69,8 +72,12 @@ pub const MAX_HZ: u32 = 1000;
 /// Top functions named on a stage row.
 pub const TOP_ON_ROW: usize = 5;
 
-/// Hands each written batch of profile lines to an exporter (OTLP profiles).
+/// Hands each written batch of profile lines to an exporter (OTLP profiles). It runs on the
+/// profiler's export thread, so it may block (a request to a collector, bounded by its timeout).
 pub type Export = Box<dyn FnMut(&[ProfileLine]) + Send>;
+
+/// Batches waiting for the exporter; a batch written while that many wait is dropped.
+pub const EXPORT_QUEUE: usize = 16;
 
 /// What the profiler does.
 #[derive(Debug, Clone)]
@@ -104,6 +111,8 @@ impl Default for Settings {
 pub struct CpuProfiler {
     state: Arc<Shared>,
     drain: Option<JoinHandle<()>>,
+    /// The thread that hands batches to the exporter (with an exporter).
+    exporter: Option<JoinHandle<()>>,
 }
 
 static RUNNING: AtomicBool = AtomicBool::new(false);
@@ -124,9 +133,22 @@ pub fn start(settings: Settings, export: Option<Export>) -> Result<CpuProfiler, 
     if RUNNING.swap(true, Ordering::AcqRel) {
         return Err(ProfilerError::Running);
     }
-    let fold = Fold::new(&settings, store, export);
+    let (queue, exporter) = match export.map(spawn_exporter).transpose() {
+        Ok(Some((queue, thread))) => (Some(queue), Some(thread)),
+        Ok(None) => (None, None),
+        Err(e) => {
+            RUNNING.store(false, Ordering::Release);
+            return Err(ProfilerError::Thread(e));
+        }
+    };
+    let fold = Fold::new(&settings, store, queue);
     let state = Arc::new(Shared { fold: Mutex::new(fold), stop: Mutex::new(false), wake: Condvar::new() });
     if let Err(e) = start_sampling(settings.hz) {
+        // Dropping the state closes the queue: the export thread ends.
+        drop(state);
+        if let Some(thread) = exporter {
+            let _ = thread.join();
+        }
         RUNNING.store(false, Ordering::Release);
         return Err(ProfilerError::Start(e));
     }
@@ -141,8 +163,29 @@ pub fn start(settings: Settings, export: Option<Export>) -> Result<CpuProfiler, 
             labels::set_profiler(None);
             RUNNING.store(false, Ordering::Release);
             ProfilerError::Thread(e)
-        })?;
-    Ok(CpuProfiler { state, drain: Some(drain) })
+        });
+    let drain = match drain {
+        Ok(drain) => drain,
+        Err(e) => {
+            state.lock().queue = None;
+            if let Some(thread) = exporter {
+                let _ = thread.join();
+            }
+            return Err(e);
+        }
+    };
+    Ok(CpuProfiler { state, drain: Some(drain), exporter })
+}
+
+/// The export thread: hands each queued batch to `export` until the queue closes.
+fn spawn_exporter(mut export: Export) -> std::io::Result<(SyncSender<Vec<ProfileLine>>, JoinHandle<()>)> {
+    let (queue, batches) = sync_channel::<Vec<ProfileLine>>(EXPORT_QUEUE);
+    let thread = std::thread::Builder::new().name("pipetel-profile-export".into()).spawn(move || {
+        for batch in batches {
+            export(&batch);
+        }
+    })?;
+    Ok((queue, thread))
 }
 
 /// Why the profiler did not start.
@@ -171,7 +214,7 @@ pub enum ProfilerError {
 }
 
 impl CpuProfiler {
-    /// Writes the samples taken so far (the store and the exporter) now.
+    /// Writes the samples taken so far to the store now, and queues them for the exporter.
     pub fn flush(&self) {
         let mut fold = self.state.lock();
         fold.drain();
@@ -196,7 +239,12 @@ impl Drop for CpuProfiler {
         let mut fold = self.state.lock();
         fold.drain();
         fold.flush();
+        // Closing the queue ends the export thread once it sent what is queued.
+        fold.queue = None;
         drop(fold);
+        if let Some(exporter) = self.exporter.take() {
+            let _ = exporter.join();
+        }
         RUNNING.store(false, Ordering::Release);
     }
 }
@@ -322,23 +370,17 @@ struct Fold {
     #[cfg(target_os = "linux")]
     symbols: symbol::Symbols,
     store: Option<StoreWriter>,
-    export: Option<ExportBox>,
+    /// Batches for the export thread (with an exporter).
+    queue: Option<SyncSender<Vec<ProfileLine>>>,
     period_ns: u64,
     host: String,
     pid: u32,
     warned_store: bool,
-}
-
-struct ExportBox(Export);
-
-impl std::fmt::Debug for ExportBox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Export")
-    }
+    warned_queue: bool,
 }
 
 impl Fold {
-    fn new(settings: &Settings, store: Option<StoreWriter>, export: Option<Export>) -> Self {
+    fn new(settings: &Settings, store: Option<StoreWriter>, queue: Option<SyncSender<Vec<ProfileLine>>>) -> Self {
         Self {
             raw: HashMap::new(),
             labels: HashMap::new(),
@@ -347,11 +389,12 @@ impl Fold {
             #[cfg(target_os = "linux")]
             symbols: symbol::Symbols::default(),
             store,
-            export: export.map(ExportBox),
+            queue,
             period_ns: 1_000_000_000 / u64::from(settings.hz.max(1)),
             host: settings.host.clone(),
             pid: std::process::id(),
             warned_store: false,
+            warned_queue: false,
         }
     }
 
@@ -425,8 +468,17 @@ impl Fold {
         self.labels.clear();
         out.sort_by(|a, b| (&a.stage, a.shard, &a.stack).cmp(&(&b.stage, b.shard, &b.stack)));
         self.write(&out);
-        if let Some(export) = &mut self.export {
-            (export.0)(&out);
+        if let Some(queue) = &self.queue {
+            if let Err(TrySendError::Full(_)) = queue.try_send(out) {
+                if !self.warned_queue {
+                    self.warned_queue = true;
+                    tracing::warn!(
+                        target: "pipetel",
+                        "the profiles exporter is behind ({EXPORT_QUEUE} batches wait): this batch is not sent \
+                         (the profile store, where there is one, keeps it; shown once)"
+                    );
+                }
+            }
         }
     }
 

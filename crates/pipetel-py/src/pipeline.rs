@@ -20,7 +20,7 @@ use crate::errors::{exiting_exception, guard};
 
 mod phase;
 mod running;
-mod stacks;
+pub(crate) mod stacks;
 
 pub use phase::{PyPhase, PyPhaseFunction};
 use running::Running;

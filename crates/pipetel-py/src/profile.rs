@@ -78,7 +78,7 @@ impl Sampler {
 
     fn try_publish(&mut self, py: Python<'_>, threads: &[(i32, u32)]) -> PyResult<()> {
         if threads.iter().any(|(tid, _)| !self.idents.contains_key(tid)) {
-            self.refresh_idents(py)?;
+            self.idents = crate::pipeline::stacks::thread_idents(py)?;
         }
         let frames = py.import("sys")?.call_method0("_current_frames")?;
         let frames = frames.cast::<PyDict>()?;
@@ -88,30 +88,14 @@ impl Sampler {
                 labels::set_python_stack(tid, 0);
                 continue;
             };
-            let id = self.stack_id(py, frame)?;
+            let id = self.stack_id(frame)?;
             labels::set_python_stack(tid, id);
         }
         Ok(())
     }
 
-    fn refresh_idents(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.idents.clear();
-        for thread in py.import("threading")?.call_method0("enumerate")?.try_iter()? {
-            let thread = thread?;
-            let (Some(native), ident) =
-                (thread.getattr("native_id")?.extract::<Option<i64>>()?, thread.getattr("ident")?)
-            else {
-                continue;
-            };
-            if let Ok(tid) = i32::try_from(native) {
-                self.idents.insert(tid, ident.unbind());
-            }
-        }
-        Ok(())
-    }
-
     /// The id of the stack from `frame` to the root, interned on first sight.
-    fn stack_id(&mut self, py: Python<'_>, frame: Bound<'_, PyAny>) -> PyResult<u32> {
+    fn stack_id(&mut self, frame: Bound<'_, PyAny>) -> PyResult<u32> {
         let mut codes: Vec<Bound<'_, PyAny>> = Vec::new();
         let mut current = Some(frame);
         while let Some(f) = current {
@@ -140,7 +124,6 @@ impl Sampler {
             };
             names.push(name);
         }
-        let _ = py;
         let id = labels::intern_python_stack(names);
         self.stacks.insert(key, id);
         Ok(id)

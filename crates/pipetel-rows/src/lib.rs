@@ -82,6 +82,6 @@ pub use paths::{
     default_dir, default_dir_from, default_file, file_stem, lock_file, rotated, NoStoreDir, EXTENSION, LOCK_SUFFIX,
     ROWS_DIR_VAR,
 };
-pub use read::{lines, read_since, read_store, store_files, stores_in, Line, Snapshot, StoreFile};
+pub use read::{files_in, lines, read_since, read_store, store_files, stores_in, Line, Snapshot, StoreFile};
 pub use time::parse_utc;
 pub use writer::{Rotation, StoreWriter, DEFAULT_KEEP, DEFAULT_MAX_BYTES};

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value};
 
-use crate::escape::{escape_controls, is_control};
+use crate::escape::{escape_controls, escape_json_controls, is_control};
 use crate::{paths, read};
 
 /// The extension of a profile store's current file.
@@ -478,21 +478,7 @@ fn push_num(out: &mut String, key: &str, value: u64) {
 /// `s` as a JSON string; DEL and C1 characters escaped too (JSON allows them raw), so a stored
 /// line is safe to print.
 fn push_json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if is_control(c) => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    out.push_str(&escape_json_controls(&Value::from(s).to_string()));
 }
 
 fn present<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {

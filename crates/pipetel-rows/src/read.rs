@@ -157,12 +157,18 @@ pub fn read_since(path: &Path, after: Option<FileId>) -> io::Result<Snapshot> {
 
 /// The stores in `dir`: its `*.jsonl` files (not symbolic links), sorted.
 pub fn stores_in(dir: &Path) -> Vec<PathBuf> {
+    files_in(dir, paths::EXTENSION)
+}
+
+/// The files of `dir` with extension `extension` (not symbolic links), sorted: [`stores_in`],
+/// or the profile stores (`*.stacks`, [`crate::profile::EXTENSION`]).
+pub fn files_in(dir: &Path, extension: &str) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut out: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == paths::EXTENSION))
+        .filter(|p| p.extension().is_some_and(|e| e == extension))
         .collect();
     out.sort();
     out

@@ -65,7 +65,8 @@ pub struct ThreadSample {
     pub label: u32,
     /// Its shard's current phase slot (0: outside any named phase).
     pub phase: u8,
-    /// The Python stack the thread's Python sampler last saw (see [`python_stack`]); 0: none.
+    /// The Python stack the thread's Python sampler last saw while it ran this shard (see
+    /// [`python_stack`]); 0: none.
     pub python: u32,
 }
 
@@ -157,7 +158,6 @@ fn claim(tid: i32) -> Option<&'static Slot> {
         let held = slot.tid.load(Ordering::Acquire);
         let idle = held != 0 && slot.label.load(Ordering::Acquire) == 0;
         if (held == 0 || idle) && slot.tid.compare_exchange(held, tid, Ordering::AcqRel, Ordering::Acquire).is_ok() {
-            slot.python.store(0, Ordering::Relaxed);
             return Some(slot);
         }
     }
@@ -169,10 +169,11 @@ fn claim(tid: i32) -> Option<&'static Slot> {
 pub fn thread_sample(tid: i32) -> Option<ThreadSample> {
     let slot = find(tid)?;
     let label = slot.label.load(Ordering::Acquire);
-    let python = slot.python.load(Ordering::Relaxed);
-    if label == 0 && python == 0 {
+    if label == 0 {
+        // A Python stack published for this thread is its last shard's: stale now.
         return None;
     }
+    let python = slot.python.load(Ordering::Relaxed);
     let book = slot.book.load(Ordering::Acquire);
     // SAFETY: a book is published only while its shard's labels are live, and labels are
     // dropped two drain passes after their shard ended (see `reclaim`), long after any
@@ -259,6 +260,9 @@ pub(crate) fn shard_started(inner: &Arc<ShardInner>, span: Option<&opentelemetry
         id
     });
     slot.book.store(std::ptr::from_ref(&inner.phases).cast_mut(), Ordering::Release);
+    // No stack until the Python sampler reads this shard's (one it published late for the
+    // thread's previous shard is stale).
+    slot.python.store(0, Ordering::Relaxed);
     slot.label.store(id, Ordering::Release);
     inner.profile_label.store(id, Ordering::Relaxed);
 }
@@ -272,6 +276,7 @@ pub(crate) fn shard_ended(inner: &ShardInner) -> Option<u64> {
     if let Some(slot) = inner.tid.and_then(find) {
         if slot.label.compare_exchange(id, 0, Ordering::AcqRel, Ordering::Acquire).is_ok() {
             slot.book.store(std::ptr::null_mut(), Ordering::Release);
+            slot.python.store(0, Ordering::Relaxed);
         }
     }
     let samples = profiler().and_then(|p| p.shard_samples(id));
@@ -314,8 +319,10 @@ mod tests {
         let slot = claim(tid).expect("a free slot");
         slot.label.store(7, Ordering::Release);
         assert_eq!(thread_sample(tid), Some(ThreadSample { label: 7, phase: 0, python: 0 }));
+        slot.python.store(3, Ordering::Relaxed);
+        assert_eq!(thread_sample(tid), Some(ThreadSample { label: 7, phase: 0, python: 3 }));
         slot.label.store(0, Ordering::Release);
-        assert_eq!(thread_sample(tid), None, "a thread without a shard has no labels");
+        assert_eq!(thread_sample(tid), None, "a thread without a shard has no labels, nor its last shard's stack");
         // An idle slot on the probe path is taken over by another thread.
         let other = claim(tid + MAX_THREADS as i32).expect("a slot");
         assert!(find(tid + MAX_THREADS as i32).is_some());

@@ -9,6 +9,7 @@
 //!
 //! [`set_stack_reader`]: pipetel::pipeline::answers::set_stack_reader
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Sender, SyncSender};
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -83,20 +84,26 @@ fn python_stack_of(tid: i32) -> Option<String> {
 }
 
 fn python_stack(py: Python<'_>, tid: i32) -> PyResult<Option<String>> {
-    let mut ident = None;
-    for thread in py.import("threading")?.call_method0("enumerate")?.try_iter()? {
-        let thread = thread?;
-        if thread.getattr("native_id")?.extract::<Option<i64>>()? == Some(i64::from(tid)) {
-            ident = Some(thread.getattr("ident")?);
-            break;
-        }
-    }
-    let Some(ident) = ident else { return Ok(None) };
+    let Some(ident) = thread_idents(py)?.remove(&tid) else { return Ok(None) };
     let frames = py.import("sys")?.call_method0("_current_frames")?;
     let Some(frame) = frames.cast::<PyDict>()?.get_item(ident)? else { return Ok(None) };
     let lines = py.import("traceback")?.call_method1("format_stack", (frame, STACK_FRAMES))?;
     let text = PyString::new(py, "").call_method1("join", (lines,))?;
     Ok(Some(text.extract::<String>()?.trim_end().to_string()))
+}
+
+/// The `threading` ident (the key of `sys._current_frames()`) of every Python thread, by its OS
+/// thread id (`native_id`).
+pub(crate) fn thread_idents(py: Python<'_>) -> PyResult<HashMap<i32, Py<PyAny>>> {
+    let mut idents = HashMap::new();
+    for thread in py.import("threading")?.call_method0("enumerate")?.try_iter()? {
+        let thread = thread?;
+        let native = thread.getattr("native_id")?.extract::<Option<i64>>()?;
+        if let Some(tid) = native.and_then(|n| i32::try_from(n).ok()) {
+            idents.insert(tid, thread.getattr("ident")?.unbind());
+        }
+    }
+    Ok(idents)
 }
 
 /// Registered with `atexit`: stack reads stop before the interpreter finalises.
